@@ -1,0 +1,1 @@
+//! The resume audit: a ledger per session and stream, turned into findings.

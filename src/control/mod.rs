@@ -1,0 +1,1 @@
+//! The Toxiproxy-compatible control API and Prometheus metrics.

@@ -1,0 +1,3 @@
+//! The lab server: a reference MCP Streamable HTTP server that can misbehave on purpose.
+
+pub mod cli;

@@ -1,0 +1,3 @@
+//! The load client: resumable MCP sessions, torn-boundary detection, corrected histograms.
+
+pub mod cli;

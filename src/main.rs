@@ -1,0 +1,87 @@
+//! The `tearline` command line. Each subcommand lives in its module's `cli.rs`; this file only
+//! parses, sets up logging and maps errors to exit codes (anyhow is used here and nowhere else).
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// tearline: a fault-injecting TCP chaos proxy that knows SSE.
+///
+/// It cuts streaming HTTP (Server-Sent Events, MCP Streamable HTTP) connections at chosen
+/// positions inside events, then judges how clients and servers resume.
+#[derive(Debug, Parser)]
+#[command(name = "tearline", version, propagate_version = true)]
+#[command(after_help = "Examples:
+  tearline replay                                   # the 250 ms reset load test, lab server included
+  tearline proxy --listen 127.0.0.1:7000 --upstream 127.0.0.1:8080
+  tearline proxy --profile profiles/reset-250ms.toml --listen 127.0.0.1:7000 --upstream 127.0.0.1:8080
+  tearline serve --listen 127.0.0.1:8931
+  tearline profiles list")]
+struct Cli {
+    /// Log format on stderr; the level comes from RUST_LOG (default: info).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Relay TCP through faults (one proxy, or several from a profile).
+    Proxy(tearline::proxy::cli::Args),
+    /// Run the lab MCP Streamable HTTP server.
+    Serve(tearline::lab::cli::Args),
+    /// Drive MCP sessions against a server and measure them.
+    Load(tearline::load::cli::Args),
+    /// Run the 250 ms reset load test end to end and write reports.
+    Replay(tearline::replay::cli::Args),
+    /// Work with report files (merge interval logs, show a report).
+    Report(tearline::report::cli::Args),
+    /// List and validate fault profiles.
+    Profiles(tearline::profile::cli::Args),
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
+    Ok(match command {
+        Command::Proxy(a) => tearline::proxy::cli::run(a).await.context("proxy")?,
+        Command::Serve(a) => tearline::lab::cli::run(a).await.context("serve")?,
+        Command::Load(a) => tearline::load::cli::run(a).await.context("load")?,
+        Command::Replay(a) => tearline::replay::cli::run(a).await.context("replay")?,
+        Command::Report(a) => tearline::report::cli::run(a).await.context("report")?,
+        Command::Profiles(a) => tearline::profile::cli::run(a).await.context("profiles")?,
+    })
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_format);
+    match dispatch(cli.command).await {
+        Ok(code) => code,
+        Err(e) => {
+            // One line: the context chain, outermost first.
+            eprintln!("tearline: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,3 @@
+//! The relay: listener, connection tasks, one pump per direction, shutdown.
+
+pub mod cli;

@@ -1,0 +1,40 @@
+//! Passive observers of the bytes the proxy forwards: HTTP/1.1 framing for both directions,
+//! the WHATWG SSE scanner, and the position of every byte in the SSE event it belongs to.
+//!
+//! Invariant: an observer never changes a byte and never fails the connection. Traffic it
+//! cannot parse (not HTTP, TLS, HTTP/2, upgrades) makes it opaque from there on; opaque bytes
+//! pass through untouched and carry no positions.
+
+pub mod observe;
+pub mod position;
+
+pub use observe::{ChunkPositions, CutPoint, Observation, ObservationSink, WireObserver};
+pub use position::SseClass;
+
+use std::fmt;
+
+/// The direction of a pump. `Upstream` carries client→server bytes, `Downstream` server→client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// Client → server.
+    Upstream,
+    /// Server → client.
+    Downstream,
+}
+
+impl Direction {
+    /// `"upstream"` or `"downstream"`, the names profiles and the control API use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Upstream => "upstream",
+            Direction::Downstream => "downstream",
+        }
+    }
+}
+
+impl fmt::Display for Direction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

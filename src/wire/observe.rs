@@ -1,0 +1,179 @@
+//! The seam between the pump and the wire observers, and the observations the audit reads.
+//!
+//! The pump calls [`WireObserver::observe`] with every chunk it reads, before the faults decide,
+//! and [`WireObserver::delivered`] / [`WireObserver::cut`] / [`WireObserver::eof`] with what it
+//! actually did. Observers report what they learn as [`Observation`]s to an
+//! [`ObservationSink`] (the audit, or nothing). The byte-mode observer ([`NoObserver`]) keeps no
+//! state and returns no positions, so a plain relay pays nothing.
+
+use super::{Direction, SseClass};
+use crate::fault::CutAction;
+
+/// Positions of the cut points inside one chunk of an SSE response body.
+///
+/// Cut point `k` (for `1 <= k <= chunk.len()`) means "exactly the first `k` bytes of this chunk
+/// are delivered, then the connection stops". `runs` cover cut points with the class a cut there
+/// hits, in increasing order, without overlap; cut points outside every run are outside an SSE
+/// body (HTTP heads, non-SSE bodies) and SSE-position faults do not aim at them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChunkPositions {
+    /// Runs of equal class, `start..end` over cut points (chunk-relative, 1-based as above).
+    pub runs: Vec<PositionRun>,
+}
+
+/// Consecutive cut points that hit the same class in the same event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PositionRun {
+    /// First cut point of the run (number of chunk bytes delivered).
+    pub start: usize,
+    /// One past the last cut point of the run.
+    pub end: usize,
+    /// The class every cut point of the run hits.
+    pub class: SseClass,
+    /// Index of the SSE event (0-based, per response stream) the run belongs to.
+    pub event_index: u64,
+    /// Payload offset (decoded SSE body bytes before cut point `start`).
+    pub payload_offset: u64,
+}
+
+impl ChunkPositions {
+    /// Empties the annotation, keeping its allocation.
+    pub fn clear(&mut self) {
+        self.runs.clear();
+    }
+}
+
+/// Where a cut fell, as the observer saw it; the pump adds time and connection facts.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CutPoint {
+    /// Class of the cut, `None` outside an SSE body.
+    pub class: Option<SseClass>,
+    /// Raw offset in this direction (bytes of the connection delivered before the cut).
+    pub raw_offset: u64,
+    /// Offset in the decoded SSE payload, if inside an SSE body.
+    pub payload_offset: Option<u64>,
+    /// Index of the event in progress (per stream), if inside an SSE body.
+    pub event_index: Option<u64>,
+    /// The `id` of the event in progress, if its id line was complete.
+    pub pending_id: Option<String>,
+    /// The last committed event id (WHATWG "last event ID string") before the cut.
+    pub last_committed_id: Option<String>,
+    /// Bytes of the torn event that were delivered (0 at a boundary).
+    pub torn_bytes: u64,
+    /// Which `data:` line of the event the cut fell in (1-based), if any.
+    pub data_line: Option<u32>,
+    /// Request facts of the stream: method and path.
+    pub request: Option<String>,
+    /// `Mcp-Session-Id` of the stream's request or response, if any.
+    pub session: Option<String>,
+    /// JSON-RPC request id of the stream's POST, if visible.
+    pub rpc_id: Option<String>,
+}
+
+/// One thing an observer learned, for the audit. Additive: consumers ignore what they do not
+/// need.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Observation {
+    /// A connection was accepted.
+    ConnOpened { conn: u64, proxy: String },
+    /// A connection ended (both directions closed or cut).
+    ConnClosed { conn: u64 },
+    /// A request head (and body, when small) was seen upstream.
+    Request {
+        conn: u64,
+        /// Per-connection request sequence number (0-based, pipelined order).
+        seq: u64,
+        method: String,
+        path: String,
+        session: Option<String>,
+        last_event_id: Option<String>,
+        protocol_version: Option<String>,
+        has_authorization: bool,
+        /// The request body if it was at most the observer's body limit.
+        body: Option<bytes::Bytes>,
+    },
+    /// A response head was seen downstream.
+    Response {
+        conn: u64,
+        seq: u64,
+        status: u16,
+        content_type: Option<String>,
+        session: Option<String>,
+    },
+    /// A non-SSE response body ended (its bytes when at most the body limit).
+    ResponseBody {
+        conn: u64,
+        seq: u64,
+        body: Option<bytes::Bytes>,
+    },
+    /// An SSE event was dispatched by the WHATWG rules from bytes the proxy forwarded.
+    SseEvent {
+        conn: u64,
+        seq: u64,
+        index: u64,
+        /// The event's own `id` field, if it had one.
+        id: Option<String>,
+        /// The last event ID string after dispatch (sticky ids).
+        last_event_id: Option<String>,
+        event_type: Option<String>,
+        /// FNV-1a 64 of the data buffer; the payload itself is not kept.
+        data_hash: u64,
+        data_len: u64,
+        /// The data when at most the observer's body limit (JSON-RPC messages), else `None`.
+        data: Option<bytes::Bytes>,
+        raw_start: u64,
+        raw_end: u64,
+    },
+    /// The SSE body of a response ended; `clean` if and only if its HTTP framing ended normally.
+    StreamEnd { conn: u64, seq: u64, clean: bool },
+    /// The proxy cut the connection.
+    Cut {
+        conn: u64,
+        direction: Direction,
+        action: CutAction,
+        point: CutPoint,
+    },
+}
+
+/// Where observations go. Implementations must be cheap and never block the data path.
+pub trait ObservationSink: Send + Sync {
+    /// Records one observation.
+    fn record(&self, obs: Observation);
+}
+
+/// Observes one direction of one connection.
+pub trait WireObserver: Send {
+    /// Reads a chunk before faults decide; returns its positions when any byte of it is in an
+    /// SSE body.
+    fn observe(&mut self, chunk: &[u8]) -> Option<&ChunkPositions>;
+    /// Describes the cut that delivers exactly `delivered` bytes of the last observed chunk.
+    fn cut_point(&mut self, delivered: usize) -> CutPoint;
+    /// The source sent EOF.
+    fn eof(&mut self);
+}
+
+/// The byte-mode observer: sees nothing, costs nothing.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoObserver {
+    /// Raw offset of the first byte of the last observed chunk.
+    chunk_start: u64,
+    /// Raw offset after the last observed chunk.
+    raw: u64,
+}
+
+impl WireObserver for NoObserver {
+    fn observe(&mut self, chunk: &[u8]) -> Option<&ChunkPositions> {
+        self.chunk_start = self.raw;
+        self.raw += chunk.len() as u64;
+        None
+    }
+
+    fn cut_point(&mut self, delivered: usize) -> CutPoint {
+        CutPoint {
+            raw_offset: self.chunk_start + delivered as u64,
+            ..CutPoint::default()
+        }
+    }
+
+    fn eof(&mut self) {}
+}
