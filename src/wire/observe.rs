@@ -150,6 +150,15 @@ pub trait WireObserver: Send {
     fn cut_point(&mut self, delivered: usize) -> CutPoint;
     /// The source sent EOF.
     fn eof(&mut self);
+
+    /// The bytes that end the current HTTP message as if normally, written after a `clean-end`
+    /// cut that delivered exactly `delivered` bytes of the last observed chunk (for a chunked
+    /// body: the `0\r\n\r\n` terminator). Empty when no valid clean end exists there; the cut
+    /// is then a FIN.
+    fn clean_end(&mut self, delivered: usize) -> Vec<u8> {
+        let _ = delivered;
+        Vec::new()
+    }
 }
 
 /// The byte-mode observer: sees nothing, costs nothing.
