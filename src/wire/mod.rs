@@ -7,6 +7,8 @@
 
 pub mod observe;
 pub mod position;
+pub mod sse;
+pub mod sse_class;
 
 pub use observe::{ChunkPositions, CutPoint, Observation, ObservationSink, WireObserver};
 pub use position::SseClass;
