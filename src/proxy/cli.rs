@@ -29,12 +29,12 @@ use super::{ProxyConfig, ProxyError, ProxySpec};
 Sizes accept B, KiB, MiB (and K, M, KB, MB); durations accept ms, s, m.
 SIGINT/SIGTERM stop accepting, let open connections drain for --drain-timeout, then close.")]
 pub struct Args {
-    /// Address to listen on (ip:port).
+    /// Address to listen on (ip:port). Required unless a profile names its proxies.
     #[arg(long, value_name = "ADDR", value_parser = parse_addr)]
-    pub listen: SocketAddr,
-    /// Upstream to relay to (host:port).
+    pub listen: Option<SocketAddr>,
+    /// Upstream to relay to (host:port). Required unless a profile names its proxies.
     #[arg(long, value_name = "HOST:PORT", value_parser = parse_upstream)]
-    pub upstream: String,
+    pub upstream: Option<String>,
     /// Proxy name (logs, metrics, seed derivation).
     #[arg(long, default_value = "proxy")]
     pub name: String,
@@ -64,17 +64,36 @@ pub enum CliError {
     /// Binding or serving failed.
     #[error(transparent)]
     Proxy(#[from] ProxyError),
+    /// A flag the single-proxy form needs is absent.
+    #[error("missing {0}")]
+    Missing(&'static str),
     /// The signal handlers could not be installed.
     #[error("cannot install signal handlers")]
     Signals(#[source] std::io::Error),
 }
 
 impl Args {
-    /// The proxy configuration these arguments describe, with `seed` resolved.
-    pub fn config(&self, seed: u64) -> ProxyConfig {
+    /// The single proxy these arguments describe (`--listen`, `--upstream` and the limits),
+    /// with `seed` resolved.
+    pub fn spec(&self, seed: u64) -> Result<ProxySpec, CliError> {
+        let listen = self.listen.ok_or(CliError::Missing(
+            "--listen ADDR (example: --listen 127.0.0.1:7000)",
+        ))?;
+        let upstream = self.upstream.clone().ok_or(CliError::Missing(
+            "--upstream HOST:PORT (example: --upstream 127.0.0.1:8080)",
+        ))?;
+        Ok(ProxySpec {
+            listen,
+            config: self.config(upstream, seed),
+            faults: Vec::new(),
+        })
+    }
+
+    /// The limits of these arguments applied to a proxy named by them, to `upstream`.
+    pub fn config(&self, upstream: String, seed: u64) -> ProxyConfig {
         ProxyConfig {
             name: self.name.clone(),
-            upstream: self.upstream.clone(),
+            upstream,
             buffer_size: self.buffer_size,
             connect_timeout: self.connect_timeout,
             max_connections: self.max_connections as usize,
@@ -88,12 +107,13 @@ impl Args {
 /// Runs `tearline proxy` until SIGINT or SIGTERM, then drains.
 pub async fn run(args: Args) -> Result<ExitCode, CliError> {
     let seed = args.seed.unwrap_or_else(rand::random);
-    let spec = ProxySpec {
-        listen: args.listen,
-        config: args.config(seed),
-        faults: Vec::new(),
-    };
-    let bound = super::bind_all(vec![spec]).await?;
+    serve(vec![args.spec(seed)?], seed).await
+}
+
+/// Binds every proxy (all or none), prints the seed and addresses, serves until SIGINT or
+/// SIGTERM, then drains. The place a profile's proxies (with their faults) are started from.
+pub async fn serve(specs: Vec<ProxySpec>, seed: u64) -> Result<ExitCode, CliError> {
+    let bound = super::bind_all(specs).await?;
     println!("tearline proxy: seed {seed}");
     for (l, p) in &bound {
         if let Ok(addr) = l.local_addr() {

@@ -3,6 +3,8 @@
 //! Every helper binds 127.0.0.1:0 before anything connects, so no test sleeps for start-up.
 #![allow(dead_code)]
 
+pub mod faults;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
