@@ -250,8 +250,26 @@ impl<'a> KeyReader<'a> {
         )
     }
 
+    /// Declares `keys` known and rejects, before any value is read, every key not among the
+    /// declared ones (so a misspelt key is reported as unknown, not as a missing one).
+    pub fn declare<'k>(
+        &mut self,
+        keys: impl IntoIterator<Item = &'k &'static str>,
+    ) -> Result<(), FaultConfigError> {
+        for k in keys {
+            if !self.known.contains(k) {
+                self.known.push(k);
+            }
+        }
+        self.check_unknown()
+    }
+
     /// Rejects every key that was not declared, naming the known keys.
     pub fn finish(self) -> Result<(), FaultConfigError> {
+        self.check_unknown()
+    }
+
+    fn check_unknown(&self) -> Result<(), FaultConfigError> {
         for (p, seen) in self.def.params.iter().zip(&self.seen) {
             if !seen && !self.known.contains(&p.key.as_str()) {
                 return Err(FaultConfigError {

@@ -229,6 +229,17 @@ pub fn build(def: &FaultDef) -> Result<Built, FaultConfigError> {
         ));
     };
     let mut r = KeyReader::new(def, info.name);
+    let common: &[(&str, &str)] = match info.scope {
+        Scope::Connection => COMMON_KEYS,
+        Scope::Proxy => &[],
+    };
+    let keys: Vec<&'static str> = DEF_KEYS
+        .iter()
+        .chain(common)
+        .chain(info.keys)
+        .map(|(k, _)| *k)
+        .collect();
+    r.declare(&keys)?;
     r.raw("kind");
     r.str("name")?;
     r.str("proxy")?;
@@ -333,14 +344,14 @@ impl KindConfig for AnyByteCutConfig {
 }
 
 /// Toxiproxy toxic types, in the order messages list them.
-pub const TOXIPROXY_TYPES: &[&str] = &[
-    "latency",
-    "bandwidth",
-    "slow_close",
-    "timeout",
-    "reset_peer",
-    "slicer",
-    "limit_data",
+pub const TOXIPROXY_TYPES: &[(&str, &[&str])] = &[
+    ("latency", &["latency", "jitter"]),
+    ("bandwidth", &["rate"]),
+    ("slow_close", &["delay"]),
+    ("timeout", &["timeout"]),
+    ("reset_peer", &["timeout"]),
+    ("slicer", &["average_size", "size_variation", "delay"]),
+    ("limit_data", &["bytes"]),
 ];
 
 /// Builds a factory from a Toxiproxy toxic: its `type`, `attributes` (Toxiproxy's names and
@@ -356,6 +367,9 @@ pub fn from_toxiproxy(
     let common = Common::checked(stream, toxicity)?;
     let def = json_def(attributes)?;
     let mut r = KeyReader::new(&def, type_);
+    if let Some((_, attrs)) = TOXIPROXY_TYPES.iter().find(|(t, _)| *t == type_) {
+        r.declare(attrs.iter())?;
+    }
     let ms = |r: &mut KeyReader<'_>, key| r.millis(key).map(Option::unwrap_or_default);
     let factory = match type_ {
         "latency" => {
@@ -421,7 +435,11 @@ pub fn from_toxiproxy(
                 span: None,
                 message: format!(
                     "unknown toxic type '{other}'; known: {}",
-                    TOXIPROXY_TYPES.join(", ")
+                    TOXIPROXY_TYPES
+                        .iter()
+                        .map(|(t, _)| *t)
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
             });
         }

@@ -57,10 +57,10 @@ impl ResetConfig {
                 ));
             }
             _ => {
-                return Err(FaultConfigError::at_def(
-                    r.def(),
-                    None,
-                    "reset takes exactly one of 'bytes', 'range' or 'after_ms', got more than one",
+                return Err(second_trigger(
+                    r,
+                    &["bytes", "range", "after_ms"],
+                    "reset takes exactly one of 'bytes', 'range' or 'after_ms'",
                 ));
             }
         };
@@ -90,6 +90,24 @@ impl KindConfig for ResetConfig {
             }
             ResetTrigger::After(after) => Box::new(TimedReset { at: now + after }),
         }
+    }
+}
+
+/// The error for a definition with more than one trigger: at the second one in source order.
+pub fn second_trigger(
+    r: &mut KeyReader<'_>,
+    keys: &[&'static str],
+    rule: &str,
+) -> FaultConfigError {
+    let mut present: Vec<&super::keys::Param> = keys.iter().filter_map(|k| r.raw(k)).collect();
+    present.sort_by_key(|p| p.key_span.as_ref().map_or(0, |s| s.start));
+    match present.get(1) {
+        Some(p) => FaultConfigError {
+            key: Some(p.key.clone()),
+            span: p.key_span.clone(),
+            message: format!("{rule}; '{}' conflicts with '{}'", p.key, present[0].key),
+        },
+        None => FaultConfigError::at_def(r.def(), None, rule.to_owned()),
     }
 }
 

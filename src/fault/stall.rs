@@ -53,10 +53,10 @@ impl StallConfig {
                 ));
             }
             (Some(_), Some(_)) => {
-                return Err(FaultConfigError::at_def(
-                    r.def(),
-                    None,
-                    "stall takes exactly one of 'at_byte' or 'after_ms', got both",
+                return Err(super::reset::second_trigger(
+                    r,
+                    &["at_byte", "after_ms"],
+                    "stall takes exactly one of 'at_byte' or 'after_ms'",
                 ));
             }
         };

@@ -17,8 +17,8 @@ use crate::fault::keys::{FaultDef, Param};
 pub struct RawProfile {
     /// `description`.
     pub description: Option<Spanned<String>>,
-    /// `seed`.
-    pub seed: Option<Spanned<u64>>,
+    /// `seed` (checked to be a non-negative integer by validation).
+    pub seed: Option<Spanned<toml::Value>>,
     /// `[[proxy]]` tables.
     #[serde(default)]
     pub proxy: Vec<Spanned<RawProxy>>,
@@ -68,16 +68,40 @@ impl SpanError {
 
 /// Parses the TOML text.
 pub fn raw(text: &str) -> Result<RawProfile, SpanError> {
-    toml::from_str(text).map_err(|e| SpanError {
-        span: e.span(),
-        key: None,
-        message: tidy(e.message()),
+    toml::from_str(text).map_err(|e| {
+        let mut message = tidy(e.message());
+        // serde does not say which table misses a key; the span points at its header.
+        let header = e
+            .span()
+            .and_then(|s| text.get(s))
+            .filter(|h| h.starts_with('['));
+        if let (true, Some(h)) = (message.starts_with("missing required key"), header) {
+            message = format!("{message} in {}", h.trim());
+        }
+        SpanError {
+            span: e.span(),
+            key: None,
+            message,
+        }
     })
 }
 
-/// serde's messages use backticks; profiles' messages quote with '…'.
+/// Rewrites serde's messages into the profile vocabulary ("key", '…' quotes, "known: …").
 fn tidy(message: &str) -> String {
-    message.trim_end().replace('`', "'")
+    let m = message.trim_end();
+    if let Some(rest) = m.strip_prefix("unknown field `")
+        && let Some((key, expected)) = rest.split_once('`')
+    {
+        let known = expected
+            .trim_start_matches(", expected one of ")
+            .trim_start_matches(", expected ")
+            .replace('`', "");
+        return format!("unknown key '{key}'; known: {known}");
+    }
+    if let Some(rest) = m.strip_prefix("missing field `") {
+        return format!("missing required key '{}'", rest.trim_end_matches('`'));
+    }
+    m.replace('`', "'")
 }
 
 /// A `[[fault]]` table as a definition for the registry (keys in source order).

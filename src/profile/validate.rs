@@ -43,6 +43,19 @@ pub fn profile(raw: RawProfile, text: &str, origin: &str) -> Result<Profile, Spa
             message: "the profile defines no [[proxy]] and no [[fault]]".into(),
         });
     }
+    let seed = match raw.seed {
+        None => None,
+        Some(v) => match v.get_ref() {
+            toml::Value::Integer(i) if *i >= 0 => Some(i.unsigned_abs()),
+            other => {
+                return Err(err(
+                    v.span(),
+                    "seed",
+                    format!("seed must be a non-negative integer, got {other}"),
+                ));
+            }
+        },
+    };
     let mut proxies: Vec<(ProxyDef, Range<usize>)> = Vec::with_capacity(raw.proxy.len());
     for p in &raw.proxy {
         let p = p.get_ref();
@@ -129,7 +142,7 @@ pub fn profile(raw: RawProfile, text: &str, origin: &str) -> Result<Profile, Spa
                 span,
                 "name",
                 format!(
-                    "duplicate fault name '{}' (also used by the fault at line {}); give one a distinct `name`",
+                    "duplicate fault name '{}' (also used by the fault at line {}; a name defaults to the kind); give one a distinct `name`",
                     spec.name, other.line
                 ),
             ));
@@ -139,7 +152,7 @@ pub fn profile(raw: RawProfile, text: &str, origin: &str) -> Result<Profile, Spa
     Ok(Profile {
         origin: origin.to_owned(),
         description: raw.description.map(Spanned::into_inner),
-        seed: raw.seed.map(Spanned::into_inner),
+        seed,
         proxies: proxies.into_iter().map(|(p, _)| p).collect(),
         faults: faults.into_iter().map(|(f, _)| f).collect(),
     })
