@@ -21,6 +21,7 @@ pub mod slicer;
 pub mod slow_close;
 pub mod stall;
 pub mod timeout;
+pub mod toxiproxy;
 
 use std::time::Duration;
 
