@@ -221,3 +221,16 @@ fn a_missing_file_is_a_read_error_naming_the_path() {
             .starts_with("/nonexistent/p.toml: cannot read:")
     );
 }
+
+#[test]
+fn columns_count_characters_not_bytes() {
+    let text =
+        "description = \"±±\"\n[[fault]]\nkind = \"latency\"\nlatency_ms = 1\njitter_ms = \"±\" \n";
+    let err = profile::parse(text, "u").expect_err("jitter is a string");
+    assert_eq!(
+        err.to_string(),
+        "u:5:13: jitter_ms must be a non-negative integer (milliseconds), got a string"
+    );
+    assert_eq!(profile::line_col("é = 1\nab", 4), (1, 4));
+    assert_eq!(profile::line_col("é = 1\nab", 8), (2, 2));
+}

@@ -103,6 +103,10 @@ pub fn type_name(v: &toml::Value) -> &'static str {
     }
 }
 
+/// Longest duration a key may hold: keeps every `Instant + duration` of the kinds far from
+/// overflow.
+pub const MAX_DURATION_SECS: u64 = 365 * 86_400;
+
 /// Reads typed keys of one definition and remembers which were read.
 #[derive(Debug)]
 pub struct KeyReader<'a> {
@@ -160,9 +164,36 @@ impl<'a> KeyReader<'a> {
         }
     }
 
-    /// Milliseconds as a non-negative integer.
+    /// Milliseconds as a non-negative integer, at most one year.
     pub fn millis(&mut self, key: &'static str) -> Result<Option<Duration>, FaultConfigError> {
-        Ok(self.u64(key, "milliseconds")?.map(Duration::from_millis))
+        self.duration(key, "milliseconds", 1_000)
+    }
+
+    /// Microseconds as a non-negative integer, at most one year.
+    pub fn micros(&mut self, key: &'static str) -> Result<Option<Duration>, FaultConfigError> {
+        self.duration(key, "microseconds", 1_000_000)
+    }
+
+    fn duration(
+        &mut self,
+        key: &'static str,
+        unit: &str,
+        per_second: u64,
+    ) -> Result<Option<Duration>, FaultConfigError> {
+        let Some(v) = self.u64(key, unit)? else {
+            return Ok(None);
+        };
+        let max = MAX_DURATION_SECS * per_second;
+        if v > max {
+            let p = self.raw(key);
+            let msg = format!("{key} must be at most {max} {unit} (one year), got {v}");
+            return Err(match p {
+                Some(p) => FaultConfigError::at_value(p, msg),
+                None => FaultConfigError::at_def(self.def, Some(key), msg),
+            });
+        }
+        let nanos_per = 1_000_000_000 / per_second;
+        Ok(Some(Duration::from_nanos(v * nanos_per)))
     }
 
     /// A number (integer or float).

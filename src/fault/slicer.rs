@@ -69,7 +69,7 @@ impl SlicerConfig {
             .u64("average_size", "bytes")?
             .ok_or_else(|| r.missing("average_size"))?;
         let variation = r.u64("size_variation", "bytes")?.unwrap_or(0);
-        let delay = Duration::from_micros(r.u64("delay_us", "microseconds")?.unwrap_or(0));
+        let delay = r.micros("delay_us")?.unwrap_or_default();
         Self::checked(
             r,
             "average_size",

@@ -98,8 +98,7 @@ pub fn from_toxiproxy(
         "slicer" => {
             let avg = r.u64("average_size", "bytes")?.unwrap_or(0);
             let var = r.u64("size_variation", "bytes")?.unwrap_or(0);
-            let delay =
-                std::time::Duration::from_micros(r.u64("delay", "microseconds")?.unwrap_or(0));
+            let delay = r.micros("delay")?.unwrap_or_default();
             let cfg =
                 SlicerConfig::checked(&mut r, "average_size", "size_variation", avg, var, delay)?;
             Factory::shared(common, cfg)
