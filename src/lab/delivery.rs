@@ -7,7 +7,9 @@
 //! - An event whose resource indicator the reader's audience does not cover is never sent:
 //!   `on_unauthorized = error` sends `event: error` (offending id, required indicator, no id
 //!   field), `silent-end` sends `event: end`; either way the body then ends.
-//! - A live reader that falls behind the ring (its next event was evicted) gets `event: error`
+//! - While a delivery runs, its reader is attached to the stream: the stream's producer stays
+//!   less than half a ring ahead of it, so a connected client is not outrun by its own call.
+//! - A live reader that still falls behind the ring (other streams of the session evicted) (its next event was evicted) gets `event: error`
 //!   naming the lost range under `on_evicted = error`; the other modes skip the range silently.
 //! - The task ends when the stream is finished and fully sent, when the body is dropped (the
 //!   client went away: the producer keeps running), or when the session or server ends.
@@ -43,9 +45,17 @@ pub struct Delivery {
 }
 
 /// Starts delivering `d` and returns the response body it feeds.
+/// The reader is attached before this returns, so a producer spawned afterwards already
+/// waits for it.
 pub fn spawn(shared: &Arc<Shared>, d: Delivery) -> LabBody {
     let (tx, rx) = mpsc::channel(4);
-    shared.tasks.spawn(run(Arc::clone(shared), d, tx));
+    let reader = d.session.attach(d.stream, d.cursor.map_or(0, |c| c + 1));
+    let attached = Attached {
+        session: Arc::clone(&d.session),
+        stream: d.stream,
+        reader,
+    };
+    shared.tasks.spawn(run(Arc::clone(shared), d, attached, tx));
     LabBody::Stream(rx)
 }
 
@@ -82,9 +92,24 @@ impl Out {
     }
 }
 
-async fn run(shared: Arc<Shared>, d: Delivery, tx: mpsc::Sender<Bytes>) {
+/// Detaches the reader when the delivery ends, however it ends.
+struct Attached {
+    session: Arc<Session>,
+    stream: u64,
+    reader: u64,
+}
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        self.session.detach(self.stream, self.reader);
+    }
+}
+
+async fn run(shared: Arc<Shared>, d: Delivery, attached: Attached, tx: mpsc::Sender<Bytes>) {
     let _guard = d.guard;
     let session = d.session;
+    let reader = attached.reader;
+    let _attached = attached;
     let cfg = &shared.cfg;
     let enc = shared.enc;
     let mut cursor = d.cursor;
@@ -131,6 +156,9 @@ async fn run(shared: Arc<Shared>, d: Delivery, tx: mpsc::Sender<Bytes>) {
                 if out.flush().await.is_err() {
                     return;
                 }
+                if let Some(c) = cursor {
+                    session.advance(d.stream, reader, c + 1);
+                }
             }
             Next::Lost { from, to } => match cfg.on_evicted {
                 OnEvicted::Error => {
@@ -145,7 +173,10 @@ async fn run(shared: Arc<Shared>, d: Delivery, tx: mpsc::Sender<Bytes>) {
                         .await;
                     return;
                 }
-                OnEvicted::Fresh | OnEvicted::ReplayFromOldest => cursor = Some(to),
+                OnEvicted::Fresh | OnEvicted::ReplayFromOldest => {
+                    cursor = Some(to);
+                    session.advance(d.stream, reader, to + 1);
+                }
             },
             Next::Wait => {
                 let keepalive = cfg.keepalive;

@@ -186,23 +186,23 @@ where
 
     let stream = session.open_stream();
     let guard = (!shared.cfg.protocol.resumable()).then(|| session.cancel.clone().drop_guard());
-    shared.tasks.spawn(tools::produce(
-        Arc::clone(&session),
-        stream,
-        steps,
-        shared.enc,
-        shared.cfg.retry,
-    ));
     let body = delivery::spawn(
         shared,
         Delivery {
-            session,
+            session: Arc::clone(&session),
             stream,
             cursor: None,
             audience: aud,
             guard,
         },
     );
+    shared.tasks.spawn(tools::produce(
+        session,
+        stream,
+        steps,
+        shared.enc,
+        shared.cfg.retry,
+    ));
     sse_response(body)
 }
 

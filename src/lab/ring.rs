@@ -8,6 +8,9 @@
 //!   prefix of it: `first_retained` alone tells which sequence numbers are gone.
 //! - The ring never changes an event's bytes; what a client is sent on resume is exactly what
 //!   the producer pushed.
+//! - At most one reader is attached to a stream (the newest attach wins); its `want` is the
+//!   next sequence number it needs, so producers can hold back while a connected reader lags
+//!   (`backlog`) and run freely while no reader is attached.
 //!
 //! The ring does no I/O and never blocks; [`crate::lab::session`] wraps it in a mutex.
 
@@ -67,6 +70,9 @@ pub struct Ring {
     events: VecDeque<StoredEvent>,
     streams: HashMap<u64, StreamInfo>,
     next_stream: u64,
+    /// stream → (reader id, next sequence number the reader needs).
+    attached: HashMap<u64, (u64, u64)>,
+    next_reader: u64,
 }
 
 impl Ring {
@@ -77,6 +83,8 @@ impl Ring {
             events: VecDeque::new(),
             streams: HashMap::new(),
             next_stream: 1,
+            attached: HashMap::new(),
+            next_reader: 1,
         }
     }
 
@@ -177,6 +185,35 @@ impl Ring {
         } else {
             Next::Events(events)
         }
+    }
+
+    /// Attaches a reader needing `want` next to `stream`, replacing any previous reader.
+    pub fn attach(&mut self, stream: u64, want: u64) -> u64 {
+        let reader = self.next_reader;
+        self.next_reader += 1;
+        self.attached.insert(stream, (reader, want));
+        reader
+    }
+
+    /// Records that `reader` of `stream` now needs `want` next.
+    pub fn advance(&mut self, stream: u64, reader: u64, want: u64) {
+        if let Some(a) = self.attached.get_mut(&stream).filter(|a| a.0 == reader) {
+            a.1 = want;
+        }
+    }
+
+    /// Detaches `reader` from `stream` (no-op if another reader replaced it).
+    pub fn detach(&mut self, stream: u64, reader: u64) {
+        if self.attached.get(&stream).is_some_and(|a| a.0 == reader) {
+            self.attached.remove(&stream);
+        }
+    }
+
+    /// Events of `stream` pushed but not yet taken by its attached reader (`None`: no reader).
+    pub fn backlog(&self, stream: u64) -> Option<u64> {
+        let (_, want) = self.attached.get(&stream)?;
+        let next = self.streams.get(&stream)?.next_seq;
+        Some(next.saturating_sub(*want))
     }
 
     /// Number of events in the ring.

@@ -28,6 +28,7 @@ pub struct Session {
     pub cancel: CancellationToken,
     ring: Mutex<Ring>,
     changed: watch::Sender<u64>,
+    capacity: usize,
 }
 
 impl Session {
@@ -44,6 +45,7 @@ impl Session {
             cancel,
             ring: Mutex::new(Ring::new(capacity)),
             changed: watch::Sender::new(0),
+            capacity: capacity.max(1),
         }
     }
 
@@ -99,6 +101,44 @@ impl Session {
         self.ring()
             .stream(stream)
             .map(|s| (s.next_seq, s.first_retained, s.finished))
+    }
+
+    /// Attaches a live reader of `stream` that needs `want` next; returns its reader id.
+    pub fn attach(&self, stream: u64, want: u64) -> u64 {
+        self.ring().attach(stream, want)
+    }
+
+    /// Records the progress of an attached reader and wakes producers waiting for it.
+    pub fn advance(&self, stream: u64, reader: u64, want: u64) {
+        self.ring().advance(stream, reader, want);
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Detaches a reader (its connection is gone) and wakes producers waiting for it.
+    pub fn detach(&self, stream: u64, reader: u64) {
+        self.ring().detach(stream, reader);
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Waits until `stream` has no attached reader or its reader lags by fewer than `limit`
+    /// events: a connected reader is never outrun by its own producer, a gone one never
+    /// slows it.
+    pub async fn room(&self, stream: u64, limit: u64) {
+        let mut changes = self.subscribe();
+        loop {
+            changes.borrow_and_update();
+            if self.ring().backlog(stream).is_none_or(|b| b < limit) {
+                return;
+            }
+            if changes.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// The ring's capacity in events.
+    pub fn capacity(&self) -> usize {
+        self.capacity
     }
 
     /// A receiver that changes whenever an event is pushed or a stream finishes.

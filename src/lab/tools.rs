@@ -171,62 +171,72 @@ pub async fn produce(
     session.finish(stream);
 }
 
+/// Pushes one call's events, holding back while the attached reader lags (see
+/// [`Session::room`]).
+struct Emitter<'a> {
+    session: &'a Session,
+    stream: u64,
+    enc: SseEncoder,
+    limit: u64,
+}
+
+impl Emitter<'_> {
+    async fn emit(&self, resource: Option<&Arc<str>>, lines: &[&[u8]]) {
+        self.session.room(self.stream, self.limit).await;
+        let enc = self.enc;
+        self.session
+            .push(self.stream, resource.cloned(), |id| enc.message(id, lines));
+    }
+}
+
 async fn run_steps(session: &Session, stream: u64, steps: Vec<Step>, enc: SseEncoder) {
+    let out = Emitter {
+        session,
+        stream,
+        enc,
+        limit: (session.capacity() as u64 / 2).max(1),
+    };
     for step in steps {
         match step {
-            Step::Reply(msg) => {
-                let text = msg.to_string();
-                session.push(stream, None, |id| enc.message(id, &[text.as_bytes()]));
-            }
+            Step::Reply(msg) => out.emit(None, &[msg.to_string().as_bytes()]).await,
             Step::Call { id, token, tool } => {
                 let res: Arc<str> = Arc::from(tool.resource());
+                let res = Some(&res);
                 let progress = |i: u64, total: u64| {
-                    let text = json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                    json!({"jsonrpc": "2.0", "method": "notifications/progress",
                         "params": {"progressToken": token, "progress": i, "total": total}})
-                    .to_string();
-                    session.push(stream, Some(Arc::clone(&res)), |eid| {
-                        enc.message(eid, &[text.as_bytes()])
-                    });
+                    .to_string()
                 };
                 let small = |text: String| {
-                    let msg = json!({"jsonrpc": "2.0", "id": id, "result": {
+                    json!({"jsonrpc": "2.0", "id": id, "result": {
                         "content": [{"type": "text", "text": text}], "isError": false}})
-                    .to_string();
-                    session.push(stream, Some(Arc::clone(&res)), |eid| {
-                        enc.message(eid, &[msg.as_bytes()])
-                    });
+                    .to_string()
                 };
-                match tool {
+                let (n, interval, last) = match tool {
                     Tool::Blob { size, lines } => {
                         for i in 1..=BLOB_PROGRESS {
-                            progress(i, BLOB_PROGRESS);
+                            out.emit(res, &[progress(i, BLOB_PROGRESS).as_bytes()])
+                                .await;
                         }
                         let (json, cuts) = blob_json(&id, size, lines);
-                        let parts: Vec<&[u8]> = split_at(&json, &cuts);
-                        session.push(stream, Some(Arc::clone(&res)), |eid| {
-                            enc.message(eid, &parts)
-                        });
+                        out.emit(res, &split_at(&json, &cuts)).await;
+                        continue;
                     }
-                    Tool::Progress { n, interval } => {
-                        for i in 1..=n {
-                            if !interval.is_zero() {
-                                tokio::time::sleep(interval).await;
-                            } else if i % 64 == 0 {
-                                tokio::task::yield_now().await;
-                            }
-                            progress(i, n);
-                        }
-                        small(format!("progress done: {n}"));
-                    }
+                    Tool::Progress { n, interval } => (n, interval, format!("progress done: {n}")),
                     Tool::Search { query, n } => {
-                        (1..=n).for_each(|i| progress(i, n));
-                        small(format!("search results for {query:?}"));
+                        (n, Duration::ZERO, format!("search results for {query:?}"))
                     }
-                    Tool::Fetch { url, n } => {
-                        (1..=n).for_each(|i| progress(i, n));
-                        small(format!("fetched {url:?}"));
+                    Tool::Fetch { url, n } => (n, Duration::ZERO, format!("fetched {url:?}")),
+                };
+                for i in 1..=n {
+                    if !interval.is_zero() {
+                        tokio::time::sleep(interval).await;
+                    } else if i % 64 == 0 {
+                        tokio::task::yield_now().await;
                     }
+                    out.emit(res, &[progress(i, n).as_bytes()]).await;
                 }
+                out.emit(res, &[small(last).as_bytes()]).await;
             }
         }
         tokio::task::yield_now().await;
