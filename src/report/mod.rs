@@ -11,10 +11,12 @@
 //! Exit convention of commands that evaluate thresholds: 0 when every threshold holds, 99 when
 //! at least one fails (k6's convention), 2 on any error (unreadable input, malformed threshold).
 
+pub mod charts;
 pub mod cli;
 pub mod clock;
 pub mod hgrm;
 pub mod hlog;
+pub mod html;
 pub mod json;
 pub mod latency;
 pub mod model;
@@ -172,10 +174,11 @@ pub fn write_all(report: &Report, dir: &Path) -> Result<Written, ReportError> {
         hgrm.push(write(&file_name(&latency.hgrm), text.as_bytes())?);
     }
     let hlog = write("report.hlog", &hlog::render(report)?)?;
+    let html = write("report.html", html::render(report)?.as_bytes())?;
     Ok(Written {
         dir: dir.to_owned(),
         json,
-        html: dir.join("report.html"),
+        html,
         hlog,
         summary,
         hgrm,
