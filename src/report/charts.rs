@@ -92,6 +92,7 @@ pub fn percentile_curves(
         let mut chart = ChartBuilder::on(&root)
             .caption(caption, ("sans-serif", 18))
             .margin(12)
+            .margin_right(36)
             .x_label_area_size(40)
             .y_label_area_size(70)
             .build_cartesian_2d(0f64..x_max, 0f64..y_max)
@@ -99,6 +100,9 @@ pub fn percentile_curves(
         chart
             .configure_mesh()
             .x_labels(x_max as usize + 1)
+            .x_label_style(("sans-serif", 13))
+            .y_label_style(("sans-serif", 13))
+            .light_line_style(RGBColor(235, 235, 235))
             .x_label_formatter(&|x| percentile_label(*x))
             .y_label_formatter(&|y| format!("{y:.1}"))
             .x_desc("percentile")
@@ -153,6 +157,8 @@ pub fn bars(title: &str, items: &[(String, u64)]) -> Result<String, ReportError>
             .configure_mesh()
             .disable_y_mesh()
             .y_labels(n)
+            .y_label_style(("sans-serif", 14))
+            .x_label_style(("sans-serif", 13))
             .y_label_formatter(&|v| match v {
                 SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => items
                     .get(*i)
@@ -212,6 +218,8 @@ pub fn timeline(entries: &[TimelineEntry], run_ms: u64) -> Result<String, Report
             .configure_mesh()
             .disable_y_mesh()
             .y_labels(rows.len())
+            .y_label_style(("sans-serif", 14))
+            .x_label_style(("sans-serif", 13))
             .y_label_formatter(&|v| match v {
                 SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => rows
                     .get(*i)

@@ -15,12 +15,12 @@ use super::model::{Counters, Report};
 use super::summary::{latency_rows, target_line};
 
 /// Timeline rows listed in the table (the chart shows all).
-const TIMELINE_ROWS: usize = 200;
+const TIMELINE_ROWS: usize = 100;
 
 const STYLE: &str = "body{font-family:sans-serif;margin:24px auto;max-width:900px;color:#222}\
 h1{font-size:22px}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ccc}\
 table{border-collapse:collapse;margin:8px 0}td,th{padding:3px 10px;border:1px solid #ddd;\
-text-align:right;font-size:13px}td:first-child,th:first-child{text-align:left}\
+text-align:left;font-size:13px}td.n{text-align:right;font-variant-numeric:tabular-nums}\
 th{background:#f3f3f3}pre{background:#f7f7f7;padding:8px;font-size:12px;overflow-x:auto}\
 .story{background:#fff8e6;border-left:4px solid #e0a800;padding:8px 12px;font-family:monospace;\
 font-size:13px;white-space:pre-wrap}.chart{margin:12px 0}";
@@ -41,6 +41,13 @@ pub fn escape(text: &str) -> String {
     out
 }
 
+/// True if `cell` reads as a number, optionally with a unit or `%` (or is `-`): such cells
+/// are right-aligned.
+fn is_number(cell: &str) -> bool {
+    let n = cell.trim_end_matches(['µ', 'm', 's', '%']);
+    cell == "-" || (!n.is_empty() && n.parse::<f64>().is_ok())
+}
+
 /// An HTML table of escaped cells.
 fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut out = String::from("<table><tr>");
@@ -51,7 +58,8 @@ fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     for row in rows {
         out.push_str("<tr>");
         for cell in row {
-            let _ = write!(out, "<td>{}</td>", escape(cell));
+            let class = if is_number(cell) { " class=\"n\"" } else { "" };
+            let _ = write!(out, "<td{class}>{}</td>", escape(cell));
         }
         out.push_str("</tr>");
     }
@@ -245,17 +253,21 @@ pub fn render(report: &Report) -> Result<String, ReportError> {
             ]
         })
         .collect();
+    let _ = writeln!(
+        out,
+        "<details><summary>first {} of {} entries</summary>",
+        rows.len(),
+        report.timeline.len()
+    );
     out.push_str(&table(&["t (s)", "kind", "duration (ms)", "detail"], &rows));
-    if report.timeline.len() > TIMELINE_ROWS {
-        let _ = writeln!(
-            out,
-            "<p>{} more entries in report.json.</p>",
-            report.timeline.len() - TIMELINE_ROWS
-        );
-    }
+    out.push_str("</details>\n");
 
     section(&mut out, "Profile");
-    let _ = writeln!(out, "<pre>{}</pre>", escape(&f.profile_text));
+    let _ = writeln!(
+        out,
+        "<details><summary>profile text</summary><pre>{}</pre></details>",
+        escape(&f.profile_text)
+    );
     out.push_str("</body></html>\n");
     Ok(out)
 }

@@ -179,11 +179,11 @@ pub fn safe_name(name: &str) -> String {
     if s.is_empty() { "_".to_owned() } else { s }
 }
 
-/// Formats microseconds with a readable unit (µs below 1 ms, ms below 10 s, else s).
+/// Formats microseconds with a readable unit (µs below 1 ms, ms below 1 s, else s).
 pub fn human_us(us: f64) -> String {
     if us < 1_000.0 {
         format!("{us:.0}µs")
-    } else if us < 10_000_000.0 {
+    } else if us < 1_000_000.0 {
         format!("{:.2}ms", us / 1_000.0)
     } else {
         format!("{:.2}s", us / 1_000_000.0)

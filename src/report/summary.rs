@@ -9,11 +9,17 @@
 use std::fmt::Write as _;
 
 use super::latency::{Summary, human_us};
-use super::model::{Counters, Report, Target};
+use super::model::{Counters, FindingExample, Report, Target};
 
 /// Lays out `rows` under `header`: column 0 left-aligned, the rest right-aligned, two spaces
 /// between columns, each line indented by two spaces.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    table_aligned(header, rows, 1)
+}
+
+/// Like [`table`], with the first `left` columns left-aligned and the last column also
+/// left-aligned when `left` is 0 (free text at the end of a row).
+pub fn table_aligned(header: &[&str], rows: &[Vec<String>], left: usize) -> String {
     let cols = header.len();
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
@@ -27,7 +33,11 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
         for (i, cell) in cells.iter().enumerate() {
             let pad = widths[i].saturating_sub(cell.chars().count());
             l.push(' ');
-            if i == 0 {
+            let last_text = left == 0 && i + 1 == cols && i > 0;
+            if i == 0 || i < left || last_text {
+                if i > 0 {
+                    l.push(' ');
+                }
                 l.push_str(cell);
                 l.extend(std::iter::repeat_n(' ', pad));
             } else {
@@ -85,6 +95,26 @@ pub fn target_line(target: &Target) -> String {
     }
 }
 
+/// One finding example as one line, leaving out empty fields.
+pub fn example_line(e: &FindingExample) -> String {
+    let mut parts = Vec::new();
+    if !e.session.is_empty() {
+        parts.push(format!("session {}", e.session));
+    }
+    if !e.stream.is_empty() {
+        parts.push(format!("stream {}", e.stream));
+    }
+    if !e.ids.is_empty() {
+        parts.push(format!("ids {}", e.ids.join(",")));
+    }
+    let head = parts.join(" ");
+    match (head.is_empty(), e.detail.is_empty()) {
+        (true, _) => e.detail.clone(),
+        (false, true) => head,
+        (false, false) => format!("{head}: {}", e.detail),
+    }
+}
+
 /// The whole summary.
 pub fn render(report: &Report) -> String {
     let f = &report.facts;
@@ -118,6 +148,7 @@ pub fn render(report: &Report) -> String {
         .map(|(k, v)| vec![k.clone(), v.to_string(), percent(*v, total)])
         .collect();
     out.push_str(&table(&["class", "cuts", "share"], &rows));
+    out.push('\n');
     let rows: Vec<Vec<String>> = report
         .cuts
         .by_action
@@ -134,13 +165,15 @@ pub fn render(report: &Report) -> String {
             .findings
             .iter()
             .map(|(k, g)| {
-                let example = g.examples.first().map_or(String::new(), |e| {
-                    format!("session {} stream {}: {}", e.session, e.stream, e.detail)
-                });
+                let example = g.examples.first().map_or(String::new(), example_line);
                 vec![k.clone(), g.count.to_string(), example]
             })
             .collect();
-        out.push_str(&table(&["kind", "count", "first example"], &rows));
+        out.push_str(&table_aligned(
+            &["kind", "count", "first example"],
+            &rows,
+            0,
+        ));
     }
 
     let _ = writeln!(out, "\nClient outcomes per policy");
@@ -189,5 +222,11 @@ mod tests {
             ],
         );
         assert_eq!(t, "  name        n\n  a          10\n  long-name   7\n");
+        let t = table_aligned(
+            &["kind", "n", "text"],
+            &[vec!["a".into(), "10".into(), "x".into()]],
+            0,
+        );
+        assert_eq!(t, "  kind   n  text\n  a     10  x\n");
     }
 }
