@@ -21,12 +21,18 @@ enum Resume {
     Replay,
     /// No event ids at all (2026-07-28-like): nothing to resume from.
     NoIds,
+    /// Resume GETs get 200 with `event: error` (the server says it lost the buffer).
+    ErrorEvent,
+    /// Resume GETs get 404 (session gone).
+    Gone,
 }
 
 struct Script {
     resume: Resume,
     /// How many tools/call POSTs to tear (the first ones).
     tear: u32,
+    /// Tear with a clean end of the chunked body (`0\r\n\r\n`) instead of FIN mid-chunk.
+    clean_end: bool,
     calls: AtomicU32,
     sessions: AtomicU32,
     first_request_id: Mutex<Option<u64>>,
@@ -105,8 +111,18 @@ async fn handle(mut sock: TcpStream, script: Arc<Script>) {
         if method == "GET" {
             let lei = header("last-event-id").unwrap_or_default();
             script.last_event_ids.lock().unwrap().push(lei.clone());
+            if script.resume == Resume::Gone {
+                out.extend_from_slice(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
+                let _ = sock.write_all(&out).await;
+                continue;
+            }
             out.extend_from_slice(SSE_HEAD.as_bytes());
             match script.resume {
+                Resume::Gone => {}
+                Resume::ErrorEvent => chunk(
+                    &mut out,
+                    "event: error\ndata: {\"code\":\"resumption-failed\"}\n\n",
+                ),
                 Resume::Fresh | Resume::NoIds => chunk(&mut out, "id: s9-0\ndata:\n\n"),
                 Resume::Replay => {
                     let id = script.first_request_id.lock().unwrap().unwrap_or(0);
@@ -146,7 +162,11 @@ async fn handle(mut sock: TcpStream, script: Arc<Script>) {
                     let evs = events("s1", id, script.resume != Resume::NoIds);
                     chunk(&mut out, &evs[0]);
                     chunk(&mut out, &evs[1]);
-                    if k < script.tear {
+                    if k < script.tear && script.clean_end {
+                        let cut = evs[2].find("\"2.0\"").unwrap_or(0);
+                        chunk(&mut out, &evs[2][..cut]);
+                        out.extend_from_slice(b"0\r\n\r\n");
+                    } else if k < script.tear {
                         // Declare the whole result event's chunk, send up to the middle of
                         // data line 1 of 3, then close: FIN inside the chunk.
                         out.extend_from_slice(format!("{:x}\r\n", evs[2].len()).as_bytes());
@@ -172,11 +192,16 @@ async fn handle(mut sock: TcpStream, script: Arc<Script>) {
 }
 
 async fn start(resume: Resume, tear: u32) -> (Target, Arc<Script>) {
+    start_with(resume, tear, false).await
+}
+
+async fn start_with(resume: Resume, tear: u32, clean_end: bool) -> (Target, Arc<Script>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let script = Arc::new(Script {
         resume,
         tear,
+        clean_end,
         calls: AtomicU32::new(0),
         sessions: AtomicU32::new(0),
         first_request_id: Mutex::new(None),
@@ -306,4 +331,84 @@ async fn without_event_ids_a_torn_call_is_reissued_with_a_new_id() {
     );
     assert!(script.last_event_ids.lock().unwrap().is_empty());
     assert_eq!(script.calls.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn strict_takes_a_clean_end_mid_event_as_torn_and_resumes() {
+    let (target, script) = start_with(Resume::Replay, 1, true).await;
+    let o = run(config(target, Policy::Strict, 1)).await;
+    let c = o.counters;
+    assert_eq!(
+        (c.ok, c.torn_detections, c.resumes, c.reissues),
+        (1, 1, 1, 0)
+    );
+    assert_eq!(
+        *script.last_event_ids.lock().unwrap(),
+        vec!["s1-1".to_string()]
+    );
+    assert_eq!(o.traces[0].stop, "clean-end");
+}
+
+#[tokio::test]
+async fn naive_takes_a_clean_end_mid_event_as_completion() {
+    let (target, script) = start_with(Resume::Replay, 1, true).await;
+    let o = run(config(target, Policy::Naive, 1)).await;
+    assert_eq!((o.counters.silently_lost, o.counters.resumes), (1, 0));
+    assert!(script.last_event_ids.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn strict_renegotiates_when_the_resume_says_error() {
+    let (target, script) = start(Resume::ErrorEvent, 1).await;
+    let o = run(config(target, Policy::Strict, 1)).await;
+    let c = o.counters;
+    assert_eq!(
+        (c.ok, c.explicit_errors, c.renegotiations, c.reissues),
+        (1, 1, 1, 1)
+    );
+    assert_eq!(script.sessions.load(Ordering::SeqCst), 2);
+    assert!(matches!(
+        o.traces[0].answer,
+        Some(ResumeAnswer::Stream {
+            error_event: true,
+            ..
+        })
+    ));
+}
+
+#[tokio::test]
+async fn refused_resume_is_explicit_for_both_policies() {
+    let (target, _) = start(Resume::Gone, 1).await;
+    let o = run(config(target, Policy::Strict, 1)).await;
+    let c = o.counters;
+    assert_eq!(
+        (c.ok, c.explicit_errors, c.renegotiations, c.reissues),
+        (1, 1, 1, 1)
+    );
+    assert!(matches!(
+        o.traces[0].answer,
+        Some(ResumeAnswer::Refused { status: 404 })
+    ));
+    let (target, _) = start(Resume::Gone, 1).await;
+    let o = run(config(target, Policy::Naive, 1)).await;
+    assert_eq!(
+        (
+            o.counters.failed,
+            o.counters.silently_lost,
+            o.counters.explicit_errors
+        ),
+        (1, 0, 1)
+    );
+}
+
+#[tokio::test]
+async fn open_loop_rate_runs_every_call_from_its_schedule() {
+    let (target, _) = start(Resume::Replay, 0).await;
+    let mut cfg = config(target, Policy::Strict, 20);
+    cfg.sessions = 2;
+    cfg.rate = Some(400.0);
+    let o = run(cfg).await;
+    assert_eq!((o.counters.calls, o.counters.ok), (20, 20));
+    // 20 calls at 400/s are scheduled over 47.5 ms.
+    assert!(o.elapsed >= Duration::from_millis(45), "{:?}", o.elapsed);
 }
