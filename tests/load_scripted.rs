@@ -17,6 +17,9 @@ use tokio_util::sync::CancellationToken;
 enum Resume {
     /// Resume GETs get a new stream (`s9-…`) that ends cleanly: seed 004's evicted server.
     Fresh,
+    /// Resume GETs get a new priming event of the same stream whose sequence jumps (the lab's
+    /// `fresh` mode), then a clean end.
+    Jump,
     /// Resume GETs replay the original stream after the given id.
     Replay,
     /// No event ids at all (2026-07-28-like): nothing to resume from.
@@ -124,6 +127,7 @@ async fn handle(mut sock: TcpStream, script: Arc<Script>) {
                     "event: error\ndata: {\"code\":\"resumption-failed\"}\n\n",
                 ),
                 Resume::Fresh | Resume::NoIds => chunk(&mut out, "id: s9-0\ndata:\n\n"),
+                Resume::Jump => chunk(&mut out, "id: s1-7\nretry: 10\ndata:\n\n"),
                 Resume::Replay => {
                     let id = script.first_request_id.lock().unwrap().unwrap_or(0);
                     let after: u32 = lei
@@ -277,7 +281,7 @@ async fn strict_detects_torn_event_and_reissues_after_fresh_stream() {
     assert_eq!(t.partial_data_lines, 0);
     assert_eq!(t.last_event_id_sent.as_deref(), Some("s1-1"));
     assert!(
-        matches!(&t.answer, Some(ResumeAnswer::Stream { fresh: true, first_id: Some(f), .. }) if f == "s9-0")
+        matches!(&t.answer, Some(ResumeAnswer::Stream { discontinuous: true, first_id: Some(f), .. }) if f == "s9-0")
     );
     assert_eq!(t.outcome, Some(CallEnd::Ok));
 }
@@ -411,4 +415,22 @@ async fn open_loop_rate_runs_every_call_from_its_schedule() {
     assert_eq!((o.counters.calls, o.counters.ok), (20, 20));
     // 20 calls at 400/s are scheduled over 47.5 ms.
     assert!(o.elapsed >= Duration::from_millis(45), "{:?}", o.elapsed);
+}
+
+#[tokio::test]
+async fn strict_treats_a_sequence_jump_on_resume_as_a_discontinuity() {
+    let (target, _) = start(Resume::Jump, 1).await;
+    let o = run(config(target, Policy::Strict, 1)).await;
+    let c = o.counters;
+    assert_eq!(
+        (
+            c.ok,
+            c.torn_detections,
+            c.gaps,
+            c.renegotiations,
+            c.reissues
+        ),
+        (1, 1, 1, 1, 1)
+    );
+    assert_eq!(o.errors.get("discontinuity"), Some(&1));
 }

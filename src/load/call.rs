@@ -244,7 +244,7 @@ impl Worker {
             if resuming {
                 let answer = ResumeAnswer::Stream {
                     first_id: got.first_id.clone(),
-                    fresh: matches!(got.stop, Stop::Fresh),
+                    discontinuous: matches!(got.stop, Stop::Discontinuity),
                     error_event: rq.error_event,
                 };
                 self.answer(open_trace, answer);
@@ -258,7 +258,7 @@ impl Worker {
                         None => continue,
                     }
                 }
-                Stop::Fresh | Stop::ErrorEvent => {
+                Stop::Discontinuity | Stop::ErrorEvent => {
                     if rq.error_event {
                         self.counters.explicit_errors += 1;
                     }

@@ -34,8 +34,9 @@ pub enum Stop {
     CleanEnd,
     /// The body broke (EOF or reset inside it, timeout).
     Broken(HttpError),
-    /// The strict client gave up on this stream: a fresh stream answered a resume.
-    Fresh,
+    /// The strict client gave up on this stream: it does not continue the call's stream
+    /// (a fresh stream or a gap answered a resume).
+    Discontinuity,
     /// The strict client gave up on this stream: the server sent `event: error`.
     ErrorEvent,
 }
@@ -47,7 +48,7 @@ impl Stop {
             Stop::Answered => "answered",
             Stop::CleanEnd => "clean-end",
             Stop::Broken(e) => e.kind(),
-            Stop::Fresh => "fresh-stream",
+            Stop::Discontinuity => "discontinuity",
             Stop::ErrorEvent => "error-event",
         }
     }
@@ -127,7 +128,7 @@ pub async fn consume(
         }
         let mut verdict = IdVerdict::New;
         let mut on_event = |ev: &SseEvent<'_>| {
-            if verdict == IdVerdict::Fresh {
+            if verdict == IdVerdict::Discontinuity {
                 return;
             }
             let now = Instant::now();
@@ -145,8 +146,8 @@ pub async fn consume(
             if first_id.is_none() && !ev.last_event_id.is_empty() {
                 first_id = Some(ev.last_event_id.to_string());
             }
-            if req.on_event(ev, counters) == IdVerdict::Fresh {
-                verdict = IdVerdict::Fresh;
+            if req.on_event(ev, counters) == IdVerdict::Discontinuity {
+                verdict = IdVerdict::Discontinuity;
             }
         };
         tail::feed(&mut scanner, &mut tail, chunk, &mut on_event);
@@ -154,12 +155,14 @@ pub async fn consume(
         if first_id.is_none() && !committed.is_empty() {
             first_id = Some(committed.to_string());
         }
-        if verdict != IdVerdict::Fresh && req.observe_id(committed, counters) == IdVerdict::Fresh {
-            verdict = IdVerdict::Fresh;
+        if verdict != IdVerdict::Discontinuity
+            && req.observe_id(committed, counters) == IdVerdict::Discontinuity
+        {
+            verdict = IdVerdict::Discontinuity;
         }
         if policy == Policy::Strict {
-            if verdict == IdVerdict::Fresh {
-                break Stop::Fresh;
+            if verdict == IdVerdict::Discontinuity {
+                break Stop::Discontinuity;
             }
             if req.error_event {
                 break Stop::ErrorEvent;

@@ -4,9 +4,11 @@
 //! Invariants (strict policy):
 //! - An event whose id was already delivered in this request is a duplicate: it is counted and
 //!   never processed twice.
-//! - With ids of the form `<stream>-<seq>` (decimal seq), an id of another stream after a
-//!   resume is a fresh stream (continuation instead of replay); a forward jump is a gap; a step
-//!   back to an undelivered id is a reorder. Other ids are opaque: only duplicates are judged.
+//! - Ids are sequence ids once they show it (a first id `<stream>-0`, a priming event, or two
+//!   consecutive ids `<s>-<n>`, `<s>-<n+1>`); then an id of another stream, or a forward jump
+//!   in the sequence, is a discontinuity (the server did not replay: fresh stream or gap) and a
+//!   step back to an undelivered id is a reorder. Other ids (uuids, …) stay opaque: only
+//!   duplicates are judged.
 //! - A call is complete if and only if a JSON-RPC response for its request id arrived; it is
 //!   `Valid` only if the result passes [`verify_result`] and the progress sequence was in order.
 //!
@@ -28,8 +30,9 @@ pub enum IdVerdict {
     New,
     /// Already delivered: skip the event.
     Duplicate,
-    /// Another stream answered a resume: stop reading, the server did not replay.
-    Fresh,
+    /// The stream does not continue the one the call had (another stream, or a forward jump
+    /// in the sequence): the server did not replay; stop reading.
+    Discontinuity,
 }
 
 /// The judgement of a call's answer.
@@ -55,6 +58,8 @@ pub struct RequestStream {
     pub progress_token: String,
     stream: Option<String>,
     last_seq: Option<u64>,
+    /// Whether ids are `<stream>-<seq>` sequence ids (`None`: not decided yet).
+    seq_mode: Option<bool>,
     delivered: HashSet<String>,
     last_observed: String,
     progress_count: u64,
@@ -75,6 +80,7 @@ impl RequestStream {
             progress_token: format!("tl-{request_id}"),
             stream: None,
             last_seq: None,
+            seq_mode: None,
             delivered: HashSet::new(),
             last_observed: String::new(),
             progress_count: 0,
@@ -106,28 +112,47 @@ impl RequestStream {
             counters.duplicates += 1;
             return IdVerdict::Duplicate;
         }
-        let Some((stream, seq)) = split_id(id) else {
-            return IdVerdict::New;
-        };
-        match (&self.stream, self.last_seq) {
-            (Some(s), _) if s != stream => {
-                counters.fresh_streams += 1;
-                return IdVerdict::Fresh;
+        let parsed = split_id(id);
+        match (self.seq_mode, parsed) {
+            (_, None) => {
+                self.seq_mode = Some(false);
+                IdVerdict::New
             }
-            (Some(_), Some(last)) if seq > last + 1 => counters.gaps += 1,
-            (Some(_), Some(last)) if seq <= last => {
-                counters.reorders += 1;
-                return IdVerdict::New;
+            (Some(false), Some(_)) => IdVerdict::New,
+            (None, Some((stream, seq))) => {
+                match self.stream.as_deref().zip(self.last_seq) {
+                    // The second id decides: same stream, next sequence number.
+                    Some((s, last)) => self.seq_mode = Some(s == stream && seq == last + 1),
+                    // A `<stream>-0` first id is a priming event: sequence ids from the start.
+                    None if seq == 0 => self.seq_mode = Some(true),
+                    None => {}
+                }
+                self.stream = Some(stream.to_string());
+                self.last_seq = Some(seq);
+                IdVerdict::New
             }
-            _ => {}
+            (Some(true), Some((stream, seq))) => {
+                let last = self.last_seq.unwrap_or(0);
+                if self.stream.as_deref() != Some(stream) {
+                    counters.fresh_streams += 1;
+                    return IdVerdict::Discontinuity;
+                }
+                if seq > last + 1 {
+                    counters.gaps += 1;
+                    return IdVerdict::Discontinuity;
+                }
+                if seq <= last {
+                    counters.reorders += 1;
+                    return IdVerdict::New;
+                }
+                self.last_seq = Some(seq);
+                IdVerdict::New
+            }
         }
-        self.stream = Some(stream.to_string());
-        self.last_seq = Some(seq);
-        IdVerdict::New
     }
 
-    /// Processes one dispatched event; returns `Fresh`/`Duplicate` when the event must not be
-    /// processed (the caller stops reading on `Fresh`).
+    /// Processes one dispatched event; returns `Discontinuity`/`Duplicate` when the event must not be
+    /// processed (the caller stops reading on `Discontinuity`).
     pub fn on_event(&mut self, ev: &SseEvent<'_>, counters: &mut Counters) -> IdVerdict {
         counters.events += 1;
         if let Some(id) = ev.id {
@@ -275,9 +300,23 @@ mod tests {
         assert_eq!(r.observe_id("s1-0", &mut c), IdVerdict::New);
         assert_eq!(r.observe_id("s1-1", &mut c), IdVerdict::New);
         assert_eq!(r.observe_id("s1-0", &mut c), IdVerdict::Duplicate);
-        assert_eq!(r.observe_id("s1-3", &mut c), IdVerdict::New);
-        assert_eq!(r.observe_id("s2-0", &mut c), IdVerdict::Fresh);
+        assert_eq!(r.observe_id("s1-3", &mut c), IdVerdict::Discontinuity);
+        assert_eq!(r.observe_id("s2-0", &mut c), IdVerdict::Discontinuity);
         assert_eq!((c.duplicates, c.gaps, c.fresh_streams), (1, 1, 1));
+    }
+
+    #[test]
+    fn uuid_like_ids_stay_opaque() {
+        let mut c = Counters::default();
+        let mut r = RequestStream::new(Policy::Strict, 1);
+        for id in [
+            "550e8400-e29b-41d4-a716-446655440000",
+            "6fa459ea-ee8a-3ca4-894e-db77e160355e",
+            "16fd2706-8baf-433b-82eb-8c7fada847da",
+        ] {
+            assert_eq!(r.observe_id(id, &mut c), IdVerdict::New);
+        }
+        assert_eq!(c, Counters::default());
     }
 
     #[test]

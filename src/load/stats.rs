@@ -117,8 +117,9 @@ pub enum ResumeAnswer {
     Stream {
         /// The first id committed on the resumed stream, if any.
         first_id: Option<String>,
-        /// True if the client judged it a fresh stream rather than a replay.
-        fresh: bool,
+        /// True if the strict client judged that it does not continue the broken stream
+        /// (another stream, or a gap), rather than replaying it.
+        discontinuous: bool,
         /// True if the stream carried `event: error`.
         error_event: bool,
     },
