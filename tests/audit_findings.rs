@@ -149,6 +149,8 @@ async fn seed_000_yields_pending_call() {
     replay += &ev(eol, "47", &result("1", "search hits"));
     replay += &event(eol, None, Some("end"), &["{}"]);
     w.stream_clean(2, 0, &replay);
+    assert_eq!(w.kinds(), Vec::<K>::new(), "deferred until finish or grace");
+    w.auditor.finish();
     assert_eq!(
         w.kinds(),
         vec![K::PendingCall],
@@ -409,6 +411,7 @@ async fn empty_200_replay_with_call_unanswered_yields_silent_empty() {
     w.resume(2, 0, S, "1");
     w.sse_ok(2, 0);
     w.end(2, 0, true);
+    w.auditor.finish();
     assert_eq!(
         w.kinds(),
         vec![K::SilentEmpty],
@@ -484,9 +487,53 @@ async fn clean_end_without_result_yields_pending_call() {
     let mut w = Wire::new();
     open_call(&mut w);
     w.stream_clean(1, 0, &ev(Eol::Lf, "1", &progress(1)));
+    w.rec(tearline::wire::Observation::ConnClosed { conn: 1 });
+    // Reported once the stream is forgotten (grace), without waiting for finish.
+    tokio::time::advance(AuditConfig::default().grace + Duration::from_secs(1)).await;
+    assert_eq!(w.auditor.tracked_streams(), 0);
     assert_eq!(
         w.kinds(),
         vec![K::PendingCall],
+        "{:#?}",
+        w.auditor.findings()
+    );
+    w.auditor.finish();
+    assert_eq!(w.kinds(), vec![K::PendingCall]);
+}
+
+/// 2025-11-25 polling: the server ends the response without ending the stream; the client
+/// resumes and gets the result. No `pending-call`.
+#[tokio::test(start_paused = true)]
+async fn clean_end_followed_by_resume_is_no_pending_call() {
+    let mut w = Wire::new();
+    open_call(&mut w);
+    w.stream_clean(1, 0, &ev(Eol::Lf, "1", &progress(1)));
+    w.resume(2, 0, S, "1");
+    w.sse_ok(2, 0);
+    w.stream_clean(2, 0, &ev(Eol::Lf, "2", &result("7", "ok")));
+    w.auditor.finish();
+    assert_eq!(
+        w.kinds(),
+        vec![K::ReplayExact],
+        "{:#?}",
+        w.auditor.findings()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn response_resent_for_a_cursor_behind_is_no_duplicate_response() {
+    let eol = Eol::Lf;
+    let mut w = Wire::new();
+    open_call(&mut w);
+    let body = ev(eol, "1", &progress(1)) + &ev(eol, "2", &result("7", "ok"));
+    w.deliver(1, 0, &body, Some(body.len()), CutAction::Reset);
+    w.resume(2, 0, S, "1");
+    w.sse_ok(2, 0);
+    w.stream_clean(2, 0, &ev(eol, "2", &result("7", "ok")));
+    w.auditor.finish();
+    assert_eq!(
+        w.kinds(),
+        vec![K::CursorBehind],
         "{:#?}",
         w.auditor.findings()
     );

@@ -10,14 +10,15 @@
 //!   sequence number with a response head) is the one torn.
 //! - An id committed without a dispatched event (`last_committed_id` at the cut) counts as
 //!   delivered: a conformant client holds it as its cursor.
-//! - `pending-call` is judged when a leg's body ends cleanly without a proxy cut (the proxy's
-//!   own clean-end cut is reported to the auditor before the body end, so it never counts).
+//! - `pending-call` is armed when a leg's body ends cleanly without a proxy cut (the proxy's
+//!   own clean-end cut is reported to the auditor before the body end, so it never counts) and
+//!   deferred with `silent-empty` until the stream is forgotten or `finish` (see `watch`).
 
-use super::finding::FindingKind;
+use super::finding::{Finding, FindingKind};
 use super::judge::{LegEnd, ReplayClass};
-use super::ledger::{Ledger, Watch, WatchCall, WatchKind};
-use super::rpc::{TOOLS_CALL, is_stateless_version};
-use super::stream::{Origin, StreamKey, Torn};
+use super::ledger::Ledger;
+use super::rpc::TOOLS_CALL;
+use super::stream::{StreamKey, Torn};
 use crate::fault::CutAction;
 use crate::wire::{CutPoint, Direction};
 use bytes::Bytes;
@@ -114,7 +115,14 @@ impl Ledger {
         } else {
             None
         };
-        let duplicate = matches!(class, Some(ReplayClass::Duplicate { .. }));
+        // A byte-identical copy of an event already delivered under the same id: any response
+        // in it is a replay artefact (`replay-duplicate` or the client's `cursor-behind`).
+        let copy = ev.id.as_ref().is_some_and(|id| {
+            self.streams
+                .get(&key)
+                .and_then(|s| s.entry_of(id))
+                .is_some_and(|e| e.dispatched && e.hash == ev.data_hash)
+        });
         let cross = matches!(class, Some(ReplayClass::Cross { .. }));
         if let Some(r) = self
             .legs
@@ -135,7 +143,7 @@ impl Ledger {
             }
         }
         if let Some(data) = &ev.data {
-            self.on_server_messages(now, key, data, duplicate);
+            self.on_server_messages(now, key, data, copy);
         }
     }
 
@@ -332,7 +340,7 @@ impl Ledger {
         let tools_pending = stream
             .unanswered()
             .any(|c| c.method == TOOLS_CALL && !c.reported);
-        let mut silent = leg.resume.as_ref().is_some_and(|r| r.explicit_reported);
+        let mut signalled = leg.resume.as_ref().is_some_and(|r| r.explicit_reported);
         if let Some(r) = &leg.resume {
             let end = LegEnd {
                 cut,
@@ -342,30 +350,45 @@ impl Ledger {
                 tools_call_unanswered: tools_pending,
             };
             for (kind, ids, detail) in r.verdict(end) {
-                silent |= matches!(kind, FindingKind::SilentEmpty | FindingKind::ExplicitLoss);
+                signalled |= matches!(kind, FindingKind::SilentEmpty | FindingKind::ExplicitLoss);
                 let f = self.finding(kind, key, now).ids(ids).detail(detail);
-                self.emit(f);
+                if kind == FindingKind::SilentEmpty {
+                    self.defer(key, f);
+                } else {
+                    self.emit(f);
+                }
             }
         }
-        if clean && !cut && !silent && leg.status == Some(200) {
-            self.report_pending(now, key);
+        if clean && !cut && !signalled && leg.status == Some(200) {
+            self.defer_pending(now, key);
         }
         if cut {
             self.arm_watch(now, key);
         }
     }
 
-    fn report_pending(&mut self, now: Instant, key: StreamKey) {
-        let Some(stream) = self.streams.get_mut(&key) else {
+    fn defer(&mut self, key: StreamKey, f: Finding) {
+        if let Some(s) = self.streams.get_mut(&key) {
+            s.deferred.push(f);
+        }
+    }
+
+    /// Defers `pending-call` for every unanswered `tools/call` of stream `key`.
+    fn defer_pending(&mut self, now: Instant, key: StreamKey) {
+        let Some(stream) = self.streams.get(&key) else {
             return;
         };
-        let mut ids = Vec::new();
-        for c in stream.calls.iter_mut() {
-            if c.answers == 0 && c.method == TOOLS_CALL && !c.reported {
-                c.reported = true;
-                ids.push(c.id.clone());
-            }
-        }
+        let deferred: Vec<&String> = stream
+            .deferred
+            .iter()
+            .filter(|f| f.kind == FindingKind::PendingCall)
+            .flat_map(|f| f.ids.iter())
+            .collect();
+        let ids: Vec<String> = stream
+            .unanswered()
+            .filter(|c| c.method == TOOLS_CALL && !c.reported && !deferred.contains(&&c.id))
+            .map(|c| c.id.clone())
+            .collect();
         let last = stream.last_event_id.clone();
         for id in ids {
             let f = self
@@ -373,51 +396,39 @@ impl Ledger {
                 .ids(vec![id.clone()])
                 .detail(format!(
                     "the stream ended cleanly after id {} without a result or error for \
-                     tools/call {id}",
+                     tools/call {id}, and no resume followed",
                     last.as_deref().unwrap_or("(none)")
                 ));
-            self.emit(f);
+            self.defer(key, f);
         }
     }
 
-    fn arm_watch(&mut self, now: Instant, key: StreamKey) {
-        let Some(stream) = self.streams.get(&key) else {
+    /// Reports the findings deferred on stream `key` that still hold (a `pending-call` whose
+    /// call got an answer meanwhile is dropped).
+    pub fn settle_deferred(&mut self, key: StreamKey) {
+        let Some(stream) = self.streams.get_mut(&key) else {
             return;
         };
-        let calls: Vec<WatchCall> = stream
-            .unanswered()
-            .map(|c| WatchCall {
-                id: c.id.clone(),
-                method: c.method.clone(),
-                params_hash: c.params_hash,
-            })
-            .collect();
-        let stateless = stream.version.as_deref().is_some_and(is_stateless_version);
-        let kind = if stateless {
-            if calls.is_empty() {
-                return;
+        let deferred = std::mem::take(&mut stream.deferred);
+        let mut out = Vec::new();
+        for f in deferred {
+            if f.kind == FindingKind::PendingCall {
+                let Some(call) = f
+                    .ids
+                    .first()
+                    .and_then(|id| stream.calls.iter_mut().find(|c| &c.id == id))
+                else {
+                    continue;
+                };
+                if call.answers > 0 || call.reported {
+                    continue;
+                }
+                call.reported = true;
             }
-            WatchKind::Reissue
-        } else {
-            let get = stream.origin == Origin::Get;
-            if stream.last_event_id.is_none() || (calls.is_empty() && !get) {
-                return;
-            }
-            WatchKind::Resume { get }
-        };
-        let watch = Watch {
-            stream: key,
-            reference: stream.reference.clone(),
-            session: stream.session.clone(),
-            cursor: stream.last_event_id.clone(),
-            kind,
-            calls,
-            cut_at: now,
-            reopened: None,
-        };
-        let session = stream.session.clone();
-        let s = self.session_mut(&session, now);
-        s.watches.retain(|w| w.stream != key);
-        s.watches.push(watch);
+            out.push(f);
+        }
+        for f in out {
+            self.emit(f);
+        }
     }
 }

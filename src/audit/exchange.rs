@@ -10,14 +10,16 @@
 //!   stream's last id.
 //! - A response is matched to its call by JSON-RPC id within the session; the first answer
 //!   records `final-response` latency, a second one is `duplicate-response` unless it came in
-//!   a byte-identical replayed event (already a `replay-duplicate`).
+//!   a byte-identical copy of an event already delivered under the same id (a replay artefact,
+//!   reported as `replay-duplicate` or explained by `cursor-behind`).
 
 use super::finding::FindingKind;
 use super::finding::StreamRef;
 use super::judge::Resume;
-use super::ledger::{Ledger, Leg, WatchKind};
+use super::ledger::{Ledger, Leg};
 use super::rpc::{self, RpcMessage};
 use super::stream::{Call, Origin, Stream, StreamKey};
+use super::watch::WatchKind;
 use bytes::Bytes;
 use tokio::time::Instant;
 
@@ -206,6 +208,7 @@ impl Ledger {
         let Some(stream) = self.streams.get_mut(&key) else {
             return;
         };
+        stream.deferred.clear();
         if stream.awaiting_reconnect {
             stream.awaiting_reconnect = false;
             if let Some(cut) = stream.cut_at {
@@ -276,112 +279,6 @@ impl Ledger {
             self.emit(f);
         }
         self.open_leg(r, key, now, Some(resume), false);
-    }
-
-    /// A GET without `Last-Event-ID` (`post` = None) or a POST's calls: marks re-opens of cut
-    /// streams that are awaiting a resume, and re-issues of 2026-07-28 calls.
-    fn note_reopen(
-        &mut self,
-        now: Instant,
-        session: &Option<String>,
-        call: Option<(&str, &str, u64)>,
-        new_ids: &[String],
-    ) {
-        let ms = self.ms(now);
-        let mut reconnect = Vec::new();
-        let mut found = Vec::new();
-        let Some(s) = self.sessions.get_mut(session) else {
-            return;
-        };
-        for w in s.watches.iter_mut() {
-            match (w.kind, call) {
-                (WatchKind::Resume { get: true }, None) if w.reopened.is_none() => {
-                    w.reopened = Some(new_ids.to_vec());
-                    reconnect.push(w.stream);
-                }
-                (WatchKind::Resume { .. }, Some((_, m, h)))
-                    if w.reopened.is_none()
-                        && w.calls.iter().any(|c| c.method == m && c.params_hash == h) =>
-                {
-                    w.reopened = Some(new_ids.to_vec());
-                    reconnect.push(w.stream);
-                }
-                (WatchKind::Reissue, Some((id, m, h))) => {
-                    if let Some(pos) = w
-                        .calls
-                        .iter()
-                        .position(|c| c.method == m && c.params_hash == h && c.id != id)
-                    {
-                        let old = w.calls.remove(pos);
-                        reconnect.push(w.stream);
-                        let f = super::finding::Finding::new(
-                            FindingKind::Reissued,
-                            ms,
-                            w.session.clone(),
-                            w.reference.clone(),
-                        )
-                        .ids(vec![old.id.clone(), id.to_string()])
-                        .detail(format!("{m} {} re-issued as {id} after the cut", old.id));
-                        found.push(f);
-                    }
-                }
-                _ => {}
-            }
-        }
-        s.watches
-            .retain(|w| w.kind != WatchKind::Reissue || !w.calls.is_empty());
-        for key in reconnect {
-            if let Some(st) = self.streams.get_mut(&key)
-                && st.awaiting_reconnect
-            {
-                st.awaiting_reconnect = false;
-                if let Some(cut) = st.cut_at {
-                    self.histos
-                        .record("client-reconnect", now.saturating_duration_since(cut));
-                }
-            }
-        }
-        for f in found {
-            self.emit(f);
-        }
-    }
-
-    fn note_post(&mut self, now: Instant, session: &Option<String>, msgs: &[RpcMessage]) {
-        for m in msgs {
-            match m {
-                RpcMessage::Request {
-                    id,
-                    method,
-                    params_hash,
-                    ..
-                } => self.note_reopen(
-                    now,
-                    session,
-                    Some((id, method, *params_hash)),
-                    std::slice::from_ref(id),
-                ),
-                RpcMessage::Notification {
-                    cancelled: Some(id),
-                    ..
-                } => self.drop_reissue_call(session, id),
-                _ => {}
-            }
-        }
-    }
-
-    /// The client cancelled (or the server errored) call `id`: nothing to re-issue.
-    pub fn drop_reissue_call(&mut self, session: &Option<String>, id: &str) {
-        if let Some(s) = self.sessions.get_mut(session) {
-            for w in s
-                .watches
-                .iter_mut()
-                .filter(|w| w.kind == WatchKind::Reissue)
-            {
-                w.calls.retain(|c| c.id != id);
-            }
-            s.watches
-                .retain(|w| w.kind != WatchKind::Reissue || !w.calls.is_empty());
-        }
     }
 
     /// Matches JSON-RPC messages from the server (SSE data or a JSON body) to calls.

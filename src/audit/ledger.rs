@@ -12,45 +12,14 @@
 //! - Findings are kept in memory up to `max_findings` (counters and the log see all of them).
 
 use super::AuditConfig;
-use super::finding::{Finding, FindingKind, StreamRef};
+use super::finding::{Finding, FindingKind};
 use super::histo::Histos;
 use super::judge::Resume;
 use super::log::FindingsLog;
 use super::stream::{Stream, StreamKey};
+use super::watch::Watch;
 use std::collections::{BTreeMap, HashMap};
 use tokio::time::Instant;
-
-/// One call a watch waits for the client to re-issue.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WatchCall {
-    pub id: String,
-    pub method: String,
-    pub params_hash: u64,
-}
-
-/// What a watch waits for after a cut.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WatchKind {
-    /// A resumable stream with delivered ids: a resume GET is expected; a re-open (GET) or a
-    /// re-issue (POST) without `Last-Event-ID` and no resume at all is `cursor-missing`.
-    Resume { get: bool },
-    /// MCP 2026-07-28: a re-issue of the calls with new ids is expected, else `abandoned`.
-    Reissue,
-}
-
-/// A judgement pending on what the client does after a cut.
-#[derive(Debug, Clone)]
-pub struct Watch {
-    pub stream: StreamKey,
-    pub reference: StreamRef,
-    pub session: Option<String>,
-    pub cursor: Option<String>,
-    pub kind: WatchKind,
-    pub calls: Vec<WatchCall>,
-    pub cut_at: Instant,
-    /// Ids of the re-open / re-issue seen without `Last-Event-ID` (Resume watches).
-    pub reopened: Option<Vec<String>>,
-}
 
 /// One MCP session (or the anonymous one).
 #[derive(Debug)]
@@ -268,6 +237,7 @@ impl Ledger {
     }
 
     fn forget_stream(&mut self, key: StreamKey) {
+        self.settle_deferred(key);
         let Some(stream) = self.streams.remove(&key) else {
             return;
         };
@@ -285,68 +255,6 @@ impl Ledger {
                     s.calls.remove(&c.id);
                 }
             }
-        }
-    }
-
-    /// Settles watches: `cursor-missing` for re-opened resume watches older than the grace
-    /// period (or all of them at `finish`), `abandoned` for re-issue watches older than
-    /// `abandon_after`; at `finish`, younger re-issue watches become `unknown`.
-    pub fn settle_watches(&mut self, now: Instant, finish: bool) {
-        let grace = self.cfg.grace;
-        let abandon = self.cfg.abandon_after;
-        let mut out = Vec::new();
-        for s in self.sessions.values_mut() {
-            s.watches.retain_mut(|w| {
-                let age = now.saturating_duration_since(w.cut_at);
-                match w.kind {
-                    WatchKind::Resume { .. } if finish || age >= grace => {
-                        if let Some(new_ids) = w.reopened.take() {
-                            out.push((FindingKind::CursorMissing, w.clone(), new_ids, age));
-                        }
-                        false
-                    }
-                    WatchKind::Reissue if age >= abandon => {
-                        out.push((FindingKind::Abandoned, w.clone(), Vec::new(), age));
-                        false
-                    }
-                    WatchKind::Reissue if finish => {
-                        out.push((FindingKind::Unknown, w.clone(), Vec::new(), age));
-                        false
-                    }
-                    _ => true,
-                }
-            });
-        }
-        for (kind, w, new_ids, age) in out {
-            let call_ids: Vec<String> = w.calls.iter().map(|c| c.id.clone()).collect();
-            let detail = match kind {
-                FindingKind::CursorMissing => format!(
-                    "stream cut after id {}; the client re-opened/re-issued ({}) without \
-                     Last-Event-ID and never resumed",
-                    w.cursor.as_deref().unwrap_or("-"),
-                    new_ids.join(", ")
-                ),
-                FindingKind::Abandoned => format!(
-                    "calls {} neither re-issued nor cancelled within {} ms of the cut",
-                    call_ids.join(", "),
-                    abandon.as_millis()
-                ),
-                _ => format!(
-                    "abandoned-or-reissued not judged: the run ended {} ms after the cut, \
-                     before abandon_after ({} ms); calls {}",
-                    age.as_millis(),
-                    abandon.as_millis(),
-                    call_ids.join(", ")
-                ),
-            };
-            let mut ids = call_ids;
-            if kind == FindingKind::CursorMissing {
-                ids = w.cursor.iter().cloned().chain(new_ids).collect();
-            }
-            let f = Finding::new(kind, self.ms(now), w.session, w.reference)
-                .ids(ids)
-                .detail(detail);
-            self.emit(f);
         }
     }
 }

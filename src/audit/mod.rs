@@ -25,6 +25,7 @@ pub mod ledger;
 pub mod log;
 pub mod rpc;
 pub mod stream;
+pub mod watch;
 
 pub use finding::{Finding, FindingKind, StreamRef};
 
@@ -148,8 +149,9 @@ impl Auditor {
     }
 
     /// Closes pending judgements: open replay legs are judged with what they delivered (as if
-    /// their connection ended), reconnect watches are settled (`cursor-missing`, `abandoned`, or
-    /// `unknown` when the run ended before `abandon_after`).
+    /// their connection ended), deferred findings (`pending-call`, `silent-empty`) are
+    /// reported, reconnect watches are settled (`cursor-missing`, `abandoned`, or `unknown`
+    /// when the run ended before `abandon_after`). Call it once, at the end of a run.
     pub fn finish(&self) {
         let now = Instant::now();
         let mut l = self.lock();
@@ -161,6 +163,10 @@ impl Auditor {
             .collect();
         for (conn, seq) in open {
             l.end_leg(now, conn, seq, false, false);
+        }
+        let keys: Vec<u64> = l.streams.keys().copied().collect();
+        for key in keys {
+            l.settle_deferred(key);
         }
         l.settle_watches(now, true);
     }

@@ -13,7 +13,7 @@
 //! - Ordinals increase by one per delivered event and are never reused, so "after the cursor"
 //!   is an ordinal comparison even when ids are opaque.
 
-use super::finding::StreamRef;
+use super::finding::{Finding, StreamRef};
 use crate::wire::SseClass;
 use std::collections::{HashMap, VecDeque};
 use tokio::time::Instant;
@@ -110,6 +110,9 @@ pub struct Stream {
     pub open_legs: u32,
     /// When the last leg ended.
     pub ended_at: Option<Instant>,
+    /// Findings held until the stream is forgotten or the run finishes; a resume of the
+    /// stream drops them.
+    pub deferred: Vec<Finding>,
 }
 
 impl Stream {
@@ -141,6 +144,7 @@ impl Stream {
             awaiting_reconnect: false,
             open_legs: 0,
             ended_at: None,
+            deferred: Vec::new(),
         }
     }
 
