@@ -210,8 +210,16 @@ impl Ledger {
         })
     }
 
+    /// A clean body end ends the leg. An unclean one only marks it: the wire observer reports
+    /// `StreamEnd { clean: false }` just before the proxy's `Cut` (and a server's broken
+    /// framing always closes the connection), so the leg ends at the `Cut` or `ConnClosed`
+    /// that follows, and a cut leg is judged as cut.
     pub fn on_stream_end(&mut self, now: Instant, conn: u64, seq: u64, clean: bool) {
-        self.end_leg(now, conn, seq, false, clean);
+        if clean {
+            self.end_leg(now, conn, seq, false, true);
+        } else if let Some(leg) = self.legs.get_mut(&(conn, seq)) {
+            leg.body_broken = true;
+        }
     }
 
     pub fn on_conn_closed(&mut self, now: Instant, conn: u64) {

@@ -142,6 +142,7 @@ impl Ledger {
             first_event: false,
             resume,
             unmapped_resume: unmapped,
+            body_broken: false,
         };
         self.legs.insert((r.conn, r.seq), leg);
     }

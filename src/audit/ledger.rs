@@ -59,6 +59,8 @@ pub struct Leg {
     pub resume: Option<Resume>,
     /// A resume GET whose cursor could not be mapped (judged `unknown`).
     pub unmapped_resume: bool,
+    /// The body ended with broken framing; the leg ends at the `Cut` or `ConnClosed` next.
+    pub body_broken: bool,
 }
 
 /// The whole audit state, behind the auditor's mutex.

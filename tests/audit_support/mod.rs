@@ -269,6 +269,7 @@ impl Wire {
                     raw_end: base + limit as u64,
                 });
             }
+            self.end(conn, seq, false);
             self.rec(Observation::Cut {
                 conn,
                 direction: Direction::Downstream,
@@ -307,6 +308,8 @@ impl Wire {
             SseClass::FieldName
         };
         let in_data = partial_text.starts_with("data:");
+        // The wire observer reports the broken body end before the pump reports the cut.
+        self.end(conn, seq, false);
         self.rec(Observation::Cut {
             conn,
             direction: Direction::Downstream,
