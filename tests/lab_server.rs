@@ -316,3 +316,43 @@ async fn a_thousand_concurrent_sessions_stream_progress_without_errors() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn cancelled_notification_ends_the_call_without_a_response() {
+    within(async {
+        let lab = Lab::start(LabConfig::default()).await;
+        let sid = lab.session(&[]).await;
+        let h = [ACCEPT_BOTH, JSON, ("Mcp-Session-Id", sid.as_str())];
+        let mut c = lab.connect().await;
+        c.send(
+            "POST",
+            "/mcp",
+            &h,
+            &call(4, "progress", r#"{"n":1000,"interval":20}"#),
+        )
+        .await;
+        let head = c.head().await;
+        assert_eq!(head.status, 200);
+        let first = c.chunk().await.expect("priming");
+        assert_eq!(id_line(&first).as_deref(), Some("1-0"));
+        let cancel =
+            br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":4}}"#;
+        let r = lab
+            .connect()
+            .await
+            .request("POST", "/mcp", &h, cancel)
+            .await;
+        assert_eq!(r.status, 202);
+        let mut rest = Vec::new();
+        while let Some(chunk) = c.chunk().await {
+            rest.push(chunk);
+        }
+        assert!(rest.len() < 1000, "the call stopped early");
+        assert!(
+            rest.iter()
+                .all(|e| !String::from_utf8_lossy(e).contains("\"result\""))
+        );
+        lab.stop().await;
+    })
+    .await;
+}
