@@ -279,4 +279,26 @@ mod tests {
         assert!(matches!(ring.next_after(a, Some(0), 1), Next::Finished));
         assert!(matches!(ring.next_after(99, None, 1), Next::Unknown));
     }
+
+    #[test]
+    fn backlog_counts_events_an_attached_reader_has_not_taken() {
+        let mut ring = Ring::new(8);
+        let a = ring.open_stream();
+        assert_eq!(ring.backlog(a), None);
+        let r = ring.attach(a, 0);
+        push(&mut ring, a);
+        push(&mut ring, a);
+        assert_eq!(ring.backlog(a), Some(2));
+        ring.advance(a, r, 2);
+        assert_eq!(ring.backlog(a), Some(0));
+        let newer = ring.attach(a, 1);
+        ring.detach(a, r);
+        assert_eq!(
+            ring.backlog(a),
+            Some(1),
+            "a replaced reader cannot detach the new one"
+        );
+        ring.detach(a, newer);
+        assert_eq!(ring.backlog(a), None);
+    }
 }

@@ -29,6 +29,8 @@ pub struct Session {
     ring: Mutex<Ring>,
     changed: watch::Sender<u64>,
     capacity: usize,
+    /// In-flight request ids (JSON text) → the token of the producer answering them.
+    inflight: Mutex<HashMap<String, CancellationToken>>,
 }
 
 impl Session {
@@ -46,6 +48,7 @@ impl Session {
             ring: Mutex::new(Ring::new(capacity)),
             changed: watch::Sender::new(0),
             capacity: capacity.max(1),
+            inflight: Mutex::new(HashMap::new()),
         }
     }
 
@@ -53,6 +56,31 @@ impl Session {
         // A panic while holding the lock cannot leave the ring inconsistent (every mutation is
         // a single push/pop pair), so a poisoned lock is still usable.
         self.ring.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn inflight(&self) -> MutexGuard<'_, HashMap<String, CancellationToken>> {
+        self.inflight.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records that request `id` (its JSON text) is answered by the producer owning `token`.
+    pub fn track(&self, id: String, token: CancellationToken) {
+        self.inflight().insert(id, token);
+    }
+
+    /// Forgets request `id` (its producer is done).
+    pub fn untrack(&self, id: &str) {
+        self.inflight().remove(id);
+    }
+
+    /// `notifications/cancelled`: stops the producer answering request `id`, if any.
+    pub fn cancel_request(&self, id: &str) -> bool {
+        match self.inflight().remove(id) {
+            Some(t) => {
+                t.cancel();
+                true
+            }
+            None => false,
+        }
     }
 
     /// Opens a new stream in this session.
