@@ -120,7 +120,7 @@ pub async fn serve(
     let limit = Arc::new(Semaphore::new(config.max_connections.max(1)));
     let shared = Arc::new(Shared {
         enc: sse_body::SseEncoder::new(config.line_ending),
-        sessions: session::Sessions::new(config.max_sessions, config.buffer),
+        sessions: session::Sessions::new(config.max_sessions, config.buffer, config.buffer_bytes),
         cfg: config,
         shutdown: shutdown.child_token(),
         tasks: TaskTracker::new(),

@@ -133,6 +133,7 @@ where
             String::new(),
             ProtocolVersion::V2026_07_28,
             shared.cfg.buffer,
+            shared.cfg.buffer_bytes,
             shared.shutdown.child_token(),
         ))
     };

@@ -34,18 +34,19 @@ pub struct Session {
 }
 
 impl Session {
-    /// A session with an empty ring of `capacity` events.
+    /// A session with an empty ring of `capacity` events and an optional byte budget.
     pub fn new(
         id: String,
         version: ProtocolVersion,
         capacity: usize,
+        byte_budget: Option<usize>,
         cancel: CancellationToken,
     ) -> Self {
         Session {
             id,
             version,
             cancel,
-            ring: Mutex::new(Ring::new(capacity)),
+            ring: Mutex::new(Ring::with_budget(capacity, byte_budget)),
             changed: watch::Sender::new(0),
             capacity: capacity.max(1),
             inflight: Mutex::new(HashMap::new()),
@@ -196,15 +197,18 @@ pub struct Sessions {
     map: Mutex<HashMap<String, Arc<Session>>>,
     max: usize,
     capacity: usize,
+    byte_budget: Option<usize>,
 }
 
 impl Sessions {
-    /// An empty table admitting at most `max` sessions with rings of `capacity` events.
-    pub fn new(max: usize, capacity: usize) -> Self {
+    /// An empty table admitting at most `max` sessions with rings of `capacity` events and an
+    /// optional byte budget each.
+    pub fn new(max: usize, capacity: usize, byte_budget: Option<usize>) -> Self {
         Sessions {
             map: Mutex::new(HashMap::new()),
             max,
             capacity,
+            byte_budget,
         }
     }
 
@@ -232,6 +236,7 @@ impl Sessions {
             id.clone(),
             version,
             self.capacity,
+            self.byte_budget,
             parent.child_token(),
         ));
         map.insert(id, Arc::clone(&session));
@@ -280,7 +285,7 @@ mod tests {
     #[test]
     fn session_table_enforces_its_limit_and_removal_cancels() {
         let root = CancellationToken::new();
-        let table = Sessions::new(1, 4);
+        let table = Sessions::new(1, 4, None);
         let s = table.create(ProtocolVersion::V2025_11_25, &root);
         let s = s.unwrap_or_else(|_| panic!("first session must fit"));
         assert!(table.create(ProtocolVersion::V2025_11_25, &root).is_err());

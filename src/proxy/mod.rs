@@ -19,6 +19,7 @@ pub mod cli;
 mod conn;
 mod listener;
 mod pump;
+pub mod schedule;
 mod state;
 mod stats;
 
