@@ -388,6 +388,7 @@ impl FromStr for Threshold {
         c.pos += if matches!(op, Op::Gt | Op::Lt) { 1 } else { 2 };
         c.skip_ws();
         let number = c.number()?;
+        c.skip_ws();
         let unit_start = c.pos;
         let unit = c.take_while(|ch| ch.is_alphabetic());
         let value = match (&metric, unit.as_str()) {
