@@ -69,6 +69,11 @@ impl Log {
     }
 }
 
+/// `x` seconds as a duration; negative, NaN or out-of-range values become 0.
+fn secs(x: f64) -> Duration {
+    Duration::try_from_secs_f64(x).unwrap_or_default()
+}
+
 /// Writes `intervals` (start seconds since `base`) as a log whose origin is `base` seconds
 /// since the epoch.
 fn write_log(
@@ -77,7 +82,11 @@ fn write_log(
     base: f64,
     intervals: &[(Option<String>, f64, f64, &Histogram<u64>)],
 ) -> Result<Vec<u8>, ReportError> {
-    let as_time = |secs: f64| std::time::UNIX_EPOCH + Duration::from_secs_f64(secs.max(0.0));
+    let as_time = |x: f64| {
+        std::time::UNIX_EPOCH
+            .checked_add(secs(x))
+            .unwrap_or(std::time::UNIX_EPOCH)
+    };
     let mut out = Vec::new();
     let mut serializer = V2DeflateSerializer::new();
     IntervalLogWriterBuilder::new()
@@ -97,8 +106,8 @@ fn write_log(
         writer
             .write_histogram(
                 h,
-                Duration::from_secs_f64(start.max(0.0)),
-                Duration::from_secs_f64(length.max(0.0)),
+                secs(*start),
+                secs(*length),
                 safe.as_deref().and_then(Tag::new),
             )
             .map_err(ReportError::HlogWrite)?;

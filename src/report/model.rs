@@ -310,14 +310,16 @@ impl Report {
 
     /// Counts one cut of `class` done by `action`.
     pub fn add_cut(&mut self, class: &str, action: &str) {
-        self.cuts.total += 1;
-        *self.cuts.by_class.entry(class.to_owned()).or_default() += 1;
-        *self.cuts.by_action.entry(action.to_owned()).or_default() += 1;
+        self.cuts.total = self.cuts.total.saturating_add(1);
+        let class = self.cuts.by_class.entry(class.to_owned()).or_default();
+        *class = class.saturating_add(1);
+        let action = self.cuts.by_action.entry(action.to_owned()).or_default();
+        *action = action.saturating_add(1);
     }
 
     /// Sets the cut counts from maps (the total is the sum by class).
     pub fn set_cuts(&mut self, by_class: BTreeMap<String, u64>, by_action: BTreeMap<String, u64>) {
-        self.cuts.total = by_class.values().sum();
+        self.cuts.total = by_class.values().fold(0u64, |a, b| a.saturating_add(*b));
         self.cuts.by_class = by_class;
         self.cuts.by_action = by_action;
     }
@@ -325,7 +327,7 @@ impl Report {
     /// Counts one finding of `kind`, keeping `example` if fewer than [`MAX_EXAMPLES`] are kept.
     pub fn add_finding(&mut self, kind: &str, example: FindingExample) {
         let group = self.findings.entry(kind.to_owned()).or_default();
-        group.count += 1;
+        group.count = group.count.saturating_add(1);
         if group.examples.len() < MAX_EXAMPLES {
             group.examples.push(example);
         }
@@ -422,10 +424,9 @@ impl Report {
 
     /// The sum of counter `name` over all policies.
     pub fn counter_total(&self, name: &str) -> Option<u64> {
-        self.policies
-            .values()
-            .map(|p| p.counters.get(name))
-            .sum::<Option<u64>>()
+        self.policies.values().try_fold(0u64, |sum, p| {
+            Some(sum.saturating_add(p.counters.get(name)?))
+        })
     }
 
     /// How many findings of `kind` (0 when none).
