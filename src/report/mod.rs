@@ -14,6 +14,7 @@
 pub mod charts;
 pub mod cli;
 pub mod clock;
+pub mod counters;
 pub mod hgrm;
 pub mod hlog;
 pub mod html;
@@ -21,6 +22,7 @@ pub mod json;
 pub mod latency;
 pub mod model;
 pub mod summary;
+mod threshold_parse;
 pub mod thresholds;
 
 use std::path::{Path, PathBuf};

@@ -14,6 +14,7 @@ use std::time::{Duration, SystemTime};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+pub use super::counters::Counters;
 use super::latency::{Latency, safe_name};
 
 /// Version of the `report.json` layout; bumped on any incompatible change.
@@ -118,71 +119,6 @@ pub struct FindingGroup {
     pub count: u64,
     /// The first few (at most [`MAX_EXAMPLES`]).
     pub examples: Vec<FindingExample>,
-}
-
-/// Outcome counters of one client policy. JSON keys (kebab-case) are the metric names of
-/// thresholds: `calls`, `ok`, `failed`, `silent-loss`, ….
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields)]
-pub struct Counters {
-    /// `tools/call` requests issued.
-    pub calls: u64,
-    /// Calls that got a complete, verified result.
-    pub ok: u64,
-    /// Calls that ended in an error the client saw (explicit or transport, after retries).
-    pub failed: u64,
-    /// Calls the client counted as done whose result was lost or corrupt (found only by the
-    /// harness's verification): the documents' failure.
-    pub silent_loss: u64,
-    /// Partly received events the client detected and discarded at a cut.
-    pub torn_detections: u64,
-    /// Resumptions with `Last-Event-ID`.
-    pub resumes: u64,
-    /// New sessions or re-issued requests after a resume was refused.
-    pub renegotiations: u64,
-    /// Events received twice.
-    pub duplicates: u64,
-    /// Missing event ids detected.
-    pub gaps: u64,
-    /// Events received out of order.
-    pub reorders: u64,
-    /// Explicit server errors (non-200 on resume, `event: error`).
-    pub explicit_errors: u64,
-}
-
-impl Counters {
-    /// Metric names, in JSON order.
-    pub const NAMES: [&'static str; 11] = [
-        "calls",
-        "ok",
-        "failed",
-        "silent-loss",
-        "torn-detections",
-        "resumes",
-        "renegotiations",
-        "duplicates",
-        "gaps",
-        "reorders",
-        "explicit-errors",
-    ];
-
-    /// The counter called `name` (one of [`Counters::NAMES`]).
-    pub fn get(&self, name: &str) -> Option<u64> {
-        Some(match name {
-            "calls" => self.calls,
-            "ok" => self.ok,
-            "failed" => self.failed,
-            "silent-loss" => self.silent_loss,
-            "torn-detections" => self.torn_detections,
-            "resumes" => self.resumes,
-            "renegotiations" => self.renegotiations,
-            "duplicates" => self.duplicates,
-            "gaps" => self.gaps,
-            "reorders" => self.reorders,
-            "explicit-errors" => self.explicit_errors,
-            _ => return None,
-        })
-    }
 }
 
 /// What one client policy (`strict`, `naive`, …) experienced.
