@@ -223,3 +223,50 @@ pub fn merge(logs: &[Log]) -> Result<Vec<u8>, ReportError> {
     );
     write_log(&comment, start_time, base, &intervals)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn histogram(values: &[u64]) -> Histogram<u64> {
+        let mut h = latency::new_histogram();
+        for v in values {
+            h.record(*v).expect("auto-resizing histogram records");
+        }
+        h
+    }
+
+    #[test]
+    fn merge_rebases_logs_of_different_start_times_onto_the_earliest() {
+        let (a, b) = (histogram(&[100, 200]), histogram(&[300]));
+        let log_a =
+            write_log("a", 1_000.0, 1_000.0, &[(Some("x".into()), 2.0, 1.0, &a)]).expect("writes");
+        let log_b =
+            write_log("b", 1_010.0, 1_010.0, &[(Some("x".into()), 0.5, 1.0, &b)]).expect("writes");
+        let logs = [
+            parse(&log_a, Path::new("a")).expect("a parses"),
+            parse(&log_b, Path::new("b")).expect("b parses"),
+        ];
+        assert_eq!(logs[0].intervals[0].start, 1_002.0);
+        assert_eq!(logs[1].intervals[0].start, 1_010.5);
+        let merged = parse(&merge(&logs).expect("merges"), Path::new("m")).expect("parses");
+        assert_eq!(merged.start_time, Some(1_000.0));
+        let starts: Vec<f64> = merged.intervals.iter().map(|i| i.start).collect();
+        assert_eq!(
+            starts,
+            [1_002.0, 1_010.5],
+            "absolute times survive the merge"
+        );
+        let x = &merged.totals().expect("adds")["x"];
+        assert_eq!((x.len(), x.min(), x.max()), (3, 100, 300));
+    }
+
+    #[test]
+    fn garbage_is_a_parse_error_with_its_offset() {
+        let err = parse(b"#ok\nnot a log line\n", Path::new("g.hlog")).expect_err("garbage");
+        assert!(
+            matches!(err, ReportError::HlogParse { offset: 4, .. }),
+            "{err:?}"
+        );
+    }
+}
