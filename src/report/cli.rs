@@ -71,8 +71,9 @@ pub const FAIL_ON_HELP: &str =
 
   THRESHOLD := METRIC OP VALUE          OP: >  >=  <  <=  ==  !=
   counts (VALUE is a plain number):
-    calls ok failed silent-loss torn-detections resumes renegotiations duplicates gaps
-    reorders explicit-errors              summed over the policies
+    calls ok failed silent-loss torn-detections resumes renegotiations reissues
+    duplicates gaps reorders explicit-errors fresh-streams events
+                                          summed over the policies
     POLICY.COUNTER                        one policy, e.g. naive.silent-loss
     torn-cut cursor-ahead fresh-stream …  proxy findings by kind (also finding.KIND)
     cuts  cut.CLASS  cut.ACTION           e.g. cut.mid-value, cut.reset

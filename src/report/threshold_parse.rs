@@ -102,9 +102,9 @@ fn check_count(
             join(classes.iter().chain(CUT_ACTIONS.iter())),
         ),
         Some("finding") => (FINDING_KINDS.contains(&name), join(FINDING_KINDS)),
-        Some(_) => (Counters::NAMES.contains(&name), join(Counters::NAMES)),
+        Some(_) => (Counters::canonical(name).is_some(), join(Counters::NAMES)),
         None => (
-            name == "cuts" || Counters::NAMES.contains(&name) || FINDING_KINDS.contains(&name),
+            name == "cuts" || Counters::canonical(name).is_some() || FINDING_KINDS.contains(&name),
             join(
                 Counters::NAMES
                     .iter()

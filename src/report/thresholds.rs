@@ -31,8 +31,8 @@ use std::fmt;
 use super::latency::{self, human_us};
 use super::model::Report;
 
-/// Finding kinds of the proxy's audit (the design note's list).
-pub const FINDING_KINDS: [&str; 13] = [
+/// Finding kinds of the proxy's audit: the names `audit::FindingKind::as_str` gives.
+pub const FINDING_KINDS: [&str; 17] = [
     "torn-cut",
     "cursor-ahead",
     "cursor-behind",
@@ -44,8 +44,12 @@ pub const FINDING_KINDS: [&str; 13] = [
     "fresh-stream",
     "explicit-loss",
     "silent-empty",
-    "pending-call",
     "cross-stream",
+    "pending-call",
+    "duplicate-response",
+    "reissued",
+    "abandoned",
+    "unknown",
 ];
 
 /// Cut actions, as counted in `cuts.by_action`.
