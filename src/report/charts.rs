@@ -134,8 +134,11 @@ pub fn percentile_curves(
     Ok(svg)
 }
 
-/// Horizontal bars, one per `(name, count)`.
+/// Horizontal bars, one per `(name, count)`, the largest on top.
 pub fn bars(title: &str, items: &[(String, u64)]) -> Result<String, ReportError> {
+    let mut sorted = items.to_vec();
+    sorted.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(&a.0)));
+    let items = sorted.as_slice();
     let n = items.len().max(1);
     let x_max = items.iter().map(|(_, v)| *v).max().unwrap_or(0).max(1);
     let x_max = x_max.saturating_add(x_max / 8).saturating_add(1);
@@ -159,6 +162,7 @@ pub fn bars(title: &str, items: &[(String, u64)]) -> Result<String, ReportError>
         chart
             .configure_mesh()
             .disable_y_mesh()
+            .light_line_style(WHITE)
             .y_labels(n)
             .y_label_style(("sans-serif", 14))
             .x_label_style(("sans-serif", 13))
@@ -230,6 +234,7 @@ pub fn timeline(entries: &[TimelineEntry], run_ms: u64) -> Result<String, Report
         chart
             .configure_mesh()
             .disable_y_mesh()
+            .light_line_style(WHITE)
             .y_labels(rows.len())
             .y_label_style(("sans-serif", 14))
             .x_label_style(("sans-serif", 13))
