@@ -81,6 +81,14 @@ fn show_with_holding_thresholds_exits_0() {
         "p50(call)>2s",
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
+    let dir_arg = dir.path().to_str().expect("utf-8");
+    let out = tearline(&["report", "show", dir_arg, "--fail-on", "cuts<1"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "a report directory reads its report.json"
+    );
 }
 
 #[test]

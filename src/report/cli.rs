@@ -51,7 +51,7 @@ struct MergeArgs {
 
 #[derive(Debug, clap::Args)]
 struct ShowArgs {
-    /// A report.json written by `tearline replay`.
+    /// A report.json written by `tearline replay`, or the directory holding it.
     report: PathBuf,
     /// Fail (exit 99) when this condition is true; repeatable (see `tearline report show
     /// --help` for the language).
@@ -110,7 +110,12 @@ pub fn print_verdicts(verdicts: &[thresholds::Verdict]) -> ExitCode {
 pub async fn run(args: Args) -> Result<ExitCode, ReportError> {
     match args.command {
         Command::Show(a) => {
-            let report = json::load(&a.report)?;
+            let path = if a.report.is_dir() {
+                a.report.join("report.json")
+            } else {
+                a.report
+            };
+            let report = json::load(&path)?;
             show(&report, &a.fail_on)
         }
         Command::Merge(a) => {

@@ -276,16 +276,19 @@ impl Report {
             .insert(kind.to_owned(), FindingGroup { count, examples });
     }
 
-    /// Adds (or replaces) the outcome of a client policy.
-    pub fn add_policy(
+    /// Adds (or replaces) the outcome of a client policy; `histograms` is any map or list of
+    /// (name, µs histogram), e.g. a `BTreeMap<String, Histogram<u64>>` or
+    /// `BTreeMap<&str, Histogram<u64>>`.
+    pub fn add_policy<K: AsRef<str>>(
         &mut self,
         name: &str,
         counters: Counters,
-        histograms: BTreeMap<String, Histogram<u64>>,
+        histograms: impl IntoIterator<Item = (K, Histogram<u64>)>,
     ) {
         let histograms = histograms
             .into_iter()
             .map(|(h, histogram)| {
+                let h = h.as_ref().to_owned();
                 let tag = Report::policy_tag(name, &h);
                 let latency = Latency {
                     histogram,
@@ -313,6 +316,16 @@ impl Report {
             tag,
         };
         self.proxy_histograms.insert(name.to_owned(), latency);
+    }
+
+    /// Adds (or replaces) several proxy histograms, e.g. the audit's snapshot.
+    pub fn add_proxy_histograms<K: AsRef<str>>(
+        &mut self,
+        histograms: impl IntoIterator<Item = (K, Histogram<u64>)>,
+    ) {
+        for (name, histogram) in histograms {
+            self.add_proxy_histogram(name.as_ref(), histogram);
+        }
     }
 
     /// Adds an interval histogram for `report.hlog`.
