@@ -16,9 +16,10 @@
 //! value     := NUMBER unit            unit = us | µs | ms | s, required for latencies,
 //!                                     forbidden for counts
 //! ```
-//! Count names: a client counter ([`Counters::NAMES`](super::Counters::NAMES)) summed over policies, or `POLICY.counter`
-//! for one policy; a finding kind ([`FINDING_KINDS`], also as `finding.KIND`); `cuts` (all
-//! cuts) or `cut.CLASS` / `cut.ACTION` (e.g. `cut.mid-value`, `cut.reset`).
+//! Count names: a client counter ([`Counters::NAMES`](super::Counters::NAMES)) summed over
+//! policies, or `POLICY.counter` for one policy; a finding kind ([`FINDING_KINDS`], also as
+//! `finding.KIND`); `cuts` (all cuts) or `cut.CLASS` / `cut.ACTION` (e.g. `cut.mid-value`,
+//! `cut.reset`).
 //! Histogram names: `NAME` (the policies' histograms of that name merged, else the proxy's),
 //! `POLICY.NAME`, or `proxy.NAME`.
 //! Invariants: parsing checks syntax, units and the counter/finding/cut vocabulary and reports
