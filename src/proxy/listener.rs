@@ -105,6 +105,7 @@ pub async fn run(
     let tracker = TaskTracker::new();
     let slots = Arc::new(Semaphore::new(proxy.config().max_connections));
     let local = listener.local_addr().ok();
+    proxy.set_listen_addr(local);
     tracing::info!(proxy = %proxy.name(), listen = ?local, upstream = %proxy.upstream(), "listening");
     let mut backoff = Duration::from_millis(5);
     loop {
@@ -157,6 +158,7 @@ pub async fn run(
         );
     }
     drop(listener);
+    proxy.set_listen_addr(None);
     tracker.close();
     let drain = proxy.config().drain_timeout;
     if tokio::time::timeout(drain, tracker.wait()).await.is_err() {

@@ -284,8 +284,9 @@ impl<'a> Pump<'a> {
         }
         if written > 0 {
             self.account(written);
+            let done = Instant::now();
             self.residence
-                .record(self.proxy.stats(), now.elapsed(), Instant::now());
+                .record(self.proxy.stats(), done.duration_since(now), done);
         }
         Ok(())
     }
