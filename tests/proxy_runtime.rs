@@ -199,3 +199,33 @@ async fn connection_rngs_come_from_seed_name_and_index() {
     .await
     .unwrap();
 }
+
+#[tokio::test]
+async fn killed_connections_release_their_buffered_bytes() {
+    timeout(Duration::from_secs(10), async {
+        let (server_addr, mut accepted) = accepting_server().await;
+        let p = start_proxy(server_addr, |_| {}).await;
+        p.proxy.set_faults(scripted(
+            Direction::Downstream,
+            &[Act::Delay(Duration::from_secs(60))],
+        ));
+        let mut client = TcpStream::connect(p.addr).await.unwrap();
+        let mut server = accepted.recv().await.unwrap();
+        server.write_all(&[3u8; 1 << 20]).await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while p.proxy.stats().bytes_buffered() < 1 << 20 {
+            assert!(Instant::now() < deadline, "delayed bytes never queued");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        p.proxy.set_enabled(false);
+        let (got, _) = read_until_end(&mut client).await;
+        assert!(got.is_empty());
+        while p.proxy.stats().connections_open() > 0 {
+            assert!(Instant::now() < deadline, "connection not closed");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(p.proxy.stats().bytes_buffered(), 0);
+    })
+    .await
+    .unwrap();
+}

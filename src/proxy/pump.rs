@@ -80,6 +80,8 @@ pub(crate) struct Pump<'a> {
     plan: Plan,
     queue: VecDeque<Timed>,
     queued: usize,
+    /// Bytes of the current read chunk not yet written or queued.
+    held: usize,
     read_total: u64,
     last_chunk: usize,
     residence: ResidenceBatch,
@@ -112,18 +114,17 @@ impl<'a> Pump<'a> {
             plan: Plan::default(),
             queue: VecDeque::new(),
             queued: 0,
+            held: 0,
             read_total: 0,
             last_chunk: 0,
             residence: ResidenceBatch::new(),
         }
     }
 
-    /// Runs the direction to its end: `Ok` after EOF was passed on.
+    /// Runs the direction to its end: `Ok` after EOF was passed on. Dropping the future
+    /// (the other direction failed, or the connection was killed) releases the gauges too.
     pub(crate) async fn run(mut self) -> Result<(), Stop> {
-        let r = self.pump().await;
-        self.residence.flush(self.proxy.stats());
-        self.proxy.stats().buffer_sub(self.queued);
-        r
+        self.pump().await
     }
 
     async fn pump(&mut self) -> Result<(), Stop> {
@@ -234,6 +235,7 @@ impl<'a> Pump<'a> {
         let now = Instant::now();
         let stats = self.proxy.stats();
         stats.buffer_add(n);
+        self.held = n;
         let offset = self.read_total;
         self.read_total += n as u64;
         self.last_chunk = n;
@@ -268,6 +270,7 @@ impl<'a> Pump<'a> {
             Ok(())
         };
         stats.buffer_sub(n);
+        self.held = 0;
         result?;
         match self.plan.cut() {
             Some(cut) => Err(self.cut(cut).await),
@@ -388,5 +391,13 @@ impl<'a> Pump<'a> {
                 point: self.observer.cut_point(at),
             });
         }
+    }
+}
+
+impl Drop for Pump<'_> {
+    fn drop(&mut self) {
+        let stats = self.proxy.stats();
+        stats.buffer_sub(self.queued + self.held);
+        self.residence.flush(stats);
     }
 }
