@@ -15,7 +15,6 @@
 //! - `bytes_buffered` counts exactly the bytes this pump holds (read chunk in flight + queue).
 
 use std::collections::VecDeque;
-use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
@@ -34,7 +33,7 @@ pub(crate) enum Stop {
     /// A fault cut the connection; close both sides this way.
     Cut(CutAction),
     /// Reading or writing failed on this side; the other side is reset.
-    Io(Side, io::Error),
+    Io(Side, std::io::Error),
 }
 
 /// One of the connection's two sockets.
@@ -149,44 +148,30 @@ impl<'a> Pump<'a> {
     /// Writes queued slices as they fall due while reading (if the budget allows) and watching
     /// the deadline; returns at the first read, the deadline, or an empty queue.
     async fn wait(&mut self, deadline: Option<Deadline>) -> Result<Event, Stop> {
+        enum Timer {
+            Write,
+            Deadline(Deadline),
+        }
         loop {
-            let Some(due) = self.queue.front().map(|t| t.at) else {
-                if deadline.is_none() {
-                    return Ok(Event::Drained);
-                }
-                // Only the deadline (and reads) remain.
-                let d = deadline.map_or_else(Instant::now, |d| d.at);
-                return tokio::select! {
-                    biased;
-                    () = sleep_until(d) => Ok(deadline.map_or(Event::Drained, Event::Deadline)),
-                    r = self.src.read(&mut self.buf) => {
-                        Ok(Event::Read(r.map_err(|e| Stop::Io(self.src_side(), e))?))
-                    }
-                };
+            // The earliest timer: the front slice, or the deadline when it comes first.
+            let (at, timer) = match (self.queue.front().map(|t| t.at), deadline) {
+                (Some(due), Some(d)) if d.at < due => (d.at, Timer::Deadline(d)),
+                (Some(due), _) => (due, Timer::Write),
+                (None, Some(d)) => (d.at, Timer::Deadline(d)),
+                (None, None) => return Ok(Event::Drained),
             };
             let can_read = self.queued < self.proxy.config().max_inflight_bytes;
-            let dl = deadline.map(|d| d.at);
-            enum Step {
-                Write,
-                Deadline,
-                Read(io::Result<usize>),
-            }
-            let step = tokio::select! {
+            let read = tokio::select! {
                 biased;
-                () = sleep_until(dl.unwrap_or(due)), if dl.is_some_and(|d| d < due) => Step::Deadline,
-                () = sleep_until(due) => Step::Write,
-                r = self.src.read(&mut self.buf), if can_read => Step::Read(r),
+                () = sleep_until(at) => None,
+                r = self.src.read(&mut self.buf), if can_read => Some(r),
             };
-            match step {
-                Step::Write => self.write_front().await?,
-                Step::Deadline => {
-                    if let Some(d) = deadline {
-                        return Ok(Event::Deadline(d));
-                    }
-                }
-                Step::Read(r) => {
+            match (read, timer) {
+                (Some(r), _) => {
                     return Ok(Event::Read(r.map_err(|e| Stop::Io(self.src_side(), e))?));
                 }
+                (None, Timer::Write) => self.write_front().await?,
+                (None, Timer::Deadline(d)) => return Ok(Event::Deadline(d)),
             }
         }
     }
