@@ -229,3 +229,37 @@ async fn killed_connections_release_their_buffered_bytes() {
     .await
     .unwrap();
 }
+
+#[tokio::test]
+async fn run_bound_serves_several_named_proxies_until_shutdown() {
+    timeout(Duration::from_secs(10), async {
+        use tearline::proxy::{ProxyConfig, ProxyError, ProxySpec, bind_all, run_bound};
+        let echo = echo_server().await;
+        let spec = |name: &str| ProxySpec {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            config: ProxyConfig::new(name, echo.to_string()),
+            faults: Vec::new(),
+        };
+        let dup = bind_all(vec![spec("api"), spec("api")]).await;
+        assert!(matches!(dup, Err(ProxyError::DuplicateName(n)) if n == "api"));
+        let bound = bind_all(vec![spec("api"), spec("web")]).await.unwrap();
+        let addrs: Vec<_> = bound.iter().map(|(l, _)| l.local_addr().unwrap()).collect();
+        let proxies: Vec<_> = bound.iter().map(|(_, p)| p.clone()).collect();
+        let shutdown = tearline::proxy::CancellationToken::new();
+        let task = tokio::spawn(run_bound(bound, shutdown.clone()));
+        for addr in &addrs {
+            let mut c = TcpStream::connect(addr).await.unwrap();
+            c.write_all(b"hi").await.unwrap();
+            let mut b = [0u8; 2];
+            c.read_exact(&mut b).await.unwrap();
+            assert_eq!(&b, b"hi");
+        }
+        assert_eq!(proxies[1].name(), "web");
+        assert_eq!(proxies[1].listen_addr(), Some(addrs[1]));
+        shutdown.cancel();
+        task.await.unwrap().unwrap();
+        assert!(proxies.iter().all(|p| p.listen_addr().is_none()));
+    })
+    .await
+    .unwrap();
+}
