@@ -112,6 +112,22 @@ async fn one_stream(addr: SocketAddr, bytes: u64) {
     while s.read(&mut b).await.map(|n| n > 0).unwrap_or(false) {}
 }
 
+/// Best of `rounds` (a, b) MiB/s pairs, measured alternately so both see the same machine load.
+fn best_pair(
+    load: &Runtime,
+    (a, b): (SocketAddr, SocketAddr),
+    total: u64,
+    streams: u64,
+    rounds: usize,
+) -> (f64, f64) {
+    let (mut x, mut y) = (0f64, 0f64);
+    for _ in 0..rounds {
+        x = x.max(load.block_on(throughput(a, total, streams)));
+        y = y.max(load.block_on(throughput(b, total, streams)));
+    }
+    (x, y)
+}
+
 /// MiB/s for `total` bytes over `streams` parallel connections.
 async fn throughput(addr: SocketAddr, total: u64, streams: u64) -> f64 {
     let started = Instant::now();
@@ -173,6 +189,7 @@ fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let total = if quick { 64 * MIB } else { 1024 * MIB };
     let rtts = if quick { 2_000 } else { 20_000 };
+    let rounds = if quick { 1 } else { 3 };
     let load = runtime();
     let proxy_rt = runtime();
     let (sink, echo) = load.block_on(async { (sink_server().await, echo_server().await) });
@@ -186,11 +203,15 @@ fn main() {
     );
     println!(
         "{:<26} {:>12} {:>12} {:>8}   goal",
-        "throughput", "direct", "proxied", "ratio"
+        format!("throughput, best of {rounds}"),
+        "direct",
+        "proxied",
+        "ratio"
     );
+    // Warm-up: connections, page faults, allocator.
+    best_pair(&load, (sink, p_sink.addr), 64 * MIB, 8, 1);
     for (streams, goal) in [(1u64, "≥ 0.80"), (8, ""), (64, "")] {
-        let d = load.block_on(throughput(sink, total, streams));
-        let p = load.block_on(throughput(p_sink.addr, total, streams));
+        let (d, p) = best_pair(&load, (sink, p_sink.addr), total, streams, rounds);
         println!(
             "{:<26} {:>8.0} MiB/s {:>6.0} MiB/s {:>8.2}   {goal}",
             format!("{streams} stream(s)"),
@@ -215,11 +236,10 @@ fn main() {
     // budget per direction (throughput ≤ budget / latency).
     let budget = 256 * MIB as usize;
     let p_lat = start_proxy(&proxy_rt, sink, budget);
-    let base = load.block_on(throughput(p_lat.addr, total, 1));
     p_lat
         .proxy
         .set_faults(vec![Arc::new(LatencyFactory(Duration::from_millis(100)))]);
-    let lat = load.block_on(throughput(p_lat.addr, total, 1));
+    let (base, lat) = best_pair(&load, (p_sink.addr, p_lat.addr), total, 1, rounds);
     println!(
         "through 100 ms latency (client→server, queue budget {} MiB): no fault {base:.0} MiB/s, latency {lat:.0} MiB/s, ratio {:.2}   goal ≥ 0.50",
         budget / MIB as usize,
