@@ -242,3 +242,25 @@ async fn slow_reader_behind_a_delay_keeps_buffering_within_the_queue_budget() {
     .await
     .unwrap();
 }
+
+#[tokio::test]
+async fn upstream_reset_resets_the_client_promptly() {
+    timeout(Duration::from_secs(10), async {
+        let (server_addr, mut accepted) = accepting_server().await;
+        let p = start_proxy(server_addr, |_| {}).await;
+        let mut client = TcpStream::connect(p.addr).await.unwrap();
+        let server = accepted.recv().await.unwrap();
+        client.write_all(b"hello").await.unwrap();
+        let started = Instant::now();
+        socket2::SockRef::from(&server)
+            .set_linger(Some(Duration::ZERO))
+            .unwrap();
+        drop(server);
+        let (got, err) = read_until_end(&mut client).await;
+        assert!(got.is_empty());
+        assert_eq!(err, Some(std::io::ErrorKind::ConnectionReset));
+        assert!(started.elapsed() < Duration::from_secs(1));
+    })
+    .await
+    .unwrap();
+}
