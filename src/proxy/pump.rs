@@ -13,6 +13,9 @@
 //!   error value the connection task turns into RST or FIN; EOF is passed on (write shutdown)
 //!   after every queued byte and no earlier than every fault's `on_eof` time.
 //! - `bytes_buffered` counts exactly the bytes this pump holds (read chunk in flight + queue).
+//! - Writes go straight to the socket (no user-space write buffer, TCP_NODELAY set), so a chunk
+//!   is on the wire when its write returns and there is nothing left to flush when reads go
+//!   pending.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
