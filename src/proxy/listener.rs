@@ -109,7 +109,9 @@ pub async fn run(
     let slots = Arc::new(Semaphore::new(proxy.config().max_connections));
     let local = listener.local_addr().ok();
     proxy.set_listen_addr(local);
-    tracing::info!(proxy = %proxy.name(), listen = ?local, upstream = %proxy.upstream(), "listening");
+    if let Some(addr) = local {
+        tracing::info!(proxy = %proxy.name(), listen = %addr, upstream = %proxy.upstream(), "listening");
+    }
     let mut backoff = Duration::from_millis(5);
     loop {
         let permit = tokio::select! {
