@@ -5,7 +5,8 @@
 //! 100 ms latency fault vs no fault (latency must shift the stream, not cap it). Load and proxy
 //! run in separate tokio runtimes (two worker threads each), as separate processes would.
 //!
-//! Run: `cargo bench --bench relay` (`-- --quick` for a 64 MiB smoke run).
+//! Run: `cargo bench --bench relay` (`-- --quick` for a 64 MiB smoke run, `-- --buffer-kib N`
+//! for the proxy's read buffer size, default 64).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -51,9 +52,10 @@ impl FaultFactory for LatencyFactory {
     }
 }
 
-fn runtime() -> Runtime {
+fn runtime(name: &str) -> Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .thread_name(name)
         .enable_all()
         .build()
         .expect("tokio runtime")
@@ -112,18 +114,64 @@ async fn one_stream(addr: SocketAddr, bytes: u64) {
     while s.read(&mut b).await.map(|n| n > 0).unwrap_or(false) {}
 }
 
-/// Best of `rounds` (a, b) MiB/s pairs, measured alternately so both see the same machine load.
+/// CPU seconds used so far by this process's threads, split into (proxy runtime, the rest),
+/// from /proc/self/task/*/stat (utime + stime, USER_HZ = 100).
+fn cpu_seconds() -> (f64, f64) {
+    let (mut proxy, mut rest) = (0u64, 0u64);
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return (0.0, 0.0);
+    };
+    for t in tasks.flatten() {
+        let dir = t.path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
+        let fields: Vec<&str> = stat
+            .rfind(')')
+            .map_or("", |i| &stat[i + 1..])
+            .split_whitespace()
+            .collect();
+        let ticks: u64 = [11, 12]
+            .iter()
+            .filter_map(|&i| fields.get(i).and_then(|f| f.parse::<u64>().ok()))
+            .sum();
+        if comm.starts_with("proxy") {
+            proxy += ticks;
+        } else {
+            rest += ticks;
+        }
+    }
+    (proxy as f64 / 100.0, rest as f64 / 100.0)
+}
+
+/// One side of a comparison: best MiB/s and CPU seconds per GiB (proxy threads, the rest).
+#[derive(Default)]
+struct Side {
+    best: f64,
+    cpu_proxy: f64,
+    cpu_rest: f64,
+}
+
+/// Best of `rounds` (a, b) runs, measured alternately so both see the same machine load, with
+/// the CPU each side used per GiB.
 fn best_pair(
     load: &Runtime,
     (a, b): (SocketAddr, SocketAddr),
     total: u64,
     streams: u64,
     rounds: usize,
-) -> (f64, f64) {
-    let (mut x, mut y) = (0f64, 0f64);
+) -> (Side, Side) {
+    let (mut x, mut y) = (Side::default(), Side::default());
+    let gib = (total * rounds as u64) as f64 / (1024 * MIB) as f64;
     for _ in 0..rounds {
-        x = x.max(load.block_on(throughput(a, total, streams)));
-        y = y.max(load.block_on(throughput(b, total, streams)));
+        for (addr, side) in [(a, &mut x), (b, &mut y)] {
+            let (p0, r0) = cpu_seconds();
+            side.best = side
+                .best
+                .max(load.block_on(throughput(addr, total, streams)));
+            let (p1, r1) = cpu_seconds();
+            side.cpu_proxy += (p1 - p0) / gib;
+            side.cpu_rest += (r1 - r0) / gib;
+        }
     }
     (x, y)
 }
@@ -164,12 +212,13 @@ struct Proxied {
     shutdown: CancellationToken,
 }
 
-fn start_proxy(rt: &Runtime, upstream: SocketAddr, inflight: usize) -> Proxied {
+fn start_proxy(rt: &Runtime, upstream: SocketAddr, inflight: usize, buffer: usize) -> Proxied {
     rt.block_on(async {
         let l = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let addr = l.local_addr().expect("proxy addr");
         let mut cfg = ProxyConfig::new("bench", upstream.to_string());
         cfg.max_inflight_bytes = inflight;
+        cfg.buffer_size = buffer;
         let proxy = Proxy::new(cfg);
         let shutdown = CancellationToken::new();
         tokio::spawn(proxy::run(l, proxy.clone(), shutdown.clone()));
@@ -186,15 +235,22 @@ fn us(ns: u64) -> f64 {
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let buffer = args
+        .iter()
+        .position(|a| a == "--buffer-kib")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse::<usize>().ok())
+        .map_or(64 * 1024, |k| k.max(1) * 1024);
     let total = if quick { 64 * MIB } else { 1024 * MIB };
     let rtts = if quick { 2_000 } else { 20_000 };
     let rounds = if quick { 1 } else { 3 };
-    let load = runtime();
-    let proxy_rt = runtime();
+    let load = runtime("load");
+    let proxy_rt = runtime("proxy");
     let (sink, echo) = load.block_on(async { (sink_server().await, echo_server().await) });
-    let p_sink = start_proxy(&proxy_rt, sink, 32 * MIB as usize);
-    let p_echo = start_proxy(&proxy_rt, echo, 32 * MIB as usize);
+    let p_sink = start_proxy(&proxy_rt, sink, 32 * MIB as usize, buffer);
+    let p_echo = start_proxy(&proxy_rt, echo, 32 * MIB as usize, buffer);
     let gib = total as f64 / 1024.0 / MIB as f64;
     println!(
         "tearline relay benchmark: loopback, {} cores, proxy buffer {} KiB, {gib:.3} GiB per throughput case",
@@ -211,13 +267,21 @@ fn main() {
     // Warm-up: connections, page faults, allocator.
     best_pair(&load, (sink, p_sink.addr), 64 * MIB, 8, 1);
     for (streams, goal) in [(1u64, "≥ 0.80"), (8, ""), (64, "")] {
-        let (d, p) = best_pair(&load, (sink, p_sink.addr), total, streams, rounds);
+        let (ds, ps) = best_pair(&load, (sink, p_sink.addr), total, streams, rounds);
+        let (d, p) = (ds.best, ps.best);
         println!(
             "{:<26} {:>8.0} MiB/s {:>6.0} MiB/s {:>8.2}   {goal}",
             format!("{streams} stream(s)"),
             d,
             p,
             p / d
+        );
+        let (dc, pc) = (ds.cpu_proxy + ds.cpu_rest, ps.cpu_proxy + ps.cpu_rest);
+        println!(
+            "{:<26} CPU s/GiB: direct {dc:.2}, proxied {pc:.2} (proxy threads {:.2}); CPU-bound ratio {:.2}",
+            "",
+            ps.cpu_proxy,
+            if pc > 0.0 { dc / pc } else { 0.0 }
         );
     }
     let hd = load.block_on(rtt(echo, rtts));
@@ -235,11 +299,12 @@ fn main() {
     // Through latency: the queue must hold bandwidth × latency, so this proxy gets a 256 MiB
     // budget per direction (throughput ≤ budget / latency).
     let budget = 256 * MIB as usize;
-    let p_lat = start_proxy(&proxy_rt, sink, budget);
+    let p_lat = start_proxy(&proxy_rt, sink, budget, buffer);
     p_lat
         .proxy
         .set_faults(vec![Arc::new(LatencyFactory(Duration::from_millis(100)))]);
     let (base, lat) = best_pair(&load, (p_sink.addr, p_lat.addr), total, 1, rounds);
+    let (base, lat) = (base.best, lat.best);
     println!(
         "through 100 ms latency (client→server, queue budget {} MiB): no fault {base:.0} MiB/s, latency {lat:.0} MiB/s, ratio {:.2}   goal ≥ 0.50",
         budget / MIB as usize,
