@@ -52,9 +52,9 @@ impl FaultFactory for LatencyFactory {
     }
 }
 
-fn runtime(name: &str) -> Runtime {
+fn runtime(name: &str, workers: usize) -> Runtime {
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(workers)
         .thread_name(name)
         .enable_all()
         .build()
@@ -234,20 +234,22 @@ fn us(ns: u64) -> f64 {
     ns as f64 / 1_000.0
 }
 
+/// The number after `name` on the command line, if any.
+fn flag(args: &[String], name: &str) -> Option<usize> {
+    let i = args.iter().position(|a| a == name)?;
+    args.get(i + 1)?.parse().ok()
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
-    let buffer = args
-        .iter()
-        .position(|a| a == "--buffer-kib")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse::<usize>().ok())
-        .map_or(64 * 1024, |k| k.max(1) * 1024);
+    let buffer = flag(&args, "--buffer-kib").map_or(64 * 1024, |k| k.max(1) * 1024);
     let total = if quick { 64 * MIB } else { 1024 * MIB };
+    let total = flag(&args, "--mib").map_or(total, |m| m.max(1) as u64 * MIB);
     let rtts = if quick { 2_000 } else { 20_000 };
     let rounds = if quick { 1 } else { 3 };
-    let load = runtime("load");
-    let proxy_rt = runtime("proxy");
+    let load = runtime("load", 2);
+    let proxy_rt = runtime("proxy", flag(&args, "--proxy-threads").unwrap_or(2).max(1));
     let (sink, echo) = load.block_on(async { (sink_server().await, echo_server().await) });
     let p_sink = start_proxy(&proxy_rt, sink, 32 * MIB as usize, buffer);
     let p_echo = start_proxy(&proxy_rt, echo, 32 * MIB as usize, buffer);
