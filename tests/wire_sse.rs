@@ -44,7 +44,7 @@ fn run(pieces: &[&[u8]]) -> Outcome {
     for p in pieces {
         s.feed_classified(
             p,
-            &mut |e| {
+            &mut |e, _| {
                 events.push(Ev {
                     ty: e.event_type.into(),
                     data: e.data.to_vec(),
@@ -402,7 +402,7 @@ fn cut_points_after_the_final_response_are_after_final() {
     let input = b"data: n\n\ndata: final\n\ndata: late\n\n";
     let mut s = SseScanner::new();
     let mut out = Classified::default();
-    s.feed_classified(input, &mut |e| e.data == b"final", &mut out);
+    s.feed_classified(input, &mut |e, _| e.data == b"final", &mut out);
     let last = out.runs.last().expect("runs");
     assert_eq!(last.class, SseClass::AfterFinal);
     // the final event's dispatching LF is the first after-final point

@@ -32,6 +32,15 @@ use super::sse_class::{Classified, Last, Tracker};
 const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
 const NAME_CAP: usize = 8;
 
+/// Where a dispatched event lies in the payload (classifying feeds only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventSpan {
+    /// Payload offset of the first byte of the event's block (comments before it included).
+    pub start: u64,
+    /// Payload offset after the line-end byte that dispatched it.
+    pub end: u64,
+}
+
 /// One dispatched event, borrowed from the scanner's buffers for the duration of the callback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SseEvent<'a> {
@@ -130,7 +139,7 @@ impl SseScanner {
 
     /// Consumes the next bytes of the stream, calling `on_event` for every dispatched event.
     pub fn feed(&mut self, bytes: &[u8], on_event: &mut dyn FnMut(&SseEvent<'_>)) {
-        self.run::<false>(bytes, &mut |e| {
+        self.run::<false>(bytes, &mut |e, _| {
             on_event(e);
             false
         });
@@ -157,7 +166,7 @@ impl SseScanner {
     pub fn feed_classified(
         &mut self,
         bytes: &[u8],
-        on_event: &mut dyn FnMut(&SseEvent<'_>) -> bool,
+        on_event: &mut dyn FnMut(&SseEvent<'_>, EventSpan) -> bool,
         out: &mut Classified,
     ) {
         self.tr.begin(out);
@@ -199,7 +208,7 @@ impl SseScanner {
     fn run<const C: bool>(
         &mut self,
         mut buf: &[u8],
-        on_event: &mut dyn FnMut(&SseEvent<'_>) -> bool,
+        on_event: &mut dyn FnMut(&SseEvent<'_>, EventSpan) -> bool,
     ) {
         if C && self.tr.at_start() {
             self.emit(0, SseClass::Boundary);
@@ -239,7 +248,7 @@ impl SseScanner {
     fn lines<const C: bool>(
         &mut self,
         buf: &[u8],
-        on_event: &mut dyn FnMut(&SseEvent<'_>) -> bool,
+        on_event: &mut dyn FnMut(&SseEvent<'_>, EventSpan) -> bool,
     ) {
         let mut i = 0;
         while i < buf.len() {
@@ -451,12 +460,19 @@ impl SseScanner {
     }
 
     /// The WHATWG dispatch steps, run at a blank line.
-    fn dispatch<const C: bool>(&mut self, on_event: &mut dyn FnMut(&SseEvent<'_>) -> bool) {
+    fn dispatch<const C: bool>(
+        &mut self,
+        on_event: &mut dyn FnMut(&SseEvent<'_>, EventSpan) -> bool,
+    ) {
         self.last_event_id.clear();
         self.last_event_id.push_str(&self.id_buf);
         let id_set = std::mem::replace(&mut self.id_set, false);
+        let span = EventSpan {
+            start: self.tr.block_start(),
+            end: self.pos,
+        };
         self.tr
-            .block_done(std::mem::replace(&mut self.in_event, false));
+            .block_done(std::mem::replace(&mut self.in_event, false), self.pos);
         if self.data.is_empty() {
             self.event_type.clear();
             return;
@@ -473,7 +489,7 @@ impl SseScanner {
             id: id_set.then_some(self.id_buf.as_str()),
             last_event_id: &self.last_event_id,
         };
-        let is_final = on_event(&event);
+        let is_final = on_event(&event, span);
         self.dispatched += 1;
         self.data.clear();
         self.event_type.clear();

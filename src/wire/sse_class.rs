@@ -164,7 +164,12 @@ impl Tracker {
         self.last_line_id = false;
     }
 
-    pub(super) fn block_done(&mut self, ended_event: bool) {
+    pub(super) fn block_start(&self) -> u64 {
+        self.block_start
+    }
+
+    pub(super) fn block_done(&mut self, ended_event: bool, pos: u64) {
+        self.block_start = pos;
         if ended_event {
             self.blocks_done += 1;
         }
@@ -192,6 +197,21 @@ impl SseScanner {
         self.tr.begin(out);
         self.resolve_pending(false);
         self.tr.end(out);
+    }
+
+    /// Records the facts of the current state into `out` and returns their index (for cut
+    /// points outside the payload, such as chunk framing).
+    pub fn current_facts(&mut self, out: &mut Classified) -> u32 {
+        self.tr.begin(out);
+        self.tr.dirty = true;
+        let i = self.snapshot_facts();
+        self.tr.end(out);
+        i
+    }
+
+    /// True if and only if the cut point after the last payload byte awaits its lookahead byte.
+    pub fn is_pending(&self) -> bool {
+        self.tr.pending.is_some()
     }
 
     pub(super) fn resolve_pending(&mut self, eol: bool) {

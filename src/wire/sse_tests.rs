@@ -11,7 +11,7 @@ fn plain_and_classifying_feeds_dispatch_the_same_events() {
     let mut out = Classified::default();
     c.feed_classified(
         input,
-        &mut |e| {
+        &mut |e, _| {
             classified.push(e.data.to_vec());
             false
         },
@@ -25,16 +25,16 @@ fn plain_and_classifying_feeds_dispatch_the_same_events() {
 fn value_end_at_feed_end_stays_pending_until_the_next_byte() {
     let mut s = SseScanner::new();
     let mut out = Classified::default();
-    s.feed_classified(b"data: ab", &mut |_| false, &mut out);
+    s.feed_classified(b"data: ab", &mut |_, _| false, &mut out);
     assert_eq!(
         out.runs.last().map(|r| r.end),
         Some(8),
         "point 8 is pending"
     );
-    s.feed_classified(b"\n", &mut |_| false, &mut out);
+    s.feed_classified(b"\n", &mut |_, _| false, &mut out);
     let r = out.run_at(8).copied();
     assert_eq!(r.map(|r| r.class), Some(SseClass::BeforeEol));
-    s.feed_classified(b"data: c", &mut |_| false, &mut out);
+    s.feed_classified(b"data: c", &mut |_, _| false, &mut out);
     s.flush_pending(&mut out);
     assert_eq!(out.run_at(16).map(|r| r.class), Some(SseClass::MidValue));
 }
@@ -45,7 +45,7 @@ fn facts_carry_pending_and_committed_ids_and_data_line() {
     let mut out = Classified::default();
     s.feed_classified(
         b"id: 1\ndata: a\n\nid: 2\ndata: x\ndata: yz",
-        &mut |_| false,
+        &mut |_, _| false,
         &mut out,
     );
     let r = *out
