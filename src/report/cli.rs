@@ -1,12 +1,156 @@
-//! Command-line surface of `tearline report`.
+//! Command-line surface of `tearline report`: `merge` interval logs, `show` a saved report.
+//!
+//! Why: loads from several machines are merged into one `.hlog`, and a saved `report.json` is
+//! re-read (summary printed, thresholds checked) in CI without rerunning the test.
+//! Invariants: `show` exits 0 when every `--fail-on` threshold holds and 99 when one fails;
+//! errors (unreadable files, malformed thresholds, unknown names) are returned and become exit
+//! 2 in `main`; malformed thresholds are rejected while parsing arguments, before any file is
+//! read.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+use super::thresholds::{self, Threshold};
+use super::{Report, ReportError, hlog, json, summary};
 
 /// Arguments of `tearline report`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+#[command(after_long_help = "Examples:
+  tearline report show tearline-report/20261130T030405Z/report.json
+  tearline report show report.json --fail-on 'silent-loss>0' --fail-on 'p99(call)>2s'
+  tearline report merge load-a/report.hlog load-b/report.hlog -o all.hlog
+
+Exit status: 0 when every threshold holds, 99 when a threshold fails, 2 on errors.")]
+pub struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Merge interval logs (.hlog) from several machines into one, losslessly.
+    ///
+    /// Every interval of every input is kept with its tag, re-based onto the earliest input's
+    /// start, in time order; the per-tag totals of the result equal the sum of the inputs.
+    /// Prints the per-tag totals (count and percentiles) of the merged log.
+    Merge(MergeArgs),
+    /// Print the summary of a saved report.json and check --fail-on thresholds.
+    #[command(long_about = SHOW_LONG_HELP, after_long_help = FAIL_ON_HELP)]
+    Show(ShowArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct MergeArgs {
+    /// Interval logs to merge.
+    #[arg(required = true, num_args = 1..)]
+    inputs: Vec<PathBuf>,
+    /// Output file.
+    #[arg(short, long)]
+    output: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+struct ShowArgs {
+    /// A report.json written by `tearline replay`, or the directory holding it.
+    report: PathBuf,
+    /// Fail (exit 99) when this condition is true; repeatable (see `tearline report show
+    /// --help` for the language).
+    #[arg(long = "fail-on", value_name = "THRESHOLD")]
+    fail_on: Vec<Threshold>,
+}
+
+const SHOW_LONG_HELP: &str =
+    "Print the summary of a saved report.json and check --fail-on thresholds.
+
+Exit status: 0 when every threshold holds, 99 when one fails (k6's convention), 2 on errors
+(unreadable report, malformed threshold, a policy or histogram the report does not have).";
+
+/// The `--fail-on` language, for the long help of every command that takes thresholds.
+pub const FAIL_ON_HELP: &str =
+    "A threshold names the condition that FAILS the run: --fail-on 'silent-loss>0'.
+
+  THRESHOLD := METRIC OP VALUE          OP: >  >=  <  <=  ==  !=
+  counts (VALUE is a plain number):
+    calls ok failed silent-loss torn-detections resumes renegotiations reissues
+    duplicates gaps reorders explicit-errors fresh-streams events
+                                          summed over the policies
+    POLICY.COUNTER                        one policy, e.g. naive.silent-loss
+    torn-cut cursor-ahead fresh-stream …  proxy findings by kind (also finding.KIND)
+    cuts  cut.CLASS  cut.ACTION           e.g. cut.mid-value, cut.reset
+  latencies (VALUE needs a unit: us, ms or s):
+    pNN(H) max(H) min(H) mean(H)          NN in (0, 100], e.g. p50 p99 p99.9
+    H := NAME | POLICY.NAME | proxy.NAME  NAME alone merges that histogram of every policy
+  A histogram without samples reads 0.
+
+Examples:
+  --fail-on 'silent-loss>0' --fail-on 'torn-cut>=1'
+  --fail-on 'naive.silent-loss>0' --fail-on 'p99(call)>2s' --fail-on 'p99.9(strict.call)>=500ms'
+  --fail-on 'max(proxy.client-reconnect)>1s'";
+
+/// Prints `report`'s summary, evaluates `fail_on` on it, prints the verdicts, and returns the
+/// exit code: 0 when all hold, 99 when one fails. Unknown policies or histograms are errors.
+pub fn show(report: &Report, fail_on: &[Threshold]) -> Result<ExitCode, ReportError> {
+    let verdicts = thresholds::evaluate_all(fail_on, report)?;
+    print!("{}", summary::render(report));
+    Ok(print_verdicts(&verdicts))
+}
+
+/// Prints verdicts and returns the exit code they call for.
+pub fn print_verdicts(verdicts: &[thresholds::Verdict]) -> ExitCode {
+    if !verdicts.is_empty() {
+        println!("\nThresholds");
+        for v in verdicts {
+            println!("  {v}");
+        }
+    }
+    ExitCode::from(thresholds::exit_code(verdicts))
+}
 
 /// Runs `tearline report`.
-pub async fn run(_args: Args) -> Result<ExitCode, std::io::Error> {
-    Err(std::io::Error::other("tearline report is not built yet"))
+pub async fn run(args: Args) -> Result<ExitCode, ReportError> {
+    match args.command {
+        Command::Show(a) => {
+            let path = if a.report.is_dir() {
+                a.report.join("report.json")
+            } else {
+                a.report
+            };
+            let report = json::load(&path)?;
+            show(&report, &a.fail_on)
+        }
+        Command::Merge(a) => {
+            let mut logs = Vec::with_capacity(a.inputs.len());
+            for input in &a.inputs {
+                logs.push(hlog::load(input)?);
+            }
+            let merged = hlog::merge(&logs)?;
+            std::fs::write(&a.output, &merged).map_err(|e| ReportError::io(&a.output, e))?;
+            let totals = hlog::parse(&merged, &a.output)?.totals()?;
+            let rows: Vec<Vec<String>> = totals
+                .iter()
+                .map(|(tag, h)| {
+                    let s = super::Summary::of(h);
+                    let mut row = vec![tag.clone(), s.count.to_string()];
+                    for v in [s.p50, s.p90, s.p99, s.p99_9, s.max] {
+                        row.push(super::latency::human_us(v as f64));
+                    }
+                    row
+                })
+                .collect();
+            let intervals: usize = logs.iter().map(|l| l.intervals.len()).sum();
+            println!(
+                "merged {} logs ({intervals} intervals) into {}",
+                logs.len(),
+                a.output.display()
+            );
+            print!(
+                "{}",
+                summary::table(
+                    &["tag", "count", "p50", "p90", "p99", "p99.9", "max"],
+                    &rows
+                )
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+    }
 }
