@@ -769,3 +769,65 @@ async fn sessionless_streams_resume_through_the_anonymous_session() {
         w.auditor.findings()
     );
 }
+
+/// The wire releases a request head late (or never, when the connection is cut first):
+/// observations are held until their request, and a cut opens a POST from its own facts.
+#[tokio::test(start_paused = true)]
+async fn observations_before_their_request_are_put_in_order() {
+    use tearline::wire::{CutPoint, Direction, Observation, SseClass};
+    let eol = Eol::Lf;
+    let mut w = Wire::new();
+    // The POST's request never reaches the auditor; only the cut record names it.
+    w.sse_ok(1, 0);
+    let body = ev(eol, "41", &progress(41));
+    w.deliver(1, 0, &body, None, CutAction::Reset);
+    w.end(1, 0, false);
+    w.rec(Observation::Cut {
+        conn: 1,
+        direction: Direction::Downstream,
+        action: CutAction::Reset,
+        point: CutPoint {
+            class: Some(SseClass::MidValue),
+            raw_offset: 300,
+            pending_id: Some("42".into()),
+            last_committed_id: Some("41".into()),
+            torn_bytes: 20,
+            data_line: Some(1),
+            request: Some("POST /mcp".into()),
+            session: Some("s-1".into()),
+            rpc_id: Some("7".into()),
+            ..CutPoint::default()
+        },
+    });
+    w.rec(Observation::ConnClosed { conn: 1 });
+    // The resume's request arrives after its response and events.
+    w.sse_ok(2, 0);
+    w.stream_clean(
+        2,
+        0,
+        &(ev(eol, "42", &progress(42)) + &ev(eol, "43", &result("7", "ok"))),
+    );
+    w.resume(2, 0, S, "41");
+    w.rec(Observation::ConnClosed { conn: 2 });
+    w.auditor.finish();
+    assert_eq!(
+        w.kinds(),
+        vec![K::TornCut, K::ReplayExact],
+        "{:#?}",
+        w.auditor.findings()
+    );
+    assert_eq!(
+        w.auditor.findings()[0].stream.rpc_ids,
+        vec!["7".to_string()]
+    );
+    assert_eq!(w.auditor.histograms()["server-replay"].len(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn observations_whose_request_never_comes_are_unknown() {
+    let mut w = Wire::new();
+    w.sse_ok(5, 0);
+    w.stream_clean(5, 0, &ev(Eol::Lf, "1", &progress(1)));
+    w.rec(tearline::wire::Observation::ConnClosed { conn: 5 });
+    assert_eq!(w.kinds(), vec![K::Unknown], "{:#?}", w.auditor.findings());
+}

@@ -104,7 +104,7 @@ impl Ledger {
         leg.first_event = true;
         let since = now.saturating_duration_since(leg.requested_at);
         let is_resume = leg.resume.is_some();
-        if first {
+        if first && !leg.late {
             self.histos.record("first-event", since);
             if is_resume {
                 self.histos.record("server-replay", since);

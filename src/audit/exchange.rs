@@ -34,6 +34,8 @@ pub struct RequestFacts {
     pub last_event_id: Option<String>,
     pub protocol_version: Option<String>,
     pub body: Option<Bytes>,
+    /// The JSON-RPC id the wire reported at a cut, when the request itself was never seen.
+    pub rpc_id_hint: Option<String>,
 }
 
 impl Ledger {
@@ -96,6 +98,16 @@ impl Ledger {
                         _ => None,
                     })
                     .collect();
+                let mut calls = calls;
+                if let (true, Some(id)) = (calls.is_empty(), &r.rpc_id_hint) {
+                    calls.push(Call {
+                        id: id.clone(),
+                        method: "(request not seen)".into(),
+                        params_hash: 0,
+                        answers: 0,
+                        reported: false,
+                    });
+                }
                 if calls.is_empty() && r.body.is_some() {
                     return;
                 }
@@ -143,6 +155,7 @@ impl Ledger {
             resume,
             unmapped_resume: unmapped,
             body_broken: false,
+            late: false,
         };
         self.legs.insert((r.conn, r.seq), leg);
     }
@@ -319,8 +332,10 @@ impl Ledger {
             let answers = call.answers;
             let initialize = call.method == "initialize";
             if answers == 1 {
-                self.histos
-                    .record("final-response", now.saturating_duration_since(opened));
+                // A request seen after its response (see `order`) has no latency to give.
+                if let Some(d) = now.checked_duration_since(opened) {
+                    self.histos.record("final-response", d);
+                }
             } else if answers >= 2 && !replayed_copy {
                 let f = self
                     .finding(FindingKind::DuplicateResponse, owner, now)

@@ -233,7 +233,8 @@ impl Resume {
                 ));
             }
         }
-        let withheld = end.cut || self.cursor_wrong || (end.clean && end.tools_call_unanswered);
+        let withheld =
+            explicit || end.cut || self.cursor_wrong || (end.clean && end.tools_call_unanswered);
         if out.is_empty() && !withheld {
             out.push((
                 FindingKind::ReplayExact,
@@ -321,5 +322,99 @@ impl Resume {
             }
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn end(status: u16, clean: bool) -> LegEnd {
+        LegEnd {
+            cut: false,
+            clean,
+            status: Some(status),
+            call_unanswered: false,
+            tools_call_unanswered: false,
+        }
+    }
+
+    fn kinds(r: &Resume, e: LegEnd) -> Vec<FindingKind> {
+        r.verdict(e).into_iter().map(|c| c.0).collect()
+    }
+
+    #[test]
+    fn refused_resume_is_only_explicit_loss_even_with_calls_answered() {
+        let r = Resume::new("1".into(), Some(0), Some(0), vec!["2".into()]);
+        assert_eq!(kinds(&r, end(404, true)), vec![FindingKind::ExplicitLoss]);
+    }
+
+    #[test]
+    fn owed_in_order_then_newer_is_exact_and_reversed_is_reorder() {
+        let mut r = Resume::new("1".into(), Some(0), Some(2), vec!["2".into(), "3".into()]);
+        r.add(
+            ReplayClass::Owed {
+                id: "2".into(),
+                rank: 0,
+            },
+            true,
+        );
+        r.add(
+            ReplayClass::Owed {
+                id: "3".into(),
+                rank: 1,
+            },
+            true,
+        );
+        r.add(
+            ReplayClass::Unseen {
+                id: Some("4".into()),
+                resent: false,
+                empty: false,
+            },
+            true,
+        );
+        assert_eq!(kinds(&r, end(200, true)), vec![FindingKind::ReplayExact]);
+        let mut r = Resume::new("1".into(), Some(0), Some(2), vec!["2".into(), "3".into()]);
+        r.add(
+            ReplayClass::Owed {
+                id: "3".into(),
+                rank: 1,
+            },
+            true,
+        );
+        r.add(
+            ReplayClass::Owed {
+                id: "2".into(),
+                rank: 0,
+            },
+            true,
+        );
+        assert_eq!(kinds(&r, end(200, true)), vec![FindingKind::ReplayReorder]);
+    }
+
+    #[test]
+    fn cut_leg_withholds_gap_and_exact() {
+        let r = Resume::new("1".into(), Some(0), Some(0), vec!["2".into()]);
+        let mut e = end(200, false);
+        e.cut = true;
+        assert!(kinds(&r, e).is_empty());
+        assert_eq!(kinds(&r, end(200, false)), vec![FindingKind::ReplayGap]);
+    }
+
+    #[test]
+    fn priming_alone_is_silent_empty_not_fresh_stream() {
+        let mut r = Resume::new("1".into(), Some(0), Some(0), Vec::new());
+        r.add(
+            ReplayClass::Unseen {
+                id: Some("p".into()),
+                resent: false,
+                empty: true,
+            },
+            false,
+        );
+        let mut e = end(200, true);
+        e.call_unanswered = true;
+        assert_eq!(kinds(&r, e), vec![FindingKind::SilentEmpty]);
     }
 }

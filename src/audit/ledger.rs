@@ -16,6 +16,7 @@ use super::finding::{Finding, FindingKind};
 use super::histo::Histos;
 use super::judge::Resume;
 use super::log::FindingsLog;
+use super::order::ConnOrder;
 use super::stream::{Stream, StreamKey};
 use super::watch::Watch;
 use std::collections::{BTreeMap, HashMap};
@@ -61,6 +62,8 @@ pub struct Leg {
     pub unmapped_resume: bool,
     /// The body ended with broken framing; the leg ends at the `Cut` or `ConnClosed` next.
     pub body_broken: bool,
+    /// Its request reached the auditor after its response: no latency is measured from it.
+    pub late: bool,
 }
 
 /// The whole audit state, behind the auditor's mutex.
@@ -78,6 +81,8 @@ pub struct Ledger {
     pub counts: BTreeMap<String, u64>,
     pub histos: Histos,
     pub log: Option<FindingsLog>,
+    /// Ordering state per connection (see `order`).
+    pub order: HashMap<u64, ConnOrder>,
     last_sweep: Instant,
 }
 
@@ -101,6 +106,7 @@ impl Ledger {
             counts: BTreeMap::new(),
             histos: Histos::default(),
             log: None,
+            order: HashMap::new(),
             last_sweep: now,
         }
     }

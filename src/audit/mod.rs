@@ -23,6 +23,7 @@ pub mod histo;
 pub mod judge;
 pub mod ledger;
 pub mod log;
+pub mod order;
 pub mod rpc;
 pub mod stream;
 pub mod watch;
@@ -30,8 +31,6 @@ pub mod watch;
 pub use finding::{Finding, FindingKind, StreamRef};
 
 use crate::wire::{Observation, ObservationSink};
-use events::EventFacts;
-use exchange::RequestFacts;
 use hdrhistogram::Histogram;
 use ledger::Ledger;
 use std::collections::BTreeMap;
@@ -202,71 +201,7 @@ impl ObservationSink for Auditor {
     fn record(&self, obs: Observation) {
         let now = Instant::now();
         let mut l = self.lock();
-        match obs {
-            Observation::ConnOpened { .. } => {}
-            Observation::ConnClosed { conn } => l.on_conn_closed(now, conn),
-            Observation::Request {
-                conn,
-                seq,
-                method,
-                path,
-                session,
-                last_event_id,
-                protocol_version,
-                body,
-                ..
-            } => l.on_request(
-                now,
-                RequestFacts {
-                    conn,
-                    seq,
-                    method,
-                    path,
-                    session,
-                    last_event_id,
-                    protocol_version,
-                    body,
-                },
-            ),
-            Observation::Response {
-                conn,
-                seq,
-                status,
-                content_type,
-                session,
-            } => l.on_response(now, conn, seq, status, content_type, session),
-            Observation::ResponseBody { conn, seq, body } => l.on_body(now, conn, seq, body),
-            Observation::SseEvent {
-                conn,
-                seq,
-                id,
-                last_event_id,
-                event_type,
-                data_hash,
-                data_len,
-                data,
-                ..
-            } => l.on_event(
-                now,
-                conn,
-                seq,
-                EventFacts {
-                    id,
-                    last_event_id,
-                    event_type,
-                    data_hash,
-                    data_len,
-                    data,
-                },
-            ),
-            Observation::StreamEnd { conn, seq, clean } => l.on_stream_end(now, conn, seq, clean),
-            Observation::Cut {
-                conn,
-                direction,
-                action,
-                point,
-            } => l.on_cut(now, conn, direction, action, point),
-        }
+        l.arrive(now, obs);
         l.maybe_sweep(now);
     }
 }
