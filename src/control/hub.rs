@@ -194,3 +194,27 @@ impl HistogramSnapshot {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hdr_histogram_becomes_cumulative_buckets_in_seconds() {
+        let Ok(mut h) = hdrhistogram::Histogram::<u64>::new(3) else {
+            return;
+        };
+        // Nanoseconds: 5 µs, 20 µs, 20 µs, 2 ms.
+        for v in [5_000u64, 20_000, 20_000, 2_000_000] {
+            let _ = h.record(v);
+        }
+        let s = HistogramSnapshot::from_hdr(&h, 1e-9, &[0.00001, 0.001, 0.01]);
+        assert_eq!(s.count, 4);
+        assert_eq!(s.buckets, vec![(0.00001, 1), (0.001, 3), (0.01, 4)]);
+        assert!(
+            (s.sum_seconds - 0.002045).abs() < 0.00001,
+            "{}",
+            s.sum_seconds
+        );
+    }
+}

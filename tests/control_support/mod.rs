@@ -3,6 +3,8 @@
 //! and a minimal HTTP/1.1 client.
 #![allow(dead_code)]
 
+pub mod prom;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
