@@ -8,6 +8,8 @@
 //! chain (both directions) and live connections pick it up without losing or reordering a byte.
 //! Counters in [`ProxyStats`] never decrease while the proxy exists, across stop and start.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::fault::FaultFactory;
@@ -32,6 +34,9 @@ pub enum HubError {
     Runtime(#[source] std::io::Error),
 }
 
+/// Resolves when a stopped proxy's listener is closed.
+pub type Stopped = Pin<Box<dyn Future<Output = ()> + Send>>;
+
 /// The proxy runtime as the control API sees it.
 pub trait ProxyHub: Send + Sync {
     /// Starts relaying connections accepted on `listener` to `upstream` through `faults`.
@@ -45,7 +50,8 @@ pub trait ProxyHub: Send + Sync {
     ) -> Result<(), HubError>;
 
     /// Closes the proxy's listener and all its connections; a no-op when it is not running.
-    fn stop(&self, name: &str);
+    /// The returned future resolves once the listener is closed (new connects are refused).
+    fn stop(&self, name: &str) -> Stopped;
 
     /// Sends new connections of a running proxy to `upstream`; open connections keep theirs.
     fn set_upstream(&self, name: &str, upstream: &str) -> Result<(), HubError>;

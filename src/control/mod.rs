@@ -29,7 +29,7 @@ use std::sync::Arc;
 pub use errors::{ApiError, ControlError};
 pub use hub::{
     CatalogError, CutCount, CutsSource, FaultCatalog, FindingsSource, HistogramSnapshot, HubError,
-    ProxyHub, ProxyStats,
+    ProxyHub, ProxyStats, Stopped,
 };
 pub use server::serve_api;
 

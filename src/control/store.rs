@@ -23,6 +23,9 @@ use super::model::{
 use crate::fault::FaultFactory;
 use crate::wire::Direction;
 
+/// How long a stop waits for the proxy's listener to close.
+pub const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Listen address used when a create request gives none.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:0";
 
@@ -189,7 +192,7 @@ impl Store {
                     out.push(existing.doc(&name));
                     continue;
                 }
-                self.hub.stop(&name);
+                self.stop(&name).await;
                 self.hub.remove(&name);
                 proxies.remove(&name);
             }
@@ -226,7 +229,7 @@ impl Store {
         }
         if listen != entry.listen {
             if entry.enabled {
-                self.hub.stop(name);
+                self.stop(name).await;
                 entry.enabled = false;
             }
             entry.listen = listen;
@@ -240,7 +243,7 @@ impl Store {
         if enabled && !entry.enabled {
             self.start(name, entry).await?;
         } else if !enabled && entry.enabled {
-            self.hub.stop(name);
+            self.stop(name).await;
             entry.enabled = false;
         }
         Ok(entry.doc(name))
@@ -250,7 +253,7 @@ impl Store {
     pub async fn delete(&self, name: &str) -> Result<(), ApiError> {
         let mut proxies = self.proxies.lock().await;
         proxies.remove(name).ok_or_else(ApiError::proxy_not_found)?;
-        self.hub.stop(name);
+        self.stop(name).await;
         self.hub.remove(name);
         Ok(())
     }
@@ -451,6 +454,16 @@ impl Store {
                 .map_err(hub_error)?;
         }
         Ok(())
+    }
+
+    /// Stops a proxy and waits (bounded) until its listener is closed.
+    async fn stop(&self, name: &str) {
+        if tokio::time::timeout(STOP_WAIT, self.hub.stop(name))
+            .await
+            .is_err()
+        {
+            tracing::warn!(proxy = %name, "listener still open {STOP_WAIT:?} after stop");
+        }
     }
 
     async fn start(&self, name: &str, entry: &mut ProxyEntry) -> Result<(), ApiError> {

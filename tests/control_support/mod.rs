@@ -16,7 +16,8 @@ use http::{HeaderMap, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use tearline::control::{
-    ApiConfig, ApiState, CatalogError, FaultCatalog, HubError, ProxyHub, ProxyStats, serve_api,
+    ApiConfig, ApiState, CatalogError, FaultCatalog, HubError, ProxyHub, ProxyStats, Stopped,
+    serve_api,
 };
 use tearline::fault::{ConnRng, Fault, FaultFactory};
 use tearline::wire::Direction;
@@ -36,6 +37,7 @@ struct Counters {
 
 struct Running {
     stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
 }
 
 /// A hub that relays for real (no faults) and records the fault chains it was given.
@@ -81,7 +83,9 @@ impl ProxyHub for FakeHub {
         upstream: &str,
         faults: Vec<Arc<dyn FaultFactory>>,
     ) -> Result<(), HubError> {
-        self.stop(name);
+        if let Some(old) = self.running.lock().ok().and_then(|mut r| r.remove(name)) {
+            old.stop.cancel();
+        }
         let stop = CancellationToken::new();
         let counters = {
             let mut c = self
@@ -98,7 +102,7 @@ impl ProxyHub for FakeHub {
             c.insert(name.to_owned(), describe(&faults));
         }
         let token = stop.clone();
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             loop {
                 let accepted = tokio::select! {
                     () = token.cancelled() => return,
@@ -129,17 +133,19 @@ impl ProxyHub for FakeHub {
             }
         });
         if let Ok(mut r) = self.running.lock() {
-            r.insert(name.to_owned(), Running { stop });
+            r.insert(name.to_owned(), Running { stop, task });
         }
         Ok(())
     }
 
-    fn stop(&self, name: &str) {
-        if let Ok(mut r) = self.running.lock()
-            && let Some(run) = r.remove(name)
-        {
-            run.stop.cancel();
-        }
+    fn stop(&self, name: &str) -> Stopped {
+        let run = self.running.lock().ok().and_then(|mut r| r.remove(name));
+        Box::pin(async move {
+            if let Some(run) = run {
+                run.stop.cancel();
+                let _ = run.task.await;
+            }
+        })
     }
 
     fn set_upstream(&self, name: &str, upstream: &str) -> Result<(), HubError> {
