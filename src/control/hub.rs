@@ -137,6 +137,8 @@ pub struct ProxyStats {
     pub connections_open: u64,
     /// Connections accepted since the proxy was created.
     pub connections_total: u64,
+    /// Connections refused at once (proxy disabled, outage window, upstream unreachable).
+    pub connections_refused: u64,
     /// Cuts by action (`reset`, `fin`, `clean-end`).
     pub cuts_by_action: Vec<(String, u64)>,
     /// Fault activations by fault kind.

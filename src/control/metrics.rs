@@ -142,6 +142,20 @@ pub fn render(s: &Scrape<'_>) -> String {
     }
     family(
         &mut out,
+        "tearline_proxy_connections_refused_total",
+        "counter",
+        "Client connections a proxy refused at once (disabled, outage, upstream unreachable).",
+    );
+    for p in s.proxies {
+        let _ = writeln!(
+            out,
+            "tearline_proxy_connections_refused_total{{proxy=\"{}\"}} {}",
+            esc(&p.name),
+            p.connections_refused
+        );
+    }
+    family(
+        &mut out,
         "tearline_proxy_cuts_total",
         "counter",
         "Connections cut by a fault, by action (reset, fin, clean-end).",

@@ -171,8 +171,19 @@ pub async fn dispatch(
             json(StatusCode::CREATED, &doc)
         }
         (Route::Populate, _) => {
-            let docs = store.populate(parse::<Vec<ProxyInput>>(&body)?).await?;
-            json(StatusCode::CREATED, &serde_json::json!({ "proxies": docs }))
+            let result = match parse::<Vec<ProxyInput>>(&body) {
+                Ok(inputs) => store.populate(inputs).await,
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(docs) => json(StatusCode::CREATED, &serde_json::json!({ "proxies": docs })),
+                // Toxiproxy embeds the error in the populate document, with `proxies` null.
+                Err(e) => {
+                    let mut body = e.body();
+                    body["proxies"] = serde_json::Value::Null;
+                    json(e.status, &body)
+                }
+            }
         }
         (Route::Proxy(p), "GET") => json(StatusCode::OK, &store.get(&p).await?),
         (Route::Proxy(p), "DELETE") => store.delete(&p).await.map(|()| no_content()),
