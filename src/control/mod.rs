@@ -11,7 +11,7 @@
 //! toxics as they were (except a failed rebind, which leaves the proxy disabled, as Toxiproxy
 //! does); browser-originated requests never change anything (see [`safety`]).
 //!
-//! Files: [`server`] (hyper loop), [`routes`] (paths → handlers), [`store`] (Toxiproxy
+//! Files: [`server`] (hyper loop), [`routes`] (paths → handlers), [`store`] and `toxics.rs` (Toxiproxy
 //! semantics), [`model`] (JSON shapes), [`safety`] (origin, token, body limit), [`metrics`]
 //! (exposition format), [`hub`] (the seams), [`errors`].
 
@@ -23,6 +23,7 @@ pub mod routes;
 pub mod safety;
 pub mod server;
 pub mod store;
+mod toxics;
 
 use std::sync::Arc;
 
