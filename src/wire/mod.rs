@@ -5,10 +5,18 @@
 //! cannot parse (not HTTP, TLS, HTTP/2, upgrades) makes it opaque from there on; opaque bytes
 //! pass through untouched and carry no positions.
 
+pub mod http1;
+mod http1_body;
+mod http1_down;
+mod http1_head;
 pub mod observe;
 pub mod position;
+pub mod sse;
+pub mod sse_class;
 
-pub use observe::{ChunkPositions, CutPoint, Observation, ObservationSink, WireObserver};
+pub use observe::{
+    ChunkPositions, CutPoint, Observation, ObservationSink, PositionRun, WireObserver,
+};
 pub use position::SseClass;
 
 use std::fmt;

@@ -14,7 +14,10 @@ use crate::fault::CutAction;
 /// Cut point `k` (for `1 <= k <= chunk.len()`) means "exactly the first `k` bytes of this chunk
 /// are delivered, then the connection stops". `runs` cover cut points with the class a cut there
 /// hits, in increasing order, without overlap; cut points outside every run are outside an SSE
-/// body (HTTP heads, non-SSE bodies) and SSE-position faults do not aim at them.
+/// body (HTTP heads, non-SSE bodies) and SSE-position faults do not aim at them. A run may also
+/// start at cut point 0 ("deliver none of this chunk"): the HTTP/1.1 observer reports there the
+/// cut point that ended the previous chunk when its class needed this chunk's first byte
+/// (`before-eol` vs `mid-value`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ChunkPositions {
     /// Runs of equal class, `start..end` over cut points (chunk-relative, 1-based as above).

@@ -1,0 +1,573 @@
+//! The server→client half of the HTTP/1.1 observer: response heads, bodies, and for
+//! `text/event-stream` bodies the SSE scanner with the position of every cut point.
+//!
+//! It exists to annotate each chunk the downstream pump reads with [`ChunkPositions`] and to
+//! describe cuts ([`CutPoint`]) and clean ends.
+//!
+//! Invariants (besides those of `http1`):
+//! - Every raw cut point inside an SSE body gets exactly one class, the same under every
+//!   chunking: a cut point right after a payload byte gets the payload class (see `sse_class`),
+//!   a cut point right after a chunk-framing byte gets `chunk-framing`, and the cut point right
+//!   after the response head gets the class of payload point 0 (`boundary`). A payload cut
+//!   point whose class waits for the next payload byte is reported by the chunk that brings
+//!   that byte, as cut point 0 when it is the chunk's first byte (hence `start` may be 0).
+//! - `clean_end` (chunked bodies only): at a chunk boundary it returns exactly the bytes that
+//!   end the body (`0\r\n\r\n`, preceded by the missing `\r\n` / `\n` after chunk data). Inside
+//!   chunk data the size line already promised more bytes, so it first completes that chunk with
+//!   SSE-inert filler (spaces: no line end, so the event in progress stays incomplete and the
+//!   client's SSE state at the end is the one at the cut), at most [`FILLER_LIMIT`] bytes.
+//!   Inside a size line or trailers, for other framings, and outside bodies it is empty (FIN).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use super::http1::{BODY_LIMIT, Outbox, ReqInfo, ReqQueue, fnv1a};
+use super::http1_body::{BodyDecoder, ChunkSpot, Piece};
+use super::http1_head::{Framing, HeadBuf, HeadKind, HeadStatus, is_event_stream, parse_response};
+use super::position::SseClass;
+use super::sse::{EventSpan, SseEvent, SseScanner};
+use super::sse_class::Classified;
+use super::{ChunkPositions, CutPoint, Observation, ObservationSink, PositionRun, WireObserver};
+
+/// `clean_end` pads an HTTP chunk with at most this many filler bytes.
+pub const FILLER_LIMIT: u64 = 16 * 1024 * 1024;
+
+const TERMINATOR: &[u8] = b"0\r\n\r\n";
+
+#[derive(Debug, Clone, Copy)]
+enum DownState {
+    Head,
+    Body(BodyDecoder),
+    Opaque,
+}
+
+struct SseCtx {
+    scanner: SseScanner,
+    /// (payload offset, raw connection offset) of payload segments since the event block began.
+    segs: VecDeque<(u64, u64)>,
+    events: u64,
+}
+
+struct Resp {
+    seq: u64,
+    req: Option<Arc<ReqInfo>>,
+    session: Option<String>,
+    sse: Option<Box<SseCtx>>,
+    body: Vec<u8>,
+    body_over: bool,
+}
+
+/// Where the cut points of a chunk stand in the body framing, for `clean_end`.
+#[derive(Debug, Clone, Copy)]
+enum Spot {
+    /// Payload bytes `start..end` with `left` bytes of their HTTP chunk after `end` (`None`
+    /// outside chunked bodies).
+    Data {
+        start: usize,
+        end: usize,
+        left: Option<u64>,
+    },
+    /// Framing bytes `start..end`, with the chunk spot after `end`.
+    Framing {
+        start: usize,
+        end: usize,
+        after: Option<ChunkSpot>,
+    },
+}
+
+/// The response (and its request) that bytes from cut point `from` on belong to.
+struct Owner {
+    from: usize,
+    req: Option<Arc<ReqInfo>>,
+    session: Option<String>,
+}
+
+/// The server→client observer.
+pub struct Http1Downstream {
+    conn: u64,
+    sink: Arc<dyn ObservationSink>,
+    queue: ReqQueue,
+    state: DownState,
+    head: HeadBuf,
+    resp: Option<Resp>,
+    orphans: u64,
+    chunk_start: u64,
+    raw: u64,
+    positions: ChunkPositions,
+    run_facts: Vec<u32>,
+    classified: Classified,
+    /// (payload point, chunk cut point) that map payload to raw in the current segment.
+    map: (u64, usize),
+    spots: Vec<Spot>,
+    spot_at_start: Option<ChunkSpot>,
+    /// The responses seen in this chunk, with the cut point from which they own the bytes.
+    owners: Vec<Owner>,
+    out: Outbox,
+}
+
+impl Http1Downstream {
+    pub(super) fn new(conn: u64, sink: Arc<dyn ObservationSink>, queue: ReqQueue) -> Self {
+        Http1Downstream {
+            conn,
+            sink,
+            queue,
+            state: DownState::Head,
+            head: HeadBuf::new(HeadKind::Response),
+            resp: None,
+            orphans: 0,
+            chunk_start: 0,
+            raw: 0,
+            positions: ChunkPositions::default(),
+            run_facts: Vec::new(),
+            classified: Classified::default(),
+            map: (0, 0),
+            spots: Vec::new(),
+            spot_at_start: None,
+            owners: Vec::new(),
+            out: Outbox::default(),
+        }
+    }
+
+    fn on_head(&mut self, at: usize) {
+        let Some(head) = parse_response(self.head.bytes()) else {
+            self.state = DownState::Opaque;
+            return;
+        };
+        self.head.clear();
+        let status = head.status;
+        let interim = (100..200).contains(&status) && status != 101;
+        let req = if interim {
+            self.queue.lock().ok().and_then(|q| q.front().cloned())
+        } else {
+            self.queue.lock().ok().and_then(|mut q| q.pop_front())
+        };
+        let seq = req.as_ref().map_or_else(
+            || {
+                self.orphans += 1;
+                u64::MAX - self.orphans
+            },
+            |r| r.seq,
+        );
+        self.out.hold(
+            at,
+            Observation::Response {
+                conn: self.conn,
+                seq,
+                status,
+                content_type: head.content_type.clone(),
+                session: head.session.clone(),
+            },
+        );
+        if interim {
+            return;
+        }
+        let method = req.as_ref().map_or("GET", |r| r.method.as_str());
+        if status == 101 || (method == "CONNECT" && (200..300).contains(&status)) {
+            self.state = DownState::Opaque;
+            return;
+        }
+        let session = head
+            .session
+            .clone()
+            .or_else(|| req.as_ref().and_then(|r| r.session.clone()));
+        self.owners.push(Owner {
+            from: at,
+            req: req.clone(),
+            session: session.clone(),
+        });
+        let no_body = method == "HEAD" || status == 204 || status == 304;
+        let decoder = match head.framing {
+            _ if no_body => BodyDecoder::length(0),
+            Framing::Chunked => BodyDecoder::chunked(),
+            Framing::Length(n) => BodyDecoder::length(n),
+            Framing::Unspecified | Framing::OtherEncoding => BodyDecoder::Close,
+            Framing::Invalid => {
+                self.state = DownState::Opaque;
+                return;
+            }
+        };
+        let sse = (!no_body && is_event_stream(head.content_type.as_deref())).then(|| {
+            Box::new(SseCtx {
+                scanner: SseScanner::new(),
+                segs: VecDeque::new(),
+                events: 0,
+            })
+        });
+        self.resp = Some(Resp {
+            seq,
+            req,
+            session,
+            sse,
+            body: Vec::new(),
+            body_over: false,
+        });
+        if let Some(spot) = decoder.chunk_spot() {
+            self.spots.push(Spot::Framing {
+                start: at,
+                end: at,
+                after: Some(spot),
+            });
+        }
+        self.state = DownState::Body(decoder);
+        // Payload cut point 0 sits right after the head.
+        self.on_data(at, &[]);
+        if matches!(decoder, BodyDecoder::Length { left: 0 }) {
+            self.end_body(at, true);
+        }
+    }
+
+    /// Payload bytes `bytes` starting at chunk offset `at`.
+    fn on_data(&mut self, at: usize, bytes: &[u8]) {
+        let Some(resp) = self.resp.as_mut() else {
+            return;
+        };
+        let Some(sse) = resp.sse.as_mut() else {
+            if resp.body.len() + bytes.len() <= BODY_LIMIT {
+                resp.body.extend_from_slice(bytes);
+            } else {
+                resp.body_over = true;
+            }
+            return;
+        };
+        let SseCtx {
+            scanner,
+            segs,
+            events,
+        } = &mut **sse;
+        let p_base = scanner.payload_offset();
+        let raw_base = self.chunk_start + at as u64;
+        segs.push_back((p_base, raw_base));
+        self.map = (p_base, at);
+        let before = self.classified.runs.len();
+        let (conn, seq) = (self.conn, resp.seq);
+        let rpc_id = resp
+            .req
+            .as_ref()
+            .and_then(|r| r.rpc_id.get().cloned().flatten());
+        let out = &mut self.out;
+        let mut on_event = |e: &SseEvent<'_>, span: EventSpan| {
+            let raw_of = |p: u64| {
+                let i = segs.partition_point(|s| s.0 <= p).saturating_sub(1);
+                segs.get(i).map_or(raw_base, |s| s.1 + (p - s.0))
+            };
+            let raw_start = raw_of(span.start);
+            let delivered_at = at + (span.end - p_base) as usize;
+            while segs.len() > 1 && segs[1].0 <= span.end {
+                segs.pop_front();
+            }
+            let index = *events;
+            *events += 1;
+            let data = (e.data.len() <= BODY_LIMIT).then(|| bytes::Bytes::copy_from_slice(e.data));
+            let is_final = rpc_id
+                .as_deref()
+                .is_some_and(|id| data.is_some() && is_response_to(e.data, id));
+            out.hold(
+                delivered_at,
+                Observation::SseEvent {
+                    conn,
+                    seq,
+                    index,
+                    id: e.id.map(str::to_string),
+                    last_event_id: (!e.last_event_id.is_empty())
+                        .then(|| e.last_event_id.to_string()),
+                    event_type: Some(e.event_type.to_string()),
+                    data_hash: fnv1a(e.data),
+                    data_len: e.data.len() as u64,
+                    data,
+                    raw_start,
+                    raw_end: raw_base + (span.end - p_base),
+                },
+            );
+            is_final
+        };
+        scanner.feed_classified(bytes, &mut on_event, &mut self.classified);
+        self.take_runs(before);
+    }
+
+    /// Converts payload runs `classified.runs[from..]` to chunk runs with the current map.
+    fn take_runs(&mut self, from: usize) {
+        let (p_base, r_base) = self.map;
+        for i in from..self.classified.runs.len() {
+            let r = self.classified.runs[i];
+            let start = r_base + r.start.saturating_sub(p_base) as usize;
+            let end = r_base + r.end.saturating_sub(p_base) as usize;
+            self.push_run(
+                PositionRun {
+                    start,
+                    end,
+                    class: r.class,
+                    event_index: r.event_index,
+                    payload_offset: r.start,
+                },
+                r.facts,
+            );
+        }
+    }
+
+    fn push_run(&mut self, run: PositionRun, facts: u32) {
+        if let Some(last) = self.positions.runs.last_mut()
+            && last.end == run.start
+            && last.class == SseClass::ChunkFraming
+            && run.class == SseClass::ChunkFraming
+            && last.event_index == run.event_index
+            && last.payload_offset == run.payload_offset
+        {
+            last.end = run.end;
+            return;
+        }
+        self.positions.runs.push(run);
+        self.run_facts.push(facts);
+    }
+
+    /// Chunk framing bytes `at..at + n`.
+    fn on_framing(&mut self, at: usize, n: usize) {
+        let Some(sse) = self.resp.as_mut().and_then(|r| r.sse.as_mut()) else {
+            return;
+        };
+        let before = self.classified.runs.len();
+        sse.scanner.flush_pending(&mut self.classified);
+        let facts = sse.scanner.current_facts(&mut self.classified);
+        let run = PositionRun {
+            start: at + 1,
+            end: at + n + 1,
+            class: SseClass::ChunkFraming,
+            event_index: sse.scanner.events_dispatched(),
+            payload_offset: sse.scanner.payload_offset(),
+        };
+        self.take_runs(before);
+        if n > 0 {
+            self.push_run(run, facts);
+        }
+    }
+
+    fn end_body(&mut self, at: usize, clean: bool) {
+        self.state = DownState::Head;
+        let Some(mut resp) = self.resp.take() else {
+            return;
+        };
+        let obs = match resp.sse.as_mut() {
+            Some(sse) => {
+                let before = self.classified.runs.len();
+                sse.scanner.flush_pending(&mut self.classified);
+                sse.scanner.finish(&mut |_| {});
+                self.take_runs(before);
+                Observation::StreamEnd {
+                    conn: self.conn,
+                    seq: resp.seq,
+                    clean,
+                }
+            }
+            None => Observation::ResponseBody {
+                conn: self.conn,
+                seq: resp.seq,
+                body: (!resp.body_over).then(|| bytes::Bytes::from(std::mem::take(&mut resp.body))),
+            },
+        };
+        self.out.hold(at, obs);
+    }
+
+    fn step_body(&mut self, chunk: &[u8], i: &mut usize, mut dec: BodyDecoder) {
+        let piece = dec.step(&chunk[*i..]);
+        self.state = DownState::Body(dec);
+        match piece {
+            // A decoder always consumes from a non-empty input; stop following if not.
+            Piece::Data(0) | Piece::Framing(0) => self.state = DownState::Opaque,
+            Piece::Data(n) => {
+                let left = match dec.chunk_spot() {
+                    Some(ChunkSpot::InData(l)) => Some(l),
+                    Some(_) => Some(0),
+                    None => None,
+                };
+                self.spots.push(Spot::Data {
+                    start: *i,
+                    end: *i + n,
+                    left,
+                });
+                self.on_data(*i, &chunk[*i..*i + n]);
+                *i += n;
+                if matches!(dec, BodyDecoder::Length { left: 0 }) {
+                    self.end_body(*i, true);
+                }
+            }
+            Piece::Framing(n) => {
+                self.spots.push(Spot::Framing {
+                    start: *i,
+                    end: *i + n,
+                    after: dec.chunk_spot(),
+                });
+                self.on_framing(*i, n);
+                *i += n;
+            }
+            Piece::End(n) => {
+                self.on_framing(*i, n);
+                *i += n;
+                self.end_body(*i, true);
+            }
+            Piece::Invalid => {
+                self.end_body(*i, false);
+                self.state = DownState::Opaque;
+            }
+        }
+    }
+
+    fn owner_at(&self, delivered: usize) -> Option<&Owner> {
+        self.owners.iter().rev().find(|o| o.from <= delivered)
+    }
+}
+
+/// True if and only if `data` is a JSON-RPC response (result or error) with id `id` (JSON text).
+fn is_response_to(data: &[u8], id: &str) -> bool {
+    let first = data.iter().find(|b| !b.is_ascii_whitespace());
+    if first != Some(&b'{') {
+        return false;
+    }
+    let (Ok(v), Ok(id)) = (
+        serde_json::from_slice::<serde_json::Value>(data),
+        serde_json::from_str::<serde_json::Value>(id),
+    ) else {
+        return false;
+    };
+    v.get("id") == Some(&id) && (v.get("result").is_some() || v.get("error").is_some())
+}
+
+impl WireObserver for Http1Downstream {
+    fn observe(&mut self, chunk: &[u8]) -> Option<&ChunkPositions> {
+        self.out.release_all(&*self.sink);
+        self.chunk_start = self.raw;
+        self.raw += chunk.len() as u64;
+        self.positions.clear();
+        self.run_facts.clear();
+        self.classified.clear();
+        self.spots.clear();
+        self.owners.clear();
+        let owner = self.resp.as_ref().map(|r| Owner {
+            from: 0,
+            req: r.req.clone(),
+            session: r.session.clone(),
+        });
+        self.owners.extend(owner);
+        if let Some(sse) = self.resp.as_ref().and_then(|r| r.sse.as_ref()) {
+            self.map = (sse.scanner.payload_offset(), 0);
+        }
+        self.spot_at_start = match self.state {
+            DownState::Body(d) => d.chunk_spot(),
+            _ => None,
+        };
+        let mut i = 0;
+        while i < chunk.len() {
+            match self.state {
+                DownState::Opaque => break,
+                DownState::Head => match self.head.push(&chunk[i..]) {
+                    HeadStatus::Partial => break,
+                    HeadStatus::Invalid => self.state = DownState::Opaque,
+                    HeadStatus::Complete(n) => {
+                        i += n;
+                        self.on_head(i);
+                    }
+                },
+                DownState::Body(dec) => self.step_body(chunk, &mut i, dec),
+            }
+        }
+        (!self.positions.runs.is_empty()).then_some(&self.positions)
+    }
+
+    fn cut_point(&mut self, delivered: usize) -> CutPoint {
+        self.out.release_upto(delivered, &*self.sink);
+        let mut point = CutPoint {
+            raw_offset: self.chunk_start + delivered as u64,
+            ..CutPoint::default()
+        };
+        if let Some(owner) = self.owner_at(delivered) {
+            point.session = owner.session.clone();
+            if let Some(r) = &owner.req {
+                point.request = Some(format!("{} {}", r.method, r.path));
+                point.rpc_id = r.rpc_id.get().cloned().flatten();
+            }
+        }
+        let i = self.positions.runs.partition_point(|r| r.end <= delivered);
+        if let Some(run) = self.positions.runs.get(i).filter(|r| r.start <= delivered) {
+            let payload = if run.class == SseClass::ChunkFraming {
+                run.payload_offset
+            } else {
+                run.payload_offset + (delivered - run.start) as u64
+            };
+            point.class = Some(run.class);
+            point.payload_offset = Some(payload);
+            point.event_index = Some(run.event_index);
+            if let Some(f) = self
+                .run_facts
+                .get(i)
+                .and_then(|&f| self.classified.facts.get(f as usize))
+            {
+                point.pending_id = self.classified.pending_id(f).map(str::to_string);
+                let last = self.classified.last_id(f);
+                point.last_committed_id = (!last.is_empty()).then(|| last.to_string());
+                point.torn_bytes = if run.class.tears_event() {
+                    payload.saturating_sub(f.block_start)
+                } else {
+                    0
+                };
+                point.data_line = (f.data_line > 0).then_some(f.data_line);
+            }
+        }
+        if let Some(resp) = self.resp.as_ref().filter(|r| r.sse.is_some()) {
+            self.sink.record(Observation::StreamEnd {
+                conn: self.conn,
+                seq: resp.seq,
+                clean: false,
+            });
+        }
+        self.resp = None;
+        self.state = DownState::Opaque;
+        point
+    }
+
+    fn eof(&mut self) {
+        self.out.release_all(&*self.sink);
+        if let DownState::Body(dec) = self.state {
+            let clean = matches!(dec, BodyDecoder::Close);
+            self.end_body(0, clean);
+        }
+        self.out.release_all(&*self.sink);
+        self.state = DownState::Opaque;
+    }
+
+    fn clean_end(&mut self, delivered: usize) -> Vec<u8> {
+        let spot = if delivered == 0 {
+            self.spot_at_start
+        } else {
+            self.spots.iter().find_map(|s| match *s {
+                Spot::Data { start, end, left } if start < delivered && delivered <= end => {
+                    let left = left? + (end - delivered) as u64;
+                    Some(if left == 0 {
+                        ChunkSpot::AfterData
+                    } else {
+                        ChunkSpot::InData(left)
+                    })
+                }
+                Spot::Framing { start, end, after } if start < delivered && delivered <= end => {
+                    Some(if delivered == end {
+                        after?
+                    } else {
+                        ChunkSpot::Other
+                    })
+                }
+                Spot::Framing { end, after, .. } if end == delivered => after,
+                _ => None,
+            })
+        };
+        let mut bytes = Vec::new();
+        match spot {
+            Some(ChunkSpot::BeforeSize) => {}
+            Some(ChunkSpot::AfterData) => bytes.extend_from_slice(b"\r\n"),
+            Some(ChunkSpot::AfterDataCr) => bytes.push(b'\n'),
+            Some(ChunkSpot::InData(left)) if left <= FILLER_LIMIT => {
+                bytes.resize(left as usize, b' ');
+                bytes.extend_from_slice(b"\r\n");
+            }
+            _ => return Vec::new(),
+        }
+        bytes.extend_from_slice(TERMINATOR);
+        bytes
+    }
+}
