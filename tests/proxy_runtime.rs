@@ -67,9 +67,10 @@ async fn hold_outage_serves_new_connections_when_the_window_ends() {
 }
 
 #[tokio::test]
-async fn cut_with_outage_holds_the_next_connection() {
+async fn cut_with_outage_holds_new_connections_and_spares_open_ones() {
     timeout(Duration::from_secs(10), async {
         let p = start_proxy(echo_server().await, |_| {}).await;
+        let mut bystander = open_echo(&p).await;
         p.proxy.set_faults(scripted(
             Direction::Downstream,
             &[Act::CutOutage(
@@ -89,6 +90,11 @@ async fn cut_with_outage_holds_the_next_connection() {
         p.proxy.set_faults(Vec::new());
         assert_eq!(echo_once(&p).await.unwrap(), b"ping");
         assert!(started.elapsed() >= Duration::from_millis(200));
+        // The cut's outage holds new connections only: an open bystander keeps flowing.
+        bystander.write_all(b"still").await.unwrap();
+        let mut back = [0u8; 5];
+        bystander.read_exact(&mut back).await.unwrap();
+        assert_eq!(&back, b"still");
     })
     .await
     .unwrap();

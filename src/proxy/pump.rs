@@ -25,7 +25,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::time::{Instant, sleep_until};
 
-use super::state::{OutageMode, Proxy};
+use super::state::Proxy;
 use super::stats::ResidenceBatch;
 use crate::fault::{Chunk, ConnRng, Cut, CutAction, Deadline, Fault, Plan};
 use crate::wire::{Direction, Observation, WireObserver};
@@ -341,8 +341,8 @@ impl<'a> Pump<'a> {
         }
         self.record_cut(action, cut.at, cut.by);
         if let Some(d) = cut.outage {
-            // The documents' outage: new connections wait (Hold) until the window ends.
-            self.proxy.begin_outage(d, OutageMode::Hold);
+            // The documents' outage: new connections wait until the window ends.
+            self.proxy.hold_new_connections(d);
         }
         Stop::Cut(action)
     }

@@ -206,14 +206,25 @@ impl Proxy {
     /// Starts (or extends) an outage: every open connection is reset now, and connections
     /// accepted before `now + duration` are refused with RST or held until then (`mode`).
     pub fn begin_outage(&self, duration: Duration, mode: OutageMode) {
-        let until = Instant::now() + duration;
-        {
-            let mut o = lock(&self.outage);
-            let until = o.map_or(until, |old| old.until.max(until));
-            *o = Some(Outage { until, mode });
-        }
+        self.open_window(duration, mode);
         tracing::info!(proxy = %self.config.name, ?duration, ?mode, "outage begins");
         self.kill_all(CutAction::Reset);
+    }
+
+    /// The outage a cut opens (the documents' "250 ms connection reset"): connections accepted
+    /// before `now + duration` are held until then; open connections are left alone (the cut
+    /// already ended the one it hit), so concurrent sessions are not all torn by one cut.
+    pub fn hold_new_connections(&self, duration: Duration) {
+        self.open_window(duration, OutageMode::Hold);
+        tracing::debug!(proxy = %self.config.name, ?duration, "new connections held after a cut");
+    }
+
+    /// Starts or extends the outage window (the later end wins; the newest mode applies).
+    fn open_window(&self, duration: Duration, mode: OutageMode) {
+        let until = Instant::now() + duration;
+        let mut o = lock(&self.outage);
+        let until = o.map_or(until, |old| old.until.max(until));
+        *o = Some(Outage { until, mode });
     }
 
     /// The end of the current outage window and its mode, if one is running.

@@ -152,13 +152,6 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
     crate::proxy::cli::spawn_signal_watch(shutdown.clone()).ok();
     let outcome = super::run(&cfg, &profile, &text, &shutdown).await?;
 
-    if !outcome.report.story.is_empty() {
-        println!("The story of one affected call, as seed 004 tells it:");
-        for line in &outcome.report.story {
-            println!("  {line}");
-        }
-        println!();
-    }
     println!("{}", crate::report::summary::render(&outcome.report));
     let written = report::write_all(&outcome.report, &out)?;
     println!("reports written to {}", written.dir.display());
