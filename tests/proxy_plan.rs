@@ -327,3 +327,28 @@ async fn sink_receives_open_cut_and_close() {
     .await
     .unwrap();
 }
+
+#[tokio::test]
+async fn reset_cut_delivers_every_byte_before_the_cut_to_a_slow_reader() {
+    timeout(Duration::from_secs(20), async {
+        const CUT: usize = 1_609_511;
+        let (_p, mut client, mut server) = setup(
+            Direction::Downstream,
+            &[Act::Cut(CUT as u64, CutAction::Reset)],
+        )
+        .await;
+        let data = payload(4 << 20);
+        let sent = data.clone();
+        // The server may block once the proxy stops reading after the cut: never awaited.
+        tokio::spawn(async move { server.write_all(&sent).await });
+        // The client reads late, so the bytes before the cut are still queued in the proxy's
+        // socket when the cut is decided; a bare SO_LINGER 0 would discard them.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let (got, err) = read_until_end(&mut client).await;
+        assert_eq!(err, Some(std::io::ErrorKind::ConnectionReset));
+        assert_eq!(got.len(), CUT);
+        assert!(got == data[..CUT], "bytes before the cut differ");
+    })
+    .await
+    .unwrap();
+}

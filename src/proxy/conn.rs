@@ -27,6 +27,9 @@ use super::state::{KillSignal, OutageMode, Proxy};
 use crate::fault::{ConnRng, CutAction, conn_rng};
 use crate::wire::{Direction, Observation};
 
+/// How long a reset cut waits for the peer to acknowledge the bytes before the cut point.
+const RESET_DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
 /// Closes `stream` with RST: SO_LINGER 0, then drop.
 pub(crate) fn reset(stream: TcpStream) {
     // If setting the option fails the drop still closes the socket (with FIN).
@@ -147,6 +150,18 @@ async fn relay(
     let how = match outcome {
         Outcome::Done => "closed",
         Outcome::Cut(a) => {
+            if a == CutAction::Reset {
+                // A cut's bytes must all reach the peer before the RST discards the queue.
+                let (c, u) = tokio::join!(
+                    super::sendq::drained(&client, RESET_DRAIN_LIMIT),
+                    super::sendq::drained(&upstream, RESET_DRAIN_LIMIT)
+                );
+                if !(c && u) {
+                    tracing::debug!(
+                        "peer did not read the bytes before the cut in time; reset anyway"
+                    );
+                }
+            }
             close_as(client, upstream, a).await;
             a.as_str()
         }

@@ -22,6 +22,7 @@ mod conn;
 mod listener;
 mod pump;
 pub mod schedule;
+mod sendq;
 mod state;
 mod stats;
 

@@ -126,10 +126,11 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
         .fail_on
         .iter()
         .map(|expr| {
-            expr.parse::<Threshold>().map_err(|source| CliError::Threshold {
-                expr: expr.clone(),
-                source,
-            })
+            expr.parse::<Threshold>()
+                .map_err(|source| CliError::Threshold {
+                    expr: expr.clone(),
+                    source,
+                })
         })
         .collect::<Result<Vec<_>, _>>()?;
     if args.sessions == 0 {
@@ -182,7 +183,9 @@ fn config(args: &Args, seed: u64, out: &std::path::Path) -> ReplayConfig {
     };
     ReplayConfig {
         sessions: args.sessions,
-        stop: args.duration.map_or(Stop::Calls(args.calls), Stop::Duration),
+        stop: args
+            .duration
+            .map_or(Stop::Calls(args.calls), Stop::Duration),
         seed,
         size: args.size,
         lines: args.lines,

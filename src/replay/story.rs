@@ -118,7 +118,9 @@ fn answer(a: Option<&ResumeAnswer>) -> String {
             let first = first_id.as_deref().unwrap_or("(no id)");
             let mut s = format!("answered 200 with a stream starting at `{first}`");
             if *discontinuous {
-                s.push_str(", which does not continue the broken stream: a fresh stream, not a replay");
+                s.push_str(
+                    ", which does not continue the broken stream: a fresh stream, not a replay",
+                );
             }
             if *error_event {
                 s.push_str(", carrying `event: error`");

@@ -98,10 +98,7 @@ impl ObservationSink for Tap {
         match &obs {
             Observation::Cut { action, point, .. } => {
                 let t_ms = self.since_start();
-                let class = point
-                    .class
-                    .map_or("outside-sse", |c| c.as_str())
-                    .to_owned();
+                let class = point.class.map_or("outside-sse", |c| c.as_str()).to_owned();
                 let mut facts = self.lock();
                 *facts.cuts_by_class.entry(class).or_default() += 1;
                 *facts
