@@ -27,7 +27,10 @@ use super::http1_head::{Framing, HeadBuf, HeadKind, HeadStatus, is_event_stream,
 use super::position::SseClass;
 use super::sse::{EventSpan, SseEvent, SseScanner};
 use super::sse_class::Classified;
-use super::{ChunkPositions, CutPoint, Observation, ObservationSink, PositionRun, WireObserver};
+use super::{
+    ChunkPositions, CutPoint, Observation, ObservationSink, PositionRun, StreamInfo, StreamSpan,
+    WireObserver,
+};
 
 /// `clean_end` pads an HTTP chunk with at most this many filler bytes.
 pub const FILLER_LIMIT: u64 = 16 * 1024 * 1024;
@@ -50,6 +53,8 @@ struct SseCtx {
 
 struct Resp {
     seq: u64,
+    /// Set for SSE responses.
+    stream: Option<Arc<StreamInfo>>,
     req: Option<Arc<ReqInfo>>,
     session: Option<String>,
     sse: Option<Box<SseCtx>>,
@@ -193,8 +198,23 @@ impl Http1Downstream {
                 events: 0,
             })
         });
+        let stream = sse.is_some().then(|| {
+            Arc::new(StreamInfo {
+                seq,
+                method: method.to_string(),
+                path: req.as_ref().map_or_else(String::new, |r| r.path.clone()),
+                session: session.clone(),
+            })
+        });
+        if let Some(stream) = &stream {
+            self.positions.streams.push(StreamSpan {
+                from: at,
+                stream: stream.clone(),
+            });
+        }
         self.resp = Some(Resp {
             seq,
+            stream,
             req,
             session,
             sse,
@@ -446,6 +466,10 @@ impl WireObserver for Http1Downstream {
             session: r.session.clone(),
         });
         self.owners.extend(owner);
+        let span = self.resp.as_ref().and_then(|r| r.stream.clone());
+        if let Some(stream) = span {
+            self.positions.streams.push(StreamSpan { from: 0, stream });
+        }
         if let Some(sse) = self.resp.as_ref().and_then(|r| r.sse.as_ref()) {
             self.map = (sse.scanner.payload_offset(), 0);
         }

@@ -15,7 +15,8 @@ pub mod sse;
 pub mod sse_class;
 
 pub use observe::{
-    ChunkPositions, CutPoint, Observation, ObservationSink, PositionRun, WireObserver,
+    ChunkPositions, CutPoint, Observation, ObservationSink, PositionRun, StreamInfo, StreamSpan,
+    WireObserver,
 };
 pub use position::SseClass;
 
