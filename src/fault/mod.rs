@@ -9,6 +9,20 @@
 //! Invariants of a plan: slices are in byte order, do not overlap, and their departure times never
 //! decrease (order on the wire is kept); a cut at `k` removes every byte at or after `k`.
 
+pub mod bandwidth;
+pub mod common;
+pub mod keys;
+pub mod latency;
+pub mod limit_data;
+pub mod outage;
+pub mod registry;
+pub mod reset;
+pub mod slicer;
+pub mod slow_close;
+pub mod stall;
+pub mod timeout;
+pub mod toxiproxy;
+
 use std::time::Duration;
 
 use rand::SeedableRng;

@@ -1,12 +1,167 @@
-//! Command-line surface of `tearline serve`.
+//! Command-line surface of `tearline serve`: maps flags onto [`LabConfig`] one to one and runs
+//! the server until SIGINT or SIGTERM.
 
+use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::time::Duration;
 
-/// Arguments of `tearline serve`.
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use super::config::{Chunking, LabConfig, LineEnding, OnEvicted, OnUnauthorized, ProtocolVersion};
+
+/// Errors of `tearline serve`.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Signal handlers could not be installed.
+    #[error("cannot install signal handlers")]
+    Signals(#[source] std::io::Error),
+    /// The server refused the configuration.
+    #[error(transparent)]
+    Lab(#[from] super::LabError),
+}
+
+/// Run the lab MCP Streamable HTTP server (correct by default; flags reproduce the seed bugs).
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+#[command(after_long_help = "Examples:
+  tearline serve --listen 127.0.0.1:8931
+      A correct server (2025-11-25, 64-event ring per session, explicit errors).
+  tearline serve --buffer 64 --on-evicted fresh
+      Seed 004: a resume whose cursor was evicted silently gets a fresh stream.
+  tearline serve --auth --on-unauthorized silent-end
+      Seed 000: a resume with a narrowed token ends cleanly at the first event it may not see.
+  tearline serve --line-ending crlf --chunking per-line --keepalive 15s
+      Wire variations for SSE parsers.
+  tearline serve --protocol 2026-07-28
+      No event ids, no resumption: GET answers 405, a broken stream loses the request.
 
-/// Runs `tearline serve`.
-pub async fn run(_args: Args) -> Result<ExitCode, std::io::Error> {
-    Err(std::io::Error::other("tearline serve is not built yet"))
+Lab tokens (with --auth, no cryptography, lab-only):
+  Authorization: Bearer aud=https://lab/tools/search,https://lab/tools/fetch
+
+Try it:
+  curl -si -X POST http://127.0.0.1:8931/mcp -H 'Content-Type: application/json' \\
+    -H 'Accept: application/json, text/event-stream' \\
+    -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-11-25\"}}'")]
+pub struct Args {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8931")]
+    pub listen: SocketAddr,
+    /// Path of the MCP endpoint.
+    #[arg(long, default_value = "/mcp")]
+    pub path: String,
+    /// Protocol revision used when the client asks for none the lab speaks; 2026-07-28 makes
+    /// the whole server non-resumable.
+    #[arg(long, value_enum, default_value = "2025-11-25")]
+    pub protocol: ProtocolVersion,
+    /// Events kept per session (one ring shared by the session's streams).
+    #[arg(long, default_value_t = 64)]
+    pub buffer: usize,
+    /// What a resume gets when its Last-Event-ID was evicted.
+    #[arg(long, value_enum, default_value = "error")]
+    pub on_evicted: OnEvicted,
+    /// Require lab bearer tokens naming audiences (`Bearer aud=<uri>,…`).
+    #[arg(long)]
+    pub auth: bool,
+    /// What a resume gets at an event outside the token's audience.
+    #[arg(long, value_enum, default_value = "error")]
+    pub on_unauthorized: OnUnauthorized,
+    /// Line ending of SSE output.
+    #[arg(long, value_enum, default_value = "lf")]
+    pub line_ending: LineEnding,
+    /// How SSE bytes map onto HTTP chunks.
+    #[arg(long, value_enum, default_value = "per-event")]
+    pub chunking: Chunking,
+    /// Send `: keepalive` comments on idle streams this often (e.g. 15s, 500ms); off if absent.
+    #[arg(long, value_parser = parse_duration)]
+    pub keepalive: Option<Duration>,
+    /// The `retry:` value of priming events (2025-11-25 sessions).
+    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    pub retry: Duration,
+    /// Live sessions beyond this many are refused with 503.
+    #[arg(long, default_value_t = 10_000)]
+    pub max_sessions: usize,
+}
+
+/// Parses `1500`, `1500ms`, `15s` or `2m` into a duration (a bare number is milliseconds).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (e.g. 500ms, 15s, 2m)"))?;
+    match unit {
+        "" | "ms" => Ok(Duration::from_millis(n)),
+        "s" => Ok(Duration::from_secs(n)),
+        "m" => Ok(Duration::from_secs(n.saturating_mul(60))),
+        _ => Err(format!("unknown unit {unit:?} in {s:?} (use ms, s or m)")),
+    }
+}
+
+impl Args {
+    /// The server configuration these flags describe.
+    pub fn config(&self) -> LabConfig {
+        LabConfig {
+            path: self.path.clone(),
+            protocol: self.protocol,
+            buffer: self.buffer,
+            on_evicted: self.on_evicted,
+            auth: self.auth,
+            on_unauthorized: self.on_unauthorized,
+            line_ending: self.line_ending,
+            chunking: self.chunking,
+            keepalive: self.keepalive.filter(|d| !d.is_zero()),
+            retry: self.retry,
+            max_sessions: self.max_sessions,
+            ..LabConfig::default()
+        }
+    }
+}
+
+/// Runs `tearline serve` until SIGINT or SIGTERM.
+pub async fn run(args: Args) -> Result<ExitCode, ServeError> {
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .map_err(|source| ServeError::Bind {
+            addr: args.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().unwrap_or(args.listen);
+    let shutdown = CancellationToken::new();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(ServeError::Signals)?;
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        stop.cancel();
+    });
+    let config = args.config();
+    tracing::info!(%addr, path = %config.path, protocol = config.protocol.as_str(), "lab server listening");
+    super::serve(listener, config, shutdown).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("15s"), Ok(Duration::from_secs(15)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("250"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_duration("s").is_err() && parse_duration("5h").is_err());
+    }
 }

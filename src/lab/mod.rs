@@ -1,3 +1,172 @@
-//! The lab server: a reference MCP Streamable HTTP server that can misbehave on purpose.
+//! The lab server: a reference MCP Streamable HTTP server, correct by default, that can
+//! misbehave on purpose in exactly the ways the two seed documents describe, so `tearline
+//! replay` and the tests have a server whose every byte they control.
+//!
+//! # Endpoint (default `/mcp`, HTTP/1.1 only)
+//! - `POST initialize` → 200 JSON with `Mcp-Session-Id` (32 hex digits). The revision is the
+//!   client's `protocolVersion` if it is 2025-03-26, 2025-06-18 or 2025-11-25, else
+//!   [`LabConfig::protocol`]. In 2026-07-28 mode there is no session id and no header check.
+//! - `POST` of notifications/responses only → 202, no body. `ping`, `tools/list` and unknown
+//!   methods → 200 JSON (unknown method: JSON-RPC error -32601). Any `tools/call` → 200 SSE
+//!   stream carrying, in order: the priming event (2025-11-25), then every request's events.
+//! - `GET` with `Last-Event-ID: <stream>-<seq>` → resume of that stream (see below). `GET`
+//!   without it → 405 (the lab has no standalone stream). `DELETE` → 200 and the session ends.
+//! - Errors, always with a JSON-RPC error body: 400 missing `Mcp-Session-Id`, invalid JSON
+//!   (-32700), not a JSON-RPC message (-32600), unsupported `MCP-Protocol-Version`, or a
+//!   `Last-Event-ID` naming no event of the session; 401 missing/invalid lab token (auth on);
+//!   403 non-loopback `Origin`, or a call outside the token's audience; 404 unknown session or
+//!   path; 405 other methods (and GET/DELETE in 2026-07-28 mode); 406 POST without both
+//!   `application/json` and `text/event-stream` in `Accept` (GET: without
+//!   `text/event-stream`; `type/*` and `*/*` count); 410 evicted cursor (below); 413 body
+//!   over [`LabConfig::max_body_bytes`]; 415 non-JSON `Content-Type`; 503 session limit.
+//!
+//! # Events
+//! Ids are `<stream>-<seq>`: the stream number is unique within the session, `seq` counts
+//! from 0 (the priming event, `id`, `retry: <ms>`, empty `data:`). Message events are
+//! `event: message`, `id:`, then `data:` lines (see [`sse_body`]). Every event goes into the
+//! session's ring ([`LabConfig::buffer`] events shared by all its streams); producers keep
+//! pushing while no client is connected, which is what makes the ring evict.
+//!
+//! # Resume
+//! A resume is honoured iff the event named by `Last-Event-ID` is still in the ring: the
+//! response replays the events after it, byte for byte, then follows the live stream until its
+//! last event. Otherwise [`OnEvicted`] decides: `error` answers **HTTP 410** with JSON-RPC
+//! error -32010 whose `data` is `{"last_event_id": "<id>", "lost": {"from": "<id>", "to":
+//! "<id>"} | null}` (`null`: only the cursor event itself is gone); `fresh` answers 200 with a
+//! new priming event whose id continues after the newest one, then whatever the call still
+//! produces (seed 004's continuation-instead-of-replay); `replay-from-oldest` answers 200 from
+//! the oldest retained event of that stream (a silent gap). A live reader that falls behind
+//! the ring gets `event: error` with data `{"error": "events-evicted", "lost_from",
+//! "lost_to"}` under `error`; the other modes skip the lost range silently.
+//!
+//! # Auth (lab-only, off by default)
+//! See [`auth`]: `Authorization: Bearer aud=<uri>,…`, no cryptography. Tool resource
+//! indicators: `https://lab/tools/{blob,progress,search,fetch}`; `https://lab` covers all.
+//! On a resume, an event outside the token's audience gets, per [`OnUnauthorized`]:
+//! `error`: `event: error` with data `{"error": "unauthorized-event", "event_id", "resource",
+//! "last_delivered"}` and no id (cursor not advanced), then the body ends; `silent-end`:
+//! `event: end` with data `{}`, then the body ends (seed 000).
+//!
+//! # Tools
+//! - `blob {"size": 4194304, "lines": 3}`: 3 `notifications/progress`, then ONE message event
+//!   whose data, the `lines` data lines joined with LF, is exactly
+//!   `{"jsonrpc":"2.0","id":<id>,"result":{"content":[<item>,LF<item>,…],"structuredContent":
+//!   {"size":<size>,"lines":<lines>},"isError":false}}` where item `k` is
+//!   `{"type":"text","text":"<t_k>"}`, `t_k` holds text bytes `size*k/lines .. size*(k+1)/lines`
+//!   and text byte `i` is `b'a' + i % 26`. Data line `k+1` starts with item `k`.
+//! - `progress {"n": 10, "interval": 0}`: `n` progress notifications, `interval` ms apart,
+//!   then result text `progress done: <n>`.
+//! - `search {"query", "n": 0}`, `fetch {"url", "n": 0}`: `n` progress notifications, then a
+//!   one-item text result.
+//!
+//! Progress notifications carry `params._meta.progressToken`, or the request id when absent.
 
+pub mod auth;
 pub mod cli;
+pub mod config;
+mod delivery;
+mod http;
+mod post;
+pub mod ring;
+pub mod session;
+pub mod sse_body;
+pub mod tools;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use config::{Chunking, LabConfig, LineEnding, OnEvicted, OnUnauthorized, ProtocolVersion};
+pub use http::{EVICTED_ERROR, SESSION_HEADER, TRANSPORT_ERROR, VERSION_HEADER};
+
+/// Errors of the lab server.
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    /// The configuration cannot describe a working server.
+    #[error("invalid lab configuration: {0}")]
+    Config(&'static str),
+}
+
+/// State shared by every connection of one server.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) cfg: LabConfig,
+    pub(crate) enc: sse_body::SseEncoder,
+    pub(crate) sessions: session::Sessions,
+    pub(crate) shutdown: CancellationToken,
+    pub(crate) tasks: TaskTracker,
+}
+
+/// Serves the lab on `listener` until `shutdown` is cancelled; then stops accepting, ends
+/// every stream and returns once all connection and producer tasks are gone.
+pub async fn serve(
+    listener: TcpListener,
+    config: LabConfig,
+    shutdown: CancellationToken,
+) -> Result<(), LabError> {
+    if config.buffer == 0 {
+        return Err(LabError::Config("buffer must hold at least one event"));
+    }
+    if !config.path.starts_with('/') {
+        return Err(LabError::Config("path must start with '/'"));
+    }
+    let limit = Arc::new(Semaphore::new(config.max_connections.max(1)));
+    let shared = Arc::new(Shared {
+        enc: sse_body::SseEncoder::new(config.line_ending),
+        sessions: session::Sessions::new(config.max_sessions, config.buffer),
+        cfg: config,
+        shutdown: shutdown.child_token(),
+        tasks: TaskTracker::new(),
+    });
+    let mut backoff = Duration::from_millis(5);
+    loop {
+        let permit = tokio::select! {
+            p = Arc::clone(&limit).acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            _ = shared.shutdown.cancelled() => break,
+        };
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = shared.shutdown.cancelled() => break,
+        };
+        let (stream, peer) = match accepted {
+            Ok(a) => {
+                backoff = Duration::from_millis(5);
+                a
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "lab accept failed; backing off");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let conn_shared = Arc::clone(&shared);
+        shared.tasks.spawn(async move {
+            let _permit = permit;
+            let svc_shared = Arc::clone(&conn_shared);
+            let svc = service_fn(move |req| http::handle(Arc::clone(&svc_shared), req));
+            let conn = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc);
+            tokio::select! {
+                r = conn => if let Err(e) = r {
+                    tracing::debug!(%peer, error = %e, "lab connection ended with an error");
+                },
+                _ = conn_shared.shutdown.cancelled() => {}
+            }
+        });
+    }
+    shared.shutdown.cancel();
+    shared.tasks.close();
+    shared.tasks.wait().await;
+    Ok(())
+}

@@ -1,3 +1,92 @@
-//! The relay: listener, connection tasks, one pump per direction, shutdown.
+//! The relay: listener, connection task, one pump per direction, shutdown.
+//!
+//! A [`Proxy`] is the shared, runtime-changeable state of one named proxy (upstream, enabled,
+//! faults, outage gate, observers, stats); [`run`] serves it on an already-bound listener until
+//! a [`CancellationToken`] fires. Each accepted connection is one task holding both sockets and
+//! running two pumps (client→server and server→client) as joined futures.
+//!
+//! Invariants the relay keeps:
+//! - Bytes leave in the order they arrived, each direction independently; no byte is lost or
+//!   duplicated unless a fault's plan drops or cuts it (also across fault changes).
+//! - EOF on one side becomes a write shutdown on the other (half-close); the other direction
+//!   keeps flowing until it ends.
+//! - Memory per connection is bounded: each direction holds at most `buffer_size` bytes in its
+//!   read buffer plus `max_inflight_bytes` (+ one chunk) in its timed queue; a slow reader stops
+//!   the pump from reading (backpressure), it never grows a buffer.
+//! - An I/O error on one side resets the other side at once.
 
 pub mod cli;
+mod conn;
+mod listener;
+mod pump;
+mod state;
+mod stats;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use listener::{ProxySpec, bind, bind_all, run, run_all, run_bound};
+pub use state::{Factories, ObserverFactory, OutageMode, Proxy};
+pub use stats::{Stats, StatsSnapshot};
+pub use tokio_util::sync::CancellationToken;
+
+/// Static configuration of one proxy. `upstream` is only the initial value: [`Proxy`] can change
+/// it at run time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxyConfig {
+    /// Name (logs, metrics, per-connection RNG derivation).
+    pub name: String,
+    /// `host:port` to connect to for each accepted connection.
+    pub upstream: String,
+    /// Size of each pump's read buffer (the largest chunk the faults see).
+    pub buffer_size: usize,
+    /// Upper bound on the upstream connect.
+    pub connect_timeout: Duration,
+    /// Connections served at once; further clients wait in the listen backlog.
+    pub max_connections: usize,
+    /// How long open connections may keep running after shutdown is requested.
+    pub drain_timeout: Duration,
+    /// Byte budget of each direction's timed queue (data a fault delays). Throughput through a
+    /// latency `L` is at most `max_inflight_bytes / L`.
+    pub max_inflight_bytes: usize,
+    /// Run seed; connection `i` draws from `conn_rng(seed, name, i)`.
+    pub seed: u64,
+}
+
+impl ProxyConfig {
+    /// Defaults: 64 KiB buffers, 5 s connect timeout, 4096 connections, 5 s drain, 32 MiB queue.
+    pub fn new(name: impl Into<String>, upstream: impl Into<String>) -> Self {
+        ProxyConfig {
+            name: name.into(),
+            upstream: upstream.into(),
+            buffer_size: 64 * 1024,
+            connect_timeout: Duration::from_secs(5),
+            max_connections: 4096,
+            drain_timeout: Duration::from_secs(5),
+            max_inflight_bytes: 32 * 1024 * 1024,
+            seed: 0,
+        }
+    }
+}
+
+/// Errors of the relay.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A configuration value is out of range.
+    #[error("invalid configuration of proxy '{proxy}': {problem}")]
+    Config { proxy: String, problem: String },
+    /// Two proxies were given the same name.
+    #[error("duplicate proxy name '{0}'")]
+    DuplicateName(String),
+}
+
+/// The fault factories of one proxy, both directions (each factory names its direction).
+pub type FaultList = Vec<Arc<dyn crate::fault::FaultFactory>>;

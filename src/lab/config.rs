@@ -1,0 +1,170 @@
+//! Every knob of the lab server, in one value the CLI, `tearline replay` and the tests build.
+//!
+//! Invariant: `LabConfig::default()` is a correct MCP Streamable HTTP server (protocol
+//! 2025-11-25, 64-event ring, explicit errors on eviction and on unauthorized replay, LF line
+//! endings, one HTTP chunk per SSE event, no keep-alive comments, auth off). Every deviation
+//! from the specification is opt-in and named after the document it reproduces.
+
+use std::time::Duration;
+
+/// The MCP protocol revisions the lab server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
+pub enum ProtocolVersion {
+    /// 2025-03-26: resumable, no priming event, JSON-RPC batches.
+    #[value(name = "2025-03-26")]
+    V2025_03_26,
+    /// 2025-06-18: adds the `MCP-Protocol-Version` header.
+    #[value(name = "2025-06-18")]
+    V2025_06_18,
+    /// 2025-11-25: adds the priming event and `retry:`.
+    #[value(name = "2025-11-25")]
+    V2025_11_25,
+    /// 2026-07-28: not resumable (no ids, no sessions, GET and DELETE answer 405).
+    #[value(name = "2026-07-28")]
+    V2026_07_28,
+}
+
+impl ProtocolVersion {
+    /// The revision string as it appears on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProtocolVersion::V2025_03_26 => "2025-03-26",
+            ProtocolVersion::V2025_06_18 => "2025-06-18",
+            ProtocolVersion::V2025_11_25 => "2025-11-25",
+            ProtocolVersion::V2026_07_28 => "2026-07-28",
+        }
+    }
+
+    /// Parses a revision string; `None` for revisions the lab does not speak.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "2025-03-26" => Some(ProtocolVersion::V2025_03_26),
+            "2025-06-18" => Some(ProtocolVersion::V2025_06_18),
+            "2025-11-25" => Some(ProtocolVersion::V2025_11_25),
+            "2026-07-28" => Some(ProtocolVersion::V2026_07_28),
+            _ => None,
+        }
+    }
+
+    /// Whether streams of this revision carry event ids and can be resumed.
+    pub fn resumable(self) -> bool {
+        self != ProtocolVersion::V2026_07_28
+    }
+
+    /// Whether streams of this revision start with a priming event and `retry:`.
+    pub fn primes(self) -> bool {
+        self == ProtocolVersion::V2025_11_25
+    }
+}
+
+/// What a resume does when the event named by `Last-Event-ID` is no longer in the ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum OnEvicted {
+    /// Correct: HTTP 410 with a JSON-RPC error naming the lost range (see the module doc of
+    /// [`crate::lab`]); a live stream that falls behind gets `event: error` instead.
+    #[default]
+    Error,
+    /// Seed 004's bug: a 200 stream that continues from the newest event (a new priming event
+    /// with the next id, then whatever the call still produces): continuation, not replay.
+    Fresh,
+    /// A silent gap: replay from the oldest event of that stream still in the ring.
+    ReplayFromOldest,
+}
+
+/// What a resume does with a buffered event outside the reconnect token's audience.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum OnUnauthorized {
+    /// Correct: `event: error` naming the offending event id and the required resource
+    /// indicator, no id on the error (the cursor does not advance), then the stream closes.
+    #[default]
+    Error,
+    /// Seed 000's bug: a clean `event: end`, then the stream closes.
+    SilentEnd,
+}
+
+/// The line ending of every SSE line the server writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum LineEnding {
+    /// `\n`.
+    #[default]
+    Lf,
+    /// `\r\n`.
+    Crlf,
+}
+
+impl LineEnding {
+    /// The bytes of one line ending.
+    pub fn bytes(self) -> &'static [u8] {
+        match self {
+            LineEnding::Lf => b"\n",
+            LineEnding::Crlf => b"\r\n",
+        }
+    }
+}
+
+/// How SSE bytes map onto HTTP chunks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Chunking {
+    /// One HTTP chunk per SSE event (and per comment).
+    #[default]
+    PerEvent,
+    /// Every event already available when the body is polled goes into one chunk.
+    Coalesce,
+    /// One HTTP chunk per SSE line, the blank line included.
+    PerLine,
+}
+
+/// The lab server's configuration. `Default` is the correct server.
+#[derive(Debug, Clone)]
+pub struct LabConfig {
+    /// The MCP endpoint path.
+    pub path: String,
+    /// The revision used when the client asks for none the lab speaks, and the only one in
+    /// 2026-07-28 mode (which then ignores the client's request).
+    pub protocol: ProtocolVersion,
+    /// Capacity of each session's ring of events, shared by the session's streams.
+    pub buffer: usize,
+    /// Behaviour of a resume whose cursor event was evicted.
+    pub on_evicted: OnEvicted,
+    /// Whether requests need a lab bearer token (see [`crate::lab::auth`]).
+    pub auth: bool,
+    /// Behaviour of a resume that meets an event outside the token's audience.
+    pub on_unauthorized: OnUnauthorized,
+    /// Line ending of SSE output.
+    pub line_ending: LineEnding,
+    /// Mapping of SSE bytes onto HTTP chunks.
+    pub chunking: Chunking,
+    /// Interval of `: keepalive` comments on idle streams; `None` sends none.
+    pub keepalive: Option<Duration>,
+    /// The `retry:` value sent in priming events (2025-11-25 sessions).
+    pub retry: Duration,
+    /// Sessions beyond this many are refused with 503.
+    pub max_sessions: usize,
+    /// Connections beyond this many wait for a slot before being served.
+    pub max_connections: usize,
+    /// Largest accepted POST body; larger ones get 413.
+    pub max_body_bytes: usize,
+    /// Largest `size` the `blob` tool accepts.
+    pub max_blob_bytes: usize,
+}
+
+impl Default for LabConfig {
+    fn default() -> Self {
+        LabConfig {
+            path: "/mcp".to_owned(),
+            protocol: ProtocolVersion::V2025_11_25,
+            buffer: 64,
+            on_evicted: OnEvicted::Error,
+            auth: false,
+            on_unauthorized: OnUnauthorized::Error,
+            line_ending: LineEnding::Lf,
+            chunking: Chunking::PerEvent,
+            keepalive: None,
+            retry: Duration::from_millis(1000),
+            max_sessions: 10_000,
+            max_connections: 8_192,
+            max_body_bytes: 1 << 20,
+            max_blob_bytes: 256 << 20,
+        }
+    }
+}

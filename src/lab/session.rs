@@ -1,0 +1,264 @@
+//! MCP sessions: each owns one event ring shared by its streams, a change signal readers wait
+//! on, and a cancellation token that stops its producers when the session ends.
+//!
+//! Invariants:
+//! - A session id is 32 lowercase hex digits (visible ASCII), random, unique in the table.
+//! - Event ids are `<stream>-<seq>`; the stream number is unique within the session, so an id
+//!   names exactly one stream and a resume can never reach another stream's events.
+//! - Producers push into the ring whether or not a client is connected; readers only read.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::Bytes;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::config::ProtocolVersion;
+use super::ring::{Next, Ring};
+
+/// One MCP session (or, in 2026-07-28 mode, the state of one request's stream).
+#[derive(Debug)]
+pub struct Session {
+    /// The `Mcp-Session-Id` value.
+    pub id: String,
+    /// The negotiated protocol revision.
+    pub version: ProtocolVersion,
+    /// Cancelled when the session ends (DELETE or server shutdown): producers stop.
+    pub cancel: CancellationToken,
+    ring: Mutex<Ring>,
+    changed: watch::Sender<u64>,
+    capacity: usize,
+}
+
+impl Session {
+    /// A session with an empty ring of `capacity` events.
+    pub fn new(
+        id: String,
+        version: ProtocolVersion,
+        capacity: usize,
+        cancel: CancellationToken,
+    ) -> Self {
+        Session {
+            id,
+            version,
+            cancel,
+            ring: Mutex::new(Ring::new(capacity)),
+            changed: watch::Sender::new(0),
+            capacity: capacity.max(1),
+        }
+    }
+
+    fn ring(&self) -> MutexGuard<'_, Ring> {
+        // A panic while holding the lock cannot leave the ring inconsistent (every mutation is
+        // a single push/pop pair), so a poisoned lock is still usable.
+        self.ring.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Opens a new stream in this session.
+    pub fn open_stream(&self) -> u64 {
+        self.ring().open_stream()
+    }
+
+    /// Pushes an event built from its event id (`None` when the revision has no ids) and
+    /// wakes readers. Returns the sequence number.
+    pub fn push(
+        &self,
+        stream: u64,
+        resource: Option<Arc<str>>,
+        encode: impl FnOnce(Option<&str>) -> Bytes,
+    ) -> Option<u64> {
+        let with_ids = self.version.resumable();
+        let seq = self.ring().push(stream, resource, |seq| {
+            if with_ids {
+                encode(Some(&event_id(stream, seq)))
+            } else {
+                encode(None)
+            }
+        });
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+        seq
+    }
+
+    /// Marks `stream` finished and wakes readers.
+    pub fn finish(&self, stream: u64) {
+        self.ring().finish(stream);
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// See [`Ring::next_after`].
+    pub fn next_after(&self, stream: u64, cursor: Option<u64>, limit: usize) -> Next {
+        self.ring().next_after(stream, cursor, limit)
+    }
+
+    /// Whether event `seq` of `stream` is still in the ring.
+    pub fn retains(&self, stream: u64, seq: u64) -> bool {
+        self.ring().retains(stream, seq)
+    }
+
+    /// `(next_seq, first_retained, finished)` of `stream`.
+    pub fn stream_state(&self, stream: u64) -> Option<(u64, u64, bool)> {
+        self.ring()
+            .stream(stream)
+            .map(|s| (s.next_seq, s.first_retained, s.finished))
+    }
+
+    /// Attaches a live reader of `stream` that needs `want` next; returns its reader id.
+    pub fn attach(&self, stream: u64, want: u64) -> u64 {
+        self.ring().attach(stream, want)
+    }
+
+    /// Records the progress of an attached reader and wakes producers waiting for it.
+    pub fn advance(&self, stream: u64, reader: u64, want: u64) {
+        self.ring().advance(stream, reader, want);
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Detaches a reader (its connection is gone) and wakes producers waiting for it.
+    pub fn detach(&self, stream: u64, reader: u64) {
+        self.ring().detach(stream, reader);
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Waits until `stream` has no attached reader or its reader lags by fewer than `limit`
+    /// events: a connected reader is never outrun by its own producer, a gone one never
+    /// slows it.
+    pub async fn room(&self, stream: u64, limit: u64) {
+        let mut changes = self.subscribe();
+        loop {
+            changes.borrow_and_update();
+            if self.ring().backlog(stream).is_none_or(|b| b < limit) {
+                return;
+            }
+            if changes.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// The ring's capacity in events.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// A receiver that changes whenever an event is pushed or a stream finishes.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+}
+
+/// The event id of event `seq` of `stream`.
+pub fn event_id(stream: u64, seq: u64) -> String {
+    format!("{stream}-{seq}")
+}
+
+/// Parses an event id of the form `<stream>-<seq>`.
+pub fn parse_event_id(id: &str) -> Option<(u64, u64)> {
+    let (stream, seq) = id.trim().split_once('-')?;
+    Some((stream.parse().ok()?, seq.parse().ok()?))
+}
+
+/// Why a session could not be created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooManySessions;
+
+/// The live sessions of one server.
+#[derive(Debug)]
+pub struct Sessions {
+    map: Mutex<HashMap<String, Arc<Session>>>,
+    max: usize,
+    capacity: usize,
+}
+
+impl Sessions {
+    /// An empty table admitting at most `max` sessions with rings of `capacity` events.
+    pub fn new(max: usize, capacity: usize) -> Self {
+        Sessions {
+            map: Mutex::new(HashMap::new()),
+            max,
+            capacity,
+        }
+    }
+
+    fn map(&self) -> MutexGuard<'_, HashMap<String, Arc<Session>>> {
+        self.map.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Creates a session whose producers stop when `parent` is cancelled or it ends.
+    pub fn create(
+        &self,
+        version: ProtocolVersion,
+        parent: &CancellationToken,
+    ) -> Result<Arc<Session>, TooManySessions> {
+        let mut map = self.map();
+        if map.len() >= self.max {
+            return Err(TooManySessions);
+        }
+        let id = loop {
+            let id = format!("{:032x}", rand::random::<u128>());
+            if !map.contains_key(&id) {
+                break id;
+            }
+        };
+        let session = Arc::new(Session::new(
+            id.clone(),
+            version,
+            self.capacity,
+            parent.child_token(),
+        ));
+        map.insert(id, Arc::clone(&session));
+        Ok(session)
+    }
+
+    /// The session named `id`.
+    pub fn get(&self, id: &str) -> Option<Arc<Session>> {
+        self.map().get(id).cloned()
+    }
+
+    /// Ends the session named `id` (its producers stop); `false` if there was none.
+    pub fn remove(&self, id: &str) -> bool {
+        match self.map().remove(id) {
+            Some(s) => {
+                s.cancel.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Number of live sessions.
+    pub fn len(&self) -> usize {
+        self.map().len()
+    }
+
+    /// Whether there is no live session.
+    pub fn is_empty(&self) -> bool {
+        self.map().is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_ids_round_trip_and_reject_garbage() {
+        assert_eq!(parse_event_id(&event_id(7, 42)), Some((7, 42)));
+        for bad in ["", "7", "7-", "-3", "a-1", "1-b", "1-2-3"] {
+            assert_eq!(parse_event_id(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn session_table_enforces_its_limit_and_removal_cancels() {
+        let root = CancellationToken::new();
+        let table = Sessions::new(1, 4);
+        let s = table.create(ProtocolVersion::V2025_11_25, &root);
+        let s = s.unwrap_or_else(|_| panic!("first session must fit"));
+        assert!(table.create(ProtocolVersion::V2025_11_25, &root).is_err());
+        assert_eq!(s.id.len(), 32);
+        assert!(table.remove(&s.id));
+        assert!(s.cancel.is_cancelled());
+        assert!(table.get(&s.id).is_none());
+    }
+}

@@ -1,0 +1,330 @@
+//! The lab's tools and the producer task that turns one POST's requests into stream events.
+//!
+//! Invariants:
+//! - A producer pushes into the session ring independently of any connection; it stops only
+//!   when its calls are done or the session/server (or, in 2026-07-28 mode, the response
+//!   stream) is cancelled, and it always marks its stream finished.
+//! - Every event of a tool call carries that tool's resource indicator (see [`super::auth`]);
+//!   the priming event and replies to non-tool requests carry none.
+//! - The `blob` result is ONE event whose JSON text is split across `lines` `data:` lines
+//!   only right after a `,` between `content` items, so the LF a client inserts when joining
+//!   data lines is JSON whitespace. Its exact shape is documented in [`crate::lab`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::auth;
+use super::session::Session;
+use super::sse_body::SseEncoder;
+
+/// The bytes of the `blob` text repeat this alphabet: byte `i` is `ALPHABET[i % 26]`.
+pub const ALPHABET: &[u8; 26] = b"abcdefghijklmnopqrstuvwxyz";
+/// Progress notifications the `blob` tool sends before its result.
+pub const BLOB_PROGRESS: u64 = 3;
+const MAX_LINES: u64 = 4096;
+const MAX_COUNT: u64 = 10_000_000;
+const MAX_INTERVAL_MS: u64 = 3_600_000;
+
+/// A validated tool call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Tool {
+    /// `blob {"size", "lines"}`.
+    Blob {
+        /// Bytes of text in the result.
+        size: usize,
+        /// `data:` lines the result event spans.
+        lines: usize,
+    },
+    /// `progress {"n", "interval"}`.
+    Progress {
+        /// Notifications before the result.
+        n: u64,
+        /// Pause before each notification.
+        interval: Duration,
+    },
+    /// `search {"query", "n"}`.
+    Search {
+        /// Echoed in the result.
+        query: String,
+        /// Progress notifications before the result.
+        n: u64,
+    },
+    /// `fetch {"url", "n"}`.
+    Fetch {
+        /// Echoed in the result.
+        url: String,
+        /// Progress notifications before the result.
+        n: u64,
+    },
+}
+
+fn arg_u64(args: &Value, key: &str, default: u64, max: u64) -> Result<u64, String> {
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(default),
+        Some(v) => match v.as_u64() {
+            Some(n) if n <= max => Ok(n),
+            _ => Err(format!("argument {key:?} must be an integer in 0..={max}")),
+        },
+    }
+}
+
+fn arg_str(args: &Value, key: &str) -> Result<String, String> {
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(_) => Err(format!("argument {key:?} must be a string")),
+    }
+}
+
+impl Tool {
+    /// Validates a `tools/call`'s `name` and `arguments`; `Err` carries the JSON-RPC message.
+    pub fn parse(name: &str, args: &Value, max_blob: usize) -> Result<Tool, String> {
+        if !(args.is_object() || args.is_null()) {
+            return Err("arguments must be an object".to_owned());
+        }
+        match name {
+            "blob" => Ok(Tool::Blob {
+                size: arg_u64(args, "size", 4_194_304, max_blob as u64)? as usize,
+                lines: arg_u64(args, "lines", 3, MAX_LINES)?.max(1) as usize,
+            }),
+            "progress" => Ok(Tool::Progress {
+                n: arg_u64(args, "n", 10, MAX_COUNT)?,
+                interval: Duration::from_millis(arg_u64(args, "interval", 0, MAX_INTERVAL_MS)?),
+            }),
+            "search" => Ok(Tool::Search {
+                query: arg_str(args, "query")?,
+                n: arg_u64(args, "n", 0, MAX_COUNT)?,
+            }),
+            "fetch" => Ok(Tool::Fetch {
+                url: arg_str(args, "url")?,
+                n: arg_u64(args, "n", 0, MAX_COUNT)?,
+            }),
+            _ => Err(format!("unknown tool {name:?}")),
+        }
+    }
+
+    /// The resource indicator a token must name to run this tool and receive its events.
+    pub fn resource(&self) -> &'static str {
+        match self {
+            Tool::Blob { .. } => auth::BLOB,
+            Tool::Progress { .. } => auth::PROGRESS,
+            Tool::Search { .. } => auth::SEARCH,
+            Tool::Fetch { .. } => auth::FETCH,
+        }
+    }
+}
+
+/// The `tools/list` result.
+pub fn list() -> Value {
+    let tool = |name: &str, desc: &str, props: Value| {
+        json!({"name": name, "description": desc,
+               "inputSchema": {"type": "object", "properties": props}})
+    };
+    let int = json!({"type": "integer", "minimum": 0});
+    json!({"tools": [
+        tool("blob", "A large result: `size` text bytes split over `lines` data: lines.",
+             json!({"size": int, "lines": int})),
+        tool("progress", "`n` progress notifications, `interval` ms apart, then a small result.",
+             json!({"n": int, "interval": int})),
+        tool("search", "A small result; requires https://lab/tools/search.",
+             json!({"query": {"type": "string"}, "n": int})),
+        tool("fetch", "A small result; requires https://lab/tools/fetch.",
+             json!({"url": {"type": "string"}, "n": int})),
+    ]})
+}
+
+/// One request answered on a POST's stream, in order.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// A tool call.
+    Call {
+        /// The JSON-RPC request id.
+        id: Value,
+        /// `params._meta.progressToken`, or the request id when absent.
+        token: Value,
+        /// The validated call.
+        tool: Tool,
+    },
+    /// A complete JSON-RPC message sent as one event (replies to other requests, errors).
+    Reply(Value),
+}
+
+/// Produces the events of `steps` on `stream`, then marks it finished.
+pub async fn produce(
+    session: Arc<Session>,
+    stream: u64,
+    steps: Vec<Step>,
+    enc: SseEncoder,
+    retry: Duration,
+) {
+    if session.version.primes() {
+        session.push(stream, None, |id| {
+            enc.priming(id.unwrap_or(""), Some(retry))
+        });
+    }
+    tokio::select! {
+        _ = run_steps(&session, stream, steps, enc) => {}
+        _ = session.cancel.cancelled() => {}
+    }
+    session.finish(stream);
+}
+
+/// Pushes one call's events, holding back while the attached reader lags (see
+/// [`Session::room`]).
+struct Emitter<'a> {
+    session: &'a Session,
+    stream: u64,
+    enc: SseEncoder,
+    limit: u64,
+}
+
+impl Emitter<'_> {
+    async fn emit(&self, resource: Option<&Arc<str>>, lines: &[&[u8]]) {
+        self.session.room(self.stream, self.limit).await;
+        let enc = self.enc;
+        self.session
+            .push(self.stream, resource.cloned(), |id| enc.message(id, lines));
+    }
+}
+
+async fn run_steps(session: &Session, stream: u64, steps: Vec<Step>, enc: SseEncoder) {
+    let out = Emitter {
+        session,
+        stream,
+        enc,
+        limit: (session.capacity() as u64 / 2).max(1),
+    };
+    for step in steps {
+        match step {
+            Step::Reply(msg) => out.emit(None, &[msg.to_string().as_bytes()]).await,
+            Step::Call { id, token, tool } => {
+                let res: Arc<str> = Arc::from(tool.resource());
+                let res = Some(&res);
+                let progress = |i: u64, total: u64| {
+                    json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                        "params": {"progressToken": token, "progress": i, "total": total}})
+                    .to_string()
+                };
+                let small = |text: String| {
+                    json!({"jsonrpc": "2.0", "id": id, "result": {
+                        "content": [{"type": "text", "text": text}], "isError": false}})
+                    .to_string()
+                };
+                let (n, interval, last) = match tool {
+                    Tool::Blob { size, lines } => {
+                        for i in 1..=BLOB_PROGRESS {
+                            out.emit(res, &[progress(i, BLOB_PROGRESS).as_bytes()])
+                                .await;
+                        }
+                        let (json, cuts) = blob_json(&id, size, lines);
+                        out.emit(res, &split_at(&json, &cuts)).await;
+                        continue;
+                    }
+                    Tool::Progress { n, interval } => (n, interval, format!("progress done: {n}")),
+                    Tool::Search { query, n } => {
+                        (n, Duration::ZERO, format!("search results for {query:?}"))
+                    }
+                    Tool::Fetch { url, n } => (n, Duration::ZERO, format!("fetched {url:?}")),
+                };
+                for i in 1..=n {
+                    if !interval.is_zero() {
+                        tokio::time::sleep(interval).await;
+                    } else if i % 64 == 0 {
+                        tokio::task::yield_now().await;
+                    }
+                    out.emit(res, &[progress(i, n).as_bytes()]).await;
+                }
+                out.emit(res, &[small(last).as_bytes()]).await;
+            }
+        }
+        tokio::task::yield_now().await;
+    }
+}
+
+fn split_at<'a>(json: &'a [u8], cuts: &[usize]) -> Vec<&'a [u8]> {
+    let mut parts = Vec::with_capacity(cuts.len() + 1);
+    let mut start = 0;
+    for &c in cuts {
+        parts.push(&json[start..c]);
+        start = c;
+    }
+    parts.push(&json[start..]);
+    parts
+}
+
+fn fill_pattern(out: &mut Vec<u8>, mut offset: usize, mut len: usize) {
+    while len > 0 {
+        let from = offset % ALPHABET.len();
+        let n = (ALPHABET.len() - from).min(len);
+        out.extend_from_slice(&ALPHABET[from..from + n]);
+        offset += n;
+        len -= n;
+    }
+}
+
+/// The blob response's JSON text and the byte offsets where data lines start (after the
+/// first). See the module doc of [`crate::lab`] for the shape.
+pub fn blob_json(id: &Value, size: usize, lines: usize) -> (Vec<u8>, Vec<usize>) {
+    let lines = lines.max(1);
+    let mut out = Vec::with_capacity(size + 128 + 32 * lines);
+    out.extend_from_slice(
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":["#).as_bytes(),
+    );
+    let mut cuts = Vec::with_capacity(lines - 1);
+    for k in 0..lines {
+        let (from, to) = (size * k / lines, size * (k + 1) / lines);
+        if k > 0 {
+            out.push(b',');
+            cuts.push(out.len());
+        }
+        out.extend_from_slice(br#"{"type":"text","text":""#);
+        fill_pattern(&mut out, from, to - from);
+        out.extend_from_slice(br#""}"#);
+    }
+    out.extend_from_slice(
+        format!(r#"],"structuredContent":{{"size":{size},"lines":{lines}}},"isError":false}}}}"#)
+            .as_bytes(),
+    );
+    (out, cuts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blob_lines_rejoined_with_lf_are_valid_json_of_exact_size() {
+        for (size, lines) in [(0, 1), (10, 3), (1000, 3), (5, 7), (4096, 1)] {
+            let (json, cuts) = blob_json(&json!(7), size, lines);
+            let joined = split_at(&json, &cuts).join(&b'\n');
+            let v: Value = serde_json::from_slice(&joined).unwrap_or(Value::Null);
+            let items = v["result"]["content"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            assert_eq!(items.len(), lines);
+            let text: String = items.iter().filter_map(|i| i["text"].as_str()).collect();
+            assert_eq!(text.len(), size);
+            assert!(text.bytes().enumerate().all(|(i, b)| b == ALPHABET[i % 26]));
+            assert_eq!(v["result"]["structuredContent"]["size"], json!(size));
+        }
+    }
+
+    #[test]
+    fn bad_arguments_are_rejected_not_clamped() {
+        assert!(Tool::parse("blob", &json!({"size": -1}), 100).is_err());
+        assert!(Tool::parse("blob", &json!({"size": 101}), 100).is_err());
+        assert!(Tool::parse("progress", &json!({"n": "x"}), 100).is_err());
+        assert!(Tool::parse("nope", &json!({}), 100).is_err());
+        assert!(Tool::parse("blob", &json!([1]), 100).is_err());
+        assert_eq!(
+            Tool::parse("blob", &Value::Null, usize::MAX),
+            Ok(Tool::Blob {
+                size: 4_194_304,
+                lines: 3
+            })
+        );
+    }
+}

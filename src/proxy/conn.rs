@@ -1,0 +1,230 @@
+//! One accepted connection: (hold during an outage,) connect upstream, run both pumps, close
+//! both sockets the way the outcome requires.
+//!
+//! Invariants:
+//! - The task owns both sockets; pumps only borrow halves, so every close is decided here:
+//!   both EOFs → plain close; a cut or kill → RST (SO_LINGER 0) or FIN to the client and the
+//!   upstream closed; an I/O error on one side → RST on the other.
+//! - The per-connection RNG is `conn_rng(seed, name, id)`: it instantiates the initial
+//!   factories in list order (both directions), then seeds one stream per direction, which the
+//!   direction's faults draw from and which instantiates the factories of later generations.
+//! - `connections_open` and `bytes_buffered` return to their former values when the task ends.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures_util::future::try_join;
+use rand::SeedableRng;
+use socket2::SockRef;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::time::{Instant, sleep_until, timeout};
+
+use super::pump::{Chain, Pump, Side, Stop};
+use super::state::{KillSignal, OutageMode, Proxy};
+use crate::fault::{ConnRng, CutAction, conn_rng};
+use crate::wire::{Direction, Observation};
+
+/// Closes `stream` with RST: SO_LINGER 0, then drop.
+pub(crate) fn reset(stream: TcpStream) {
+    // If setting the option fails the drop still closes the socket (with FIN).
+    let _ = SockRef::from(&stream).set_linger(Some(Duration::ZERO));
+    drop(stream);
+}
+
+/// Serves one accepted connection to its end.
+pub(crate) async fn serve(proxy: Arc<Proxy>, client: TcpStream, id: u64, kill: Arc<KillSignal>) {
+    let hold = async {
+        while let Some((until, mode)) = proxy.outage() {
+            if mode == OutageMode::Refuse {
+                return false;
+            }
+            sleep_until(until).await;
+        }
+        true
+    };
+    let served = tokio::select! {
+        biased;
+        () = kill.token.cancelled() => false,
+        ok = hold => ok,
+    };
+    if !served {
+        proxy.stats().refused();
+        tracing::debug!("reset: proxy disabled or in outage while the connection waited");
+        reset(client);
+        return;
+    }
+    let upstream_addr = proxy.upstream();
+    let connect = timeout(
+        proxy.config().connect_timeout,
+        TcpStream::connect(upstream_addr.as_str()),
+    );
+    let upstream = tokio::select! {
+        biased;
+        () = kill.token.cancelled() => None,
+        r = connect => match r {
+            Ok(Ok(s)) => Some(s),
+            Ok(Err(e)) => {
+                tracing::warn!(upstream = %upstream_addr, error = %e, "upstream connect failed; client reset");
+                None
+            }
+            Err(_) => {
+                tracing::warn!(upstream = %upstream_addr, timeout = ?proxy.config().connect_timeout, "upstream connect timed out; client reset");
+                None
+            }
+        },
+    };
+    let Some(upstream) = upstream else {
+        proxy.stats().refused();
+        reset(client);
+        return;
+    };
+    relay(proxy, client, upstream, id, &kill).await;
+}
+
+async fn relay(
+    proxy: Arc<Proxy>,
+    mut client: TcpStream,
+    mut upstream: TcpStream,
+    id: u64,
+    kill: &KillSignal,
+) {
+    let _ = client.set_nodelay(true);
+    let _ = upstream.set_nodelay(true);
+    let stats = proxy.stats();
+    stats.conn_opened();
+    let sink = proxy.sink();
+    if let Some(s) = &sink {
+        s.record(Observation::ConnOpened {
+            conn: id,
+            proxy: proxy.name().to_owned(),
+        });
+    }
+    tracing::info!(upstream = %peer_of(&upstream), "open");
+    let started = Instant::now();
+
+    let (up_chain, down_chain, up_rng, down_rng) = build_chains(&proxy, id);
+    let (up_obs, down_obs) = proxy.observers(id);
+    let up_bytes = AtomicU64::new(0);
+    let down_bytes = AtomicU64::new(0);
+    let outcome = {
+        let (cr, cw) = client.split();
+        let (ur, uw) = upstream.split();
+        let up = Pump::new(
+            &proxy,
+            id,
+            Direction::Upstream,
+            cr,
+            uw,
+            up_chain,
+            up_rng,
+            up_obs,
+            &up_bytes,
+        );
+        let down = Pump::new(
+            &proxy,
+            id,
+            Direction::Downstream,
+            ur,
+            cw,
+            down_chain,
+            down_rng,
+            down_obs,
+            &down_bytes,
+        );
+        tokio::select! {
+            biased;
+            () = kill.token.cancelled() => Outcome::Killed(kill.action()),
+            r = try_join(up.run(), down.run()) => match r {
+                Ok(((), ())) => Outcome::Done,
+                Err(Stop::Cut(a)) => Outcome::Cut(a),
+                Err(Stop::Io(side, e)) => Outcome::Broken(side, e),
+            },
+        }
+    };
+    let how = match outcome {
+        Outcome::Done => "closed",
+        Outcome::Cut(a) | Outcome::Killed(a) => {
+            close_as(client, upstream, a).await;
+            if matches!(outcome, Outcome::Killed(_)) {
+                "killed"
+            } else {
+                "cut"
+            }
+        }
+        Outcome::Broken(side, ref e) => {
+            tracing::debug!(?side, error = %e, "i/o error; other side reset");
+            reset(client);
+            reset(upstream);
+            "broken"
+        }
+    };
+    stats.conn_closed();
+    if let Some(s) = &sink {
+        s.record(Observation::ConnClosed { conn: id });
+    }
+    tracing::info!(
+        how,
+        bytes_up = up_bytes.load(Ordering::Relaxed),
+        bytes_down = down_bytes.load(Ordering::Relaxed),
+        ms = started.elapsed().as_millis() as u64,
+        "close"
+    );
+}
+
+enum Outcome {
+    Done,
+    Cut(CutAction),
+    Killed(CutAction),
+    Broken(Side, std::io::Error),
+}
+
+async fn close_as(mut client: TcpStream, upstream: TcpStream, action: CutAction) {
+    match action {
+        CutAction::Reset => {
+            reset(client);
+            reset(upstream);
+        }
+        CutAction::Fin | CutAction::CleanEnd => {
+            // The client may be gone already; its FIN then has no one to reach.
+            let _ = client.shutdown().await;
+            drop(client);
+            drop(upstream);
+        }
+    }
+}
+
+fn peer_of(s: &TcpStream) -> String {
+    s.peer_addr()
+        .map_or_else(|_| "?".to_owned(), |a: SocketAddr| a.to_string())
+}
+
+/// Instantiates the current factories for connection `id` and derives the direction RNGs.
+fn build_chains(proxy: &Proxy, id: u64) -> (Chain, Chain, ConnRng, ConnRng) {
+    let cfg = proxy.config();
+    let mut rng = conn_rng(cfg.seed, &cfg.name, id);
+    let (generation, factories) = proxy.faults_with_generation();
+    let now = Instant::now();
+    let mut up = Chain {
+        faults: Vec::new(),
+        generation,
+    };
+    let mut down = Chain {
+        faults: Vec::new(),
+        generation,
+    };
+    for f in factories.iter() {
+        if let Some(fault) = f.instantiate(&mut rng, now) {
+            proxy.stats().activated(fault.kind());
+            match f.direction() {
+                Direction::Upstream => up.faults.push(fault),
+                Direction::Downstream => down.faults.push(fault),
+            }
+        }
+    }
+    let up_rng = ConnRng::from_rng(&mut rng);
+    let down_rng = ConnRng::from_rng(&mut rng);
+    (up, down, up_rng, down_rng)
+}

@@ -1,0 +1,169 @@
+//! Accept loop and shutdown of one proxy, and the entry points that start several.
+//!
+//! Invariants:
+//! - [`run`] never returns because of an accept error: it logs, backs off (5 ms doubling to
+//!   1 s) and accepts again. It returns only after `shutdown` fired, the listener was closed,
+//!   and every connection task ended (drained within `drain_timeout`, the rest reset).
+//! - At most `max_connections` connection tasks exist; further clients wait in the backlog.
+//! - A connection accepted while the proxy is disabled, or during a `Refuse` outage, is reset
+//!   (RST) at once and counted as refused.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::Instrument;
+
+use super::conn::{reset, serve};
+use super::state::{OutageMode, Proxy};
+use super::{FaultList, ProxyConfig, ProxyError};
+use crate::fault::CutAction;
+
+/// One proxy to start: where it listens, its configuration and its initial faults.
+pub struct ProxySpec {
+    /// Listen address.
+    pub listen: SocketAddr,
+    /// Configuration (name, upstream, limits, seed).
+    pub config: ProxyConfig,
+    /// Initial fault factories (both directions).
+    pub faults: FaultList,
+}
+
+/// Binds `spec.listen` and builds its [`Proxy`].
+pub async fn bind(spec: ProxySpec) -> Result<(TcpListener, Arc<Proxy>), ProxyError> {
+    check(&spec.config)?;
+    let listener = TcpListener::bind(spec.listen)
+        .await
+        .map_err(|source| ProxyError::Bind {
+            addr: spec.listen,
+            source,
+        })?;
+    Ok((listener, Proxy::with_faults(spec.config, spec.faults)))
+}
+
+/// Binds every spec (all or none: the first failure is returned and nothing runs). Names must
+/// be unique. The proxies are returned so a control API can manage them.
+pub async fn bind_all(specs: Vec<ProxySpec>) -> Result<Vec<(TcpListener, Arc<Proxy>)>, ProxyError> {
+    let mut names = std::collections::HashSet::new();
+    for s in &specs {
+        if !names.insert(s.config.name.clone()) {
+            return Err(ProxyError::DuplicateName(s.config.name.clone()));
+        }
+    }
+    let mut bound = Vec::with_capacity(specs.len());
+    for spec in specs {
+        bound.push(bind(spec).await?);
+    }
+    Ok(bound)
+}
+
+/// Runs already-bound proxies until `shutdown` fires and all of them drained.
+pub async fn run_bound(
+    bound: Vec<(TcpListener, Arc<Proxy>)>,
+    shutdown: CancellationToken,
+) -> Result<(), ProxyError> {
+    let runs = bound.into_iter().map(|(l, p)| run(l, p, shutdown.clone()));
+    futures_util::future::try_join_all(runs).await.map(|_| ())
+}
+
+/// Binds and runs several proxies (a profile's) until `shutdown` fires.
+pub async fn run_all(specs: Vec<ProxySpec>, shutdown: CancellationToken) -> Result<(), ProxyError> {
+    let bound = bind_all(specs).await?;
+    run_bound(bound, shutdown).await
+}
+
+fn check(cfg: &ProxyConfig) -> Result<(), ProxyError> {
+    let bad = |problem: &str| {
+        Err(ProxyError::Config {
+            proxy: cfg.name.clone(),
+            problem: problem.to_owned(),
+        })
+    };
+    if cfg.buffer_size == 0 {
+        return bad("buffer_size must be at least 1 byte");
+    }
+    if cfg.max_connections == 0 || cfg.max_connections > Semaphore::MAX_PERMITS {
+        return bad("max_connections must be between 1 and 2^61");
+    }
+    if cfg.upstream.is_empty() {
+        return bad("upstream is empty");
+    }
+    Ok(())
+}
+
+/// Serves `proxy` on `listener` until `shutdown` fires, then drains (see the module doc).
+pub async fn run(
+    listener: TcpListener,
+    proxy: Arc<Proxy>,
+    shutdown: CancellationToken,
+) -> Result<(), ProxyError> {
+    check(proxy.config())?;
+    let tracker = TaskTracker::new();
+    let slots = Arc::new(Semaphore::new(proxy.config().max_connections));
+    let local = listener.local_addr().ok();
+    tracing::info!(proxy = %proxy.name(), listen = ?local, upstream = %proxy.upstream(), "listening");
+    let mut backoff = Duration::from_millis(5);
+    loop {
+        let permit = tokio::select! {
+            biased;
+            () = shutdown.cancelled() => break,
+            p = slots.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+        };
+        let accepted = tokio::select! {
+            biased;
+            () = shutdown.cancelled() => break,
+            r = listener.accept() => r,
+        };
+        let (stream, peer) = match accepted {
+            Ok(a) => {
+                backoff = Duration::from_millis(5);
+                a
+            }
+            Err(e) => {
+                tracing::warn!(proxy = %proxy.name(), error = %e, ?backoff, "accept failed; backing off");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+                continue;
+            }
+        };
+        let id = proxy.next_conn_id();
+        // Take the kill signal before looking at the state (see state.rs).
+        let kill = proxy.kill_signal();
+        let refuse = !proxy.is_enabled()
+            || proxy
+                .outage()
+                .is_some_and(|(_, mode)| mode == OutageMode::Refuse);
+        if refuse {
+            tracing::debug!(proxy = %proxy.name(), conn = id, %peer, "refused (disabled or outage)");
+            proxy.stats().refused();
+            reset(stream);
+            continue;
+        }
+        let span = tracing::info_span!("conn", proxy = %proxy.name(), id, %peer);
+        let proxy = proxy.clone();
+        tracker.spawn(
+            async move {
+                serve(proxy, stream, id, kill).await;
+                drop(permit);
+            }
+            .instrument(span),
+        );
+    }
+    drop(listener);
+    tracker.close();
+    let drain = proxy.config().drain_timeout;
+    if tokio::time::timeout(drain, tracker.wait()).await.is_err() {
+        tracing::info!(proxy = %proxy.name(), open = tracker.len(), "drain timeout; resetting the rest");
+        proxy.kill_all(CutAction::Reset);
+        tracker.wait().await;
+    }
+    tracing::info!(proxy = %proxy.name(), "stopped");
+    Ok(())
+}

@@ -1,0 +1,391 @@
+//! One direction of one connection: read a chunk, let the observer and the fault chain plan it,
+//! carry the plan out.
+//!
+//! Invariants:
+//! - Order: bytes are written in the order they were read. The fast path (nothing queued, every
+//!   slice due now) writes straight from the read buffer; otherwise slices are copied once into a
+//!   FIFO queue and written at their `at` (never before, and never before an earlier slice).
+//! - Reading continues while queued slices wait for their time, so a latency shifts the stream
+//!   in time without capping its throughput; it stops when the queue holds
+//!   `max_inflight_bytes` (backpressure), so memory stays bounded by
+//!   `buffer_size + max_inflight_bytes + buffer_size` per direction.
+//! - A cut delivers every slice planned before it, on time, then ends the direction with an
+//!   error value the connection task turns into RST or FIN; EOF is passed on (write shutdown)
+//!   after every queued byte and no earlier than every fault's `on_eof` time.
+//! - `bytes_buffered` counts exactly the bytes this pump holds (read chunk in flight + queue).
+
+use std::collections::VecDeque;
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{ReadHalf, WriteHalf};
+use tokio::time::{Instant, sleep_until};
+
+use super::state::{OutageMode, Proxy};
+use super::stats::ResidenceBatch;
+use crate::fault::{Chunk, ConnRng, Cut, CutAction, Deadline, Fault, Plan};
+use crate::wire::{Direction, Observation, WireObserver};
+
+/// Why a direction ended early (its `Err`): the connection must be cut or was broken.
+#[derive(Debug)]
+pub(crate) enum Stop {
+    /// A fault cut the connection; close both sides this way.
+    Cut(CutAction),
+    /// Reading or writing failed on this side; the other side is reset.
+    Io(Side, io::Error),
+}
+
+/// One of the connection's two sockets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Side {
+    /// The accepted socket.
+    Client,
+    /// The socket to the upstream.
+    Server,
+}
+
+/// A direction's fault chain and the fault-list generation it was built from.
+pub(crate) struct Chain {
+    pub(crate) faults: Vec<Box<dyn Fault>>,
+    pub(crate) generation: u64,
+}
+
+struct Timed {
+    bytes: Bytes,
+    at: Instant,
+}
+
+enum Event {
+    Read(usize),
+    Deadline(Deadline),
+    Drained,
+}
+
+/// One direction's pump. Borrowed socket halves: dropping the pump never closes a socket (the
+/// connection task decides how sockets end).
+pub(crate) struct Pump<'a> {
+    pub(crate) proxy: &'a Proxy,
+    pub(crate) conn: u64,
+    pub(crate) dir: Direction,
+    pub(crate) src: ReadHalf<'a>,
+    pub(crate) dst: WriteHalf<'a>,
+    pub(crate) chain: Chain,
+    pub(crate) rng: ConnRng,
+    pub(crate) observer: Box<dyn WireObserver>,
+    /// Bytes this direction delivered (for the connection's close log).
+    pub(crate) delivered: &'a AtomicU64,
+    buf: Vec<u8>,
+    plan: Plan,
+    queue: VecDeque<Timed>,
+    queued: usize,
+    read_total: u64,
+    last_chunk: usize,
+    residence: ResidenceBatch,
+}
+
+impl<'a> Pump<'a> {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        proxy: &'a Proxy,
+        conn: u64,
+        dir: Direction,
+        src: ReadHalf<'a>,
+        dst: WriteHalf<'a>,
+        chain: Chain,
+        rng: ConnRng,
+        observer: Box<dyn WireObserver>,
+        delivered: &'a AtomicU64,
+    ) -> Self {
+        Pump {
+            buf: vec![0; proxy.config().buffer_size.max(1)],
+            proxy,
+            conn,
+            dir,
+            src,
+            dst,
+            chain,
+            rng,
+            observer,
+            delivered,
+            plan: Plan::default(),
+            queue: VecDeque::new(),
+            queued: 0,
+            read_total: 0,
+            last_chunk: 0,
+            residence: ResidenceBatch::new(),
+        }
+    }
+
+    /// Runs the direction to its end: `Ok` after EOF was passed on.
+    pub(crate) async fn run(mut self) -> Result<(), Stop> {
+        let r = self.pump().await;
+        self.residence.flush(self.proxy.stats());
+        self.proxy.stats().buffer_sub(self.queued);
+        r
+    }
+
+    async fn pump(&mut self) -> Result<(), Stop> {
+        loop {
+            self.refresh_chain();
+            let deadline = self.earliest_deadline();
+            let event = if self.queue.is_empty() && deadline.is_none() {
+                let n = self.src.read(&mut self.buf).await;
+                Event::Read(n.map_err(|e| Stop::Io(self.src_side(), e))?)
+            } else {
+                self.wait(deadline).await?
+            };
+            match event {
+                Event::Drained => continue,
+                Event::Read(0) => return self.eof().await,
+                Event::Read(n) => self.chunk(n).await?,
+                Event::Deadline(d) => return Err(self.deadline_cut(d).await),
+            }
+        }
+    }
+
+    /// Writes queued slices as they fall due while reading (if the budget allows) and watching
+    /// the deadline; returns at the first read, the deadline, or an empty queue.
+    async fn wait(&mut self, deadline: Option<Deadline>) -> Result<Event, Stop> {
+        loop {
+            let Some(due) = self.queue.front().map(|t| t.at) else {
+                if deadline.is_none() {
+                    return Ok(Event::Drained);
+                }
+                // Only the deadline (and reads) remain.
+                let d = deadline.map_or_else(Instant::now, |d| d.at);
+                return tokio::select! {
+                    biased;
+                    () = sleep_until(d) => Ok(deadline.map_or(Event::Drained, Event::Deadline)),
+                    r = self.src.read(&mut self.buf) => {
+                        Ok(Event::Read(r.map_err(|e| Stop::Io(self.src_side(), e))?))
+                    }
+                };
+            };
+            let can_read = self.queued < self.proxy.config().max_inflight_bytes;
+            let dl = deadline.map(|d| d.at);
+            enum Step {
+                Write,
+                Deadline,
+                Read(io::Result<usize>),
+            }
+            let step = tokio::select! {
+                biased;
+                () = sleep_until(dl.unwrap_or(due)), if dl.is_some_and(|d| d < due) => Step::Deadline,
+                () = sleep_until(due) => Step::Write,
+                r = self.src.read(&mut self.buf), if can_read => Step::Read(r),
+            };
+            match step {
+                Step::Write => self.write_front().await?,
+                Step::Deadline => {
+                    if let Some(d) = deadline {
+                        return Ok(Event::Deadline(d));
+                    }
+                }
+                Step::Read(r) => {
+                    return Ok(Event::Read(r.map_err(|e| Stop::Io(self.src_side(), e))?));
+                }
+            }
+        }
+    }
+
+    /// The socket the pump reads from.
+    fn src_side(&self) -> Side {
+        match self.dir {
+            Direction::Upstream => Side::Client,
+            Direction::Downstream => Side::Server,
+        }
+    }
+
+    /// The socket the pump writes to.
+    fn dst_side(&self) -> Side {
+        match self.dir {
+            Direction::Upstream => Side::Server,
+            Direction::Downstream => Side::Client,
+        }
+    }
+
+    fn refresh_chain(&mut self) {
+        if self.proxy.fault_generation() == self.chain.generation {
+            return;
+        }
+        let (generation, factories) = self.proxy.faults_with_generation();
+        let now = Instant::now();
+        self.chain.faults.clear();
+        for f in factories.iter().filter(|f| f.direction() == self.dir) {
+            if let Some(fault) = f.instantiate(&mut self.rng, now) {
+                self.proxy.stats().activated(fault.kind());
+                self.chain.faults.push(fault);
+            }
+        }
+        self.chain.generation = generation;
+    }
+
+    fn earliest_deadline(&self) -> Option<Deadline> {
+        self.chain
+            .faults
+            .iter()
+            .filter_map(|f| f.deadline())
+            .min_by_key(|d| d.at)
+    }
+
+    async fn chunk(&mut self, n: usize) -> Result<(), Stop> {
+        let now = Instant::now();
+        let stats = self.proxy.stats();
+        stats.buffer_add(n);
+        let offset = self.read_total;
+        self.read_total += n as u64;
+        self.last_chunk = n;
+        let bytes = &self.buf[..n];
+        let positions = self.observer.observe(bytes);
+        self.plan.reset(n, now);
+        if !self.chain.faults.is_empty() {
+            let chunk = Chunk {
+                bytes,
+                offset,
+                arrived: now,
+                direction: self.dir,
+                positions,
+            };
+            for f in &mut self.chain.faults {
+                f.on_chunk(&chunk, &mut self.plan, &mut self.rng);
+            }
+        }
+        let fast = self.queue.is_empty() && self.plan.slices().iter().all(|s| s.at <= now);
+        let result = if fast {
+            self.write_direct(now).await
+        } else {
+            for s in self.plan.slices() {
+                let len = s.end - s.start;
+                self.queue.push_back(Timed {
+                    bytes: Bytes::copy_from_slice(&self.buf[s.start..s.end]),
+                    at: s.at,
+                });
+                self.queued += len;
+                stats.buffer_add(len);
+            }
+            Ok(())
+        };
+        stats.buffer_sub(n);
+        result?;
+        match self.plan.cut() {
+            Some(cut) => Err(self.cut(cut).await),
+            None => Ok(()),
+        }
+    }
+
+    async fn write_direct(&mut self, now: Instant) -> Result<(), Stop> {
+        let mut written = 0;
+        for s in self.plan.slices() {
+            let r = self.dst.write_all(&self.buf[s.start..s.end]).await;
+            r.map_err(|e| Stop::Io(self.dst_side(), e))?;
+            written += s.end - s.start;
+        }
+        if written > 0 {
+            self.account(written);
+            self.residence
+                .record(self.proxy.stats(), now.elapsed(), Instant::now());
+        }
+        Ok(())
+    }
+
+    fn account(&self, n: usize) {
+        self.proxy.stats().delivered(self.dir, n);
+        self.delivered.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    async fn write_front(&mut self) -> Result<(), Stop> {
+        let Some(t) = self.queue.pop_front() else {
+            return Ok(());
+        };
+        let len = t.bytes.len();
+        let r = self.dst.write_all(&t.bytes).await;
+        self.queued -= len;
+        self.proxy.stats().buffer_sub(len);
+        r.map_err(|e| Stop::Io(self.dst_side(), e))?;
+        self.account(len);
+        Ok(())
+    }
+
+    /// Writes every queued slice at its time.
+    async fn drain(&mut self) -> Result<(), Stop> {
+        while let Some(at) = self.queue.front().map(|t| t.at) {
+            sleep_until(at).await;
+            self.write_front().await?;
+        }
+        Ok(())
+    }
+
+    async fn eof(&mut self) -> Result<(), Stop> {
+        let now = Instant::now();
+        self.observer.eof();
+        let mut at = now;
+        for f in &mut self.chain.faults {
+            at = at.max(f.on_eof(now));
+        }
+        self.drain().await?;
+        sleep_until(at).await;
+        let r = self.dst.shutdown().await;
+        // The peer may already be gone; a failed shutdown is no data loss.
+        if let Err(e) = r {
+            tracing::debug!(direction = %self.dir, error = %e, "shutdown after EOF failed");
+        }
+        Ok(())
+    }
+
+    async fn cut(&mut self, cut: Cut) -> Stop {
+        if let Err(stop) = self.drain().await {
+            return stop;
+        }
+        let mut action = cut.action;
+        if action == CutAction::CleanEnd {
+            let tail = self.observer.clean_end(cut.at);
+            if tail.is_empty() {
+                action = CutAction::Fin;
+            } else if let Err(e) = self.dst.write_all(&tail).await {
+                return Stop::Io(self.dst_side(), e);
+            }
+        }
+        self.record_cut(action, cut.at, cut.by);
+        if let Some(d) = cut.outage {
+            // The documents' outage: new connections wait (Hold) until the window ends.
+            self.proxy.begin_outage(d, OutageMode::Hold);
+        }
+        Stop::Cut(action)
+    }
+
+    /// A fault's deadline fired: slices due by then leave, later ones are dropped, then the cut.
+    async fn deadline_cut(&mut self, d: Deadline) -> Stop {
+        while let Some(at) = self.queue.front().map(|t| t.at).filter(|at| *at <= d.at) {
+            sleep_until(at).await;
+            if let Err(stop) = self.write_front().await {
+                return stop;
+            }
+        }
+        let mut action = d.action;
+        if action == CutAction::CleanEnd {
+            let tail = self.observer.clean_end(self.last_chunk);
+            if tail.is_empty() {
+                action = CutAction::Fin;
+            } else if let Err(e) = self.dst.write_all(&tail).await {
+                return Stop::Io(self.dst_side(), e);
+            }
+        }
+        self.record_cut(action, self.last_chunk, d.by);
+        Stop::Cut(action)
+    }
+
+    fn record_cut(&mut self, action: CutAction, at: usize, by: &'static str) {
+        self.proxy.stats().cut(action);
+        tracing::debug!(direction = %self.dir, action = action.as_str(), by, "cut");
+        if let Some(sink) = self.proxy.sink() {
+            sink.record(Observation::Cut {
+                conn: self.conn,
+                direction: self.dir,
+                action,
+                point: self.observer.cut_point(at),
+            });
+        }
+    }
+}

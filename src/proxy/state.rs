@@ -1,0 +1,254 @@
+//! The shared, runtime-changeable state of one proxy: what the control API edits while
+//! connections run.
+//!
+//! Invariants:
+//! - Fault changes are published as a (generation, list) pair under one lock; a pump that sees a
+//!   new generation rebuilds its chain before its next chunk, and bytes already planned keep
+//!   their place in the queue (nothing lost or reordered).
+//! - Every connection holds the kill signal that was current when it was accepted; killing
+//!   (disable, outage, forced shutdown) fires the current signal and installs a fresh one, so
+//!   connections accepted afterwards are unaffected. State (disabled, outage window) is set
+//!   before the signal fires, so an accept racing with a kill either is killed or sees the state.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::stats::Stats;
+use super::{FaultList, ProxyConfig};
+use crate::fault::{CutAction, FaultFactory};
+use crate::wire::observe::NoObserver;
+use crate::wire::{ObservationSink, WireObserver};
+
+/// Makes the (upstream, downstream) observers of connection `id`.
+pub type ObserverFactory =
+    dyn Fn(u64) -> (Box<dyn WireObserver>, Box<dyn WireObserver>) + Send + Sync;
+
+/// The fault factories in force, shared by every connection that reads them.
+pub type Factories = Arc<[Arc<dyn FaultFactory>]>;
+
+/// What happens to new connections during an outage window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OutageMode {
+    /// Accepted and reset at once (RST).
+    Refuse,
+    /// Accepted and held (no upstream connect, no bytes) until the window ends, then served.
+    Hold,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Outage {
+    until: Instant,
+    mode: OutageMode,
+}
+
+/// Fired when a proxy closes its open connections; `action` says how.
+#[derive(Debug, Default)]
+pub(crate) struct KillSignal {
+    pub(crate) token: CancellationToken,
+    action: OnceLock<CutAction>,
+}
+
+impl KillSignal {
+    /// How the connection must end once `token` fired.
+    pub(crate) fn action(&self) -> CutAction {
+        self.action.get().copied().unwrap_or(CutAction::Reset)
+    }
+}
+
+/// One proxy's shared state. Cheap to read from the data path (atomics, uncontended locks taken
+/// per connection or per fault change, never per byte).
+pub struct Proxy {
+    config: ProxyConfig,
+    upstream: RwLock<String>,
+    enabled: AtomicBool,
+    fault_generation: AtomicU64,
+    faults: RwLock<(u64, Factories)>,
+    outage: Mutex<Option<Outage>>,
+    kill: Mutex<Arc<KillSignal>>,
+    observers: RwLock<Arc<ObserverFactory>>,
+    sink: RwLock<Option<Arc<dyn ObservationSink>>>,
+    next_conn: AtomicU64,
+    stats: Stats,
+}
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy")
+            .field("name", &self.config.name)
+            .field("upstream", &self.upstream())
+            .field("enabled", &self.is_enabled())
+            .finish_non_exhaustive()
+    }
+}
+
+fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn byte_mode(_: u64) -> (Box<dyn WireObserver>, Box<dyn WireObserver>) {
+    (
+        Box::new(NoObserver::default()),
+        Box::new(NoObserver::default()),
+    )
+}
+
+impl Proxy {
+    /// A proxy with no faults, byte-mode observers and no sink, enabled.
+    pub fn new(config: ProxyConfig) -> Arc<Self> {
+        Self::with_faults(config, Vec::new())
+    }
+
+    /// A proxy with initial fault factories.
+    pub fn with_faults(config: ProxyConfig, faults: FaultList) -> Arc<Self> {
+        Arc::new(Proxy {
+            upstream: RwLock::new(config.upstream.clone()),
+            config,
+            enabled: AtomicBool::new(true),
+            fault_generation: AtomicU64::new(0),
+            faults: RwLock::new((0, faults.into())),
+            outage: Mutex::new(None),
+            kill: Mutex::new(Arc::default()),
+            observers: RwLock::new(Arc::new(byte_mode)),
+            sink: RwLock::new(None),
+            next_conn: AtomicU64::new(0),
+            stats: Stats::new(),
+        })
+    }
+
+    /// The static configuration (its `upstream` is the initial one; see [`Proxy::upstream`]).
+    pub fn config(&self) -> &ProxyConfig {
+        &self.config
+    }
+
+    /// The proxy's name.
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    /// Live counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The upstream new connections go to.
+    pub fn upstream(&self) -> String {
+        read(&self.upstream).clone()
+    }
+
+    /// Changes the upstream for new connections; open connections keep theirs.
+    pub fn set_upstream(&self, upstream: impl Into<String>) {
+        *write(&self.upstream) = upstream.into();
+    }
+
+    /// Whether the proxy accepts connections.
+    pub fn is_enabled(&self) -> bool {
+        self.enabled.load(Ordering::Acquire)
+    }
+
+    /// Disabled: new connections are reset at accept and every open connection is closed (FIN).
+    /// Enabled again: connections are served as before.
+    pub fn set_enabled(&self, enabled: bool) {
+        let was = self.enabled.swap(enabled, Ordering::AcqRel);
+        if was && !enabled {
+            self.kill_all(CutAction::Fin);
+        }
+    }
+
+    /// Replaces the fault factories (both directions). Live connections switch at their next
+    /// chunk; bytes already planned keep their timing and order.
+    pub fn set_faults(&self, faults: FaultList) {
+        let mut g = write(&self.faults);
+        let generation = g.0 + 1;
+        *g = (generation, faults.into());
+        self.fault_generation.store(generation, Ordering::Release);
+    }
+
+    /// The current fault factories.
+    pub fn faults(&self) -> Factories {
+        read(&self.faults).1.clone()
+    }
+
+    /// The generation counter of the fault list (bumped by every [`Proxy::set_faults`]).
+    pub fn fault_generation(&self) -> u64 {
+        self.fault_generation.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn faults_with_generation(&self) -> (u64, Factories) {
+        let g = read(&self.faults);
+        (g.0, g.1.clone())
+    }
+
+    /// Starts (or extends) an outage: every open connection is reset now, and connections
+    /// accepted before `now + duration` are refused with RST or held until then (`mode`).
+    pub fn begin_outage(&self, duration: Duration, mode: OutageMode) {
+        let until = Instant::now() + duration;
+        {
+            let mut o = lock(&self.outage);
+            let until = o.map_or(until, |old| old.until.max(until));
+            *o = Some(Outage { until, mode });
+        }
+        tracing::info!(proxy = %self.config.name, ?duration, ?mode, "outage begins");
+        self.kill_all(CutAction::Reset);
+    }
+
+    /// The end of the current outage window and its mode, if one is running.
+    pub fn outage(&self) -> Option<(Instant, OutageMode)> {
+        let mut o = lock(&self.outage);
+        match *o {
+            Some(out) if out.until > Instant::now() => Some((out.until, out.mode)),
+            Some(_) => {
+                *o = None;
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Sets the observer factory (default: byte mode, [`NoObserver`] both ways) for new
+    /// connections.
+    pub fn set_observer_factory(&self, factory: Arc<ObserverFactory>) {
+        *write(&self.observers) = factory;
+    }
+
+    /// Sets where observations (connections, cuts, what observers learn) go; `None` drops them.
+    pub fn set_sink(&self, sink: Option<Arc<dyn ObservationSink>>) {
+        *write(&self.sink) = sink;
+    }
+
+    pub(crate) fn sink(&self) -> Option<Arc<dyn ObservationSink>> {
+        read(&self.sink).clone()
+    }
+
+    pub(crate) fn observers(&self, conn: u64) -> (Box<dyn WireObserver>, Box<dyn WireObserver>) {
+        let f = read(&self.observers).clone();
+        f(conn)
+    }
+
+    /// Closes every open connection now (`action`: reset or FIN), without changing any state.
+    pub fn kill_all(&self, action: CutAction) {
+        let old = std::mem::take(&mut *lock(&self.kill));
+        let _ = old.action.set(action);
+        old.token.cancel();
+    }
+
+    pub(crate) fn kill_signal(&self) -> Arc<KillSignal> {
+        lock(&self.kill).clone()
+    }
+
+    pub(crate) fn next_conn_id(&self) -> u64 {
+        self.next_conn.fetch_add(1, Ordering::Relaxed)
+    }
+}

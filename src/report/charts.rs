@@ -1,0 +1,265 @@
+//! SVG charts for `report.html`, drawn with plotters' SVG backend.
+//!
+//! Why: a person sees the tail, the cut mix and the run's rhythm faster in a picture than in a
+//! table; SVG text embeds in one HTML file and needs no script or network.
+//! Invariants: every function returns one complete `<svg>` element as a string; text drawn
+//! into it is escaped by plotters' SVG backend; the percentile chart's x axis is
+//! log10(1/(1-p)) (0 = 0%, 1 = 90%, 2 = 99%, 3 = 99.9%, …) as in HdrHistogram's plotter, its
+//! y axis milliseconds; empty inputs give a chart with a "no data" caption instead of an error.
+
+use hdrhistogram::Histogram;
+use plotters::coord::ranged1d::SegmentValue;
+use plotters::prelude::*;
+
+use super::ReportError;
+use super::hgrm;
+use super::model::{TimelineEntry, TimelineKind};
+
+/// Width of every chart in pixels.
+pub const WIDTH: u32 = 860;
+
+const COLORS: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+];
+
+fn color(i: usize) -> RGBColor {
+    COLORS[i % COLORS.len()]
+}
+
+fn chart_error(chart: &str, e: impl std::fmt::Display) -> ReportError {
+    ReportError::Chart {
+        chart: chart.to_owned(),
+        message: e.to_string(),
+    }
+}
+
+/// The x-axis label of log10(1/(1-p)) = `x`: `0%`, `90%`, `99%`, `99.9%`, ….
+fn percentile_label(x: f64) -> String {
+    if (x - x.round()).abs() > 1e-9 || x < 0.0 {
+        return String::new();
+    }
+    let k = x.round() as i32;
+    if k == 0 {
+        return "0%".to_owned();
+    }
+    let p = 100.0 - 100.0 / 10f64.powi(k);
+    format!("{p:.*}%", (k - 2).max(0) as usize)
+}
+
+/// Percentile curves, one series per `(label, histogram)`; values µs, drawn in ms.
+pub fn percentile_curves(
+    title: &str,
+    series: &[(String, &Histogram<u64>)],
+) -> Result<String, ReportError> {
+    let lines: Vec<(String, Vec<(f64, f64)>)> = series
+        .iter()
+        .filter(|(_, h)| !h.is_empty())
+        .map(|(label, h)| {
+            let points = hgrm::rows(h, 1000.0)
+                .into_iter()
+                .filter(|r| r.percentile < 1.0)
+                .map(|r| ((1.0 / (1.0 - r.percentile)).log10(), r.value))
+                .collect();
+            (label.clone(), points)
+        })
+        .collect();
+    let x_max = lines
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|(x, _)| *x))
+        .fold(2.0f64, f64::max)
+        .ceil()
+        .min(6.0);
+    let y_max = lines
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|(_, y)| *y))
+        .fold(0.0f64, f64::max)
+        .max(0.001)
+        * 1.1;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, 360)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| chart_error(title, e))?;
+        let caption = if lines.is_empty() {
+            format!("{title} (no data)")
+        } else {
+            title.to_owned()
+        };
+        let mut chart = ChartBuilder::on(&root)
+            .caption(caption, ("sans-serif", 18))
+            .margin(12)
+            .margin_right(36)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0f64..x_max, 0f64..y_max)
+            .map_err(|e| chart_error(title, e))?;
+        chart
+            .configure_mesh()
+            .x_labels(x_max as usize + 1)
+            .x_label_style(("sans-serif", 13))
+            .y_label_style(("sans-serif", 13))
+            .light_line_style(RGBColor(235, 235, 235))
+            .x_label_formatter(&|x| percentile_label(*x))
+            .y_label_formatter(&|y| format!("{y:.1}"))
+            .x_desc("percentile")
+            .y_desc("latency (ms)")
+            .draw()
+            .map_err(|e| chart_error(title, e))?;
+        for (i, (label, points)) in lines.into_iter().enumerate() {
+            let c = color(i);
+            chart
+                .draw_series(LineSeries::new(points, c.stroke_width(2)))
+                .map_err(|e| chart_error(title, e))?
+                .label(label)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|e| chart_error(title, e))?;
+        root.present().map_err(|e| chart_error(title, e))?;
+    }
+    Ok(svg)
+}
+
+/// Horizontal bars, one per `(name, count)`.
+pub fn bars(title: &str, items: &[(String, u64)]) -> Result<String, ReportError> {
+    let n = items.len().max(1);
+    let x_max = items.iter().map(|(_, v)| *v).max().unwrap_or(0).max(1);
+    let x_max = x_max + x_max / 8 + 1;
+    let height = 80 + 28 * n as u32;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| chart_error(title, e))?;
+        let caption = if items.is_empty() {
+            format!("{title} (none)")
+        } else {
+            title.to_owned()
+        };
+        let mut chart = ChartBuilder::on(&root)
+            .caption(caption, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(30)
+            .y_label_area_size(150)
+            .build_cartesian_2d(0u64..x_max, (0usize..n).into_segmented())
+            .map_err(|e| chart_error(title, e))?;
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(n)
+            .y_label_style(("sans-serif", 14))
+            .x_label_style(("sans-serif", 13))
+            .y_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => items
+                    .get(*i)
+                    .map(|(name, _)| name.clone())
+                    .unwrap_or_default(),
+                SegmentValue::Last => String::new(),
+            })
+            .draw()
+            .map_err(|e| chart_error(title, e))?;
+        chart
+            .draw_series(
+                plotters::series::Histogram::horizontal(&chart)
+                    .style(color(0).filled())
+                    .margin(4)
+                    .data(items.iter().enumerate().map(|(i, (_, v))| (i, *v))),
+            )
+            .map_err(|e| chart_error(title, e))?;
+        chart
+            .draw_series(items.iter().enumerate().map(|(i, (_, v))| {
+                Text::new(
+                    format!(" {v}"),
+                    (*v, SegmentValue::CenterOf(i)),
+                    ("sans-serif", 13),
+                )
+            }))
+            .map_err(|e| chart_error(title, e))?;
+        root.present().map_err(|e| chart_error(title, e))?;
+    }
+    Ok(svg)
+}
+
+/// The timeline: one row per [`TimelineKind`], ticks for instants, bars for outages.
+pub fn timeline(entries: &[TimelineEntry], run_ms: u64) -> Result<String, ReportError> {
+    let title = "Timeline of cuts, outages, reconnects and resumes";
+    let end_ms = entries
+        .iter()
+        .map(|e| e.t_ms + e.duration_ms)
+        .max()
+        .unwrap_or(0)
+        .max(run_ms)
+        .max(1);
+    let x_max = end_ms as f64 / 1000.0;
+    let tick = (x_max / 600.0).max(0.0005);
+    let rows = TimelineKind::ALL;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, 240)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| chart_error(title, e))?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(90)
+            .build_cartesian_2d(0f64..x_max, (0usize..rows.len()).into_segmented())
+            .map_err(|e| chart_error(title, e))?;
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(rows.len())
+            .y_label_style(("sans-serif", 14))
+            .x_label_style(("sans-serif", 13))
+            .y_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => rows
+                    .get(*i)
+                    .map(|k| k.as_str().to_owned())
+                    .unwrap_or_default(),
+                SegmentValue::Last => String::new(),
+            })
+            .x_desc("seconds since start")
+            .draw()
+            .map_err(|e| chart_error(title, e))?;
+        chart
+            .draw_series(entries.iter().map(|e| {
+                let row = rows.iter().position(|k| *k == e.kind).unwrap_or(0);
+                let start = e.t_ms as f64 / 1000.0;
+                let end = (start + e.duration_ms as f64 / 1000.0).max(start + tick);
+                Rectangle::new(
+                    [
+                        (start, SegmentValue::Exact(row)),
+                        (end, SegmentValue::Exact(row + 1)),
+                    ],
+                    color(row).mix(0.7).filled(),
+                )
+            }))
+            .map_err(|e| chart_error(title, e))?;
+        root.present().map_err(|e| chart_error(title, e))?;
+    }
+    Ok(svg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentile_axis_labels_name_nines() {
+        assert_eq!(percentile_label(0.0), "0%");
+        assert_eq!(percentile_label(1.0), "90%");
+        assert_eq!(percentile_label(2.0), "99%");
+        assert_eq!(percentile_label(3.0), "99.9%");
+        assert_eq!(percentile_label(4.0), "99.99%");
+        assert_eq!(percentile_label(1.5), "");
+    }
+}

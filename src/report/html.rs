@@ -1,0 +1,273 @@
+//! `report.html`: the report as one self-contained page.
+//!
+//! Why: a person opens one file from a CI artifact or a laptop and sees the run: facts, the
+//! story of one affected session, charts and tables.
+//! Invariants: one file with inline CSS and inline SVG; no `<script>`, no external resource
+//! (no `src`/`href` to anything, no `url(`), so it renders offline and with scripts disabled;
+//! every piece of report text embedded in it goes through [`escape`].
+
+use std::fmt::Write as _;
+
+use super::ReportError;
+use super::charts;
+use super::latency::Summary;
+use super::model::{Counters, Report};
+use super::summary::{latency_rows, target_line};
+
+/// Timeline rows listed in the table (the chart shows all).
+const TIMELINE_ROWS: usize = 100;
+
+const STYLE: &str = "body{font-family:sans-serif;margin:24px auto;max-width:900px;color:#222}\
+h1{font-size:22px}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ccc}\
+table{border-collapse:collapse;margin:8px 0}td,th{padding:3px 10px;border:1px solid #ddd;\
+text-align:left;font-size:13px}td.n{text-align:right;font-variant-numeric:tabular-nums}\
+th{background:#f3f3f3}pre{background:#f7f7f7;padding:8px;font-size:12px;overflow-x:auto}\
+.story{background:#fff8e6;border-left:4px solid #e0a800;padding:8px 12px;font-family:monospace;\
+font-size:13px;white-space:pre-wrap}.chart{margin:12px 0}";
+
+/// `text` with `& < > " '` replaced by character references.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// True if `cell` reads as a number, optionally with a unit or `%` (or is `-`): such cells
+/// are right-aligned.
+fn is_number(cell: &str) -> bool {
+    let n = cell.trim_end_matches(['µ', 'm', 's', '%']);
+    cell == "-" || (!n.is_empty() && n.parse::<f64>().is_ok())
+}
+
+/// An HTML table of escaped cells.
+fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut out = String::from("<table><tr>");
+    for h in header {
+        let _ = write!(out, "<th>{}</th>", escape(h));
+    }
+    out.push_str("</tr>");
+    for row in rows {
+        out.push_str("<tr>");
+        for cell in row {
+            let class = if is_number(cell) { " class=\"n\"" } else { "" };
+            let _ = write!(out, "<td{class}>{}</td>", escape(cell));
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</table>\n");
+    out
+}
+
+fn section(out: &mut String, title: &str) {
+    let _ = writeln!(out, "<h2>{}</h2>", escape(title));
+}
+
+fn chart(out: &mut String, svg: &str) {
+    let _ = writeln!(out, "<div class=\"chart\">{svg}</div>");
+}
+
+/// Latency charts: one per histogram name shared by the policies (one curve per policy), then
+/// one with every proxy histogram.
+fn latency_charts(report: &Report, out: &mut String) -> Result<(), ReportError> {
+    let mut names: Vec<&String> = report
+        .policies
+        .values()
+        .flat_map(|p| p.histograms.keys())
+        .collect();
+    names.sort();
+    names.dedup();
+    for name in names {
+        let series: Vec<(String, &hdrhistogram::Histogram<u64>)> = report
+            .policies
+            .iter()
+            .filter_map(|(policy, p)| {
+                p.histograms
+                    .get(name)
+                    .map(|l| (policy.clone(), &l.histogram))
+            })
+            .collect();
+        let title = format!("{name} latency by percentile, per policy");
+        chart(out, &charts::percentile_curves(&title, &series)?);
+    }
+    if !report.proxy_histograms.is_empty() {
+        let series: Vec<(String, &hdrhistogram::Histogram<u64>)> = report
+            .proxy_histograms
+            .iter()
+            .map(|(n, l)| (n.clone(), &l.histogram))
+            .collect();
+        chart(
+            out,
+            &charts::percentile_curves("proxy-measured latencies by percentile", &series)?,
+        );
+    }
+    Ok(())
+}
+
+/// The whole page.
+pub fn render(report: &Report) -> Result<String, ReportError> {
+    let f = &report.facts;
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <title>tearline report {}</title><style>{STYLE}</style></head><body>\n",
+        escape(&f.started_at)
+    );
+    let _ = writeln!(
+        out,
+        "<h1>tearline report — {}</h1>",
+        escape(&f.profile_name)
+    );
+    let facts = vec![
+        vec!["tool".to_owned(), format!("{} {}", f.tool, f.tool_version)],
+        vec!["started".to_owned(), f.started_at.clone()],
+        vec![
+            "duration".to_owned(),
+            format!("{:.1} s", f.duration_ms as f64 / 1000.0),
+        ],
+        vec!["seed".to_owned(), f.seed.to_string()],
+        vec!["profile".to_owned(), f.profile_name.clone()],
+        vec!["target".to_owned(), target_line(&f.target)],
+        vec!["command".to_owned(), f.command_line.join(" ")],
+    ];
+    out.push_str(&table(&["fact", "value"], &facts));
+
+    if !report.story.is_empty() {
+        section(&mut out, "One affected session");
+        let lines: Vec<String> = report.story.iter().map(|l| escape(l)).collect();
+        let _ = writeln!(out, "<div class=\"story\">{}</div>", lines.join("\n"));
+    }
+
+    section(&mut out, "Latency");
+    latency_charts(report, &mut out)?;
+    out.push_str(&table(
+        &["histogram", "count", "p50", "p90", "p99", "p99.9", "max"],
+        &latency_rows(report),
+    ));
+    let files: Vec<Vec<String>> = report
+        .latencies()
+        .into_iter()
+        .map(|(label, l)| {
+            let s = Summary::of(&l.histogram);
+            vec![
+                label,
+                l.hgrm.clone(),
+                l.tag.clone(),
+                format!("{:.1}", s.mean),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &["histogram", ".hgrm file", ".hlog tag", "mean µs"],
+        &files,
+    ));
+
+    section(&mut out, &format!("Cuts ({} total)", report.cuts.total));
+    let by_class: Vec<(String, u64)> = report
+        .cuts
+        .by_class
+        .iter()
+        .map(|(k, v)| (k.clone(), *v))
+        .collect();
+    chart(
+        &mut out,
+        &charts::bars("Cuts by SSE position class", &by_class)?,
+    );
+    let by_action: Vec<Vec<String>> = report
+        .cuts
+        .by_action
+        .iter()
+        .map(|(k, v)| vec![k.clone(), v.to_string()])
+        .collect();
+    out.push_str(&table(&["action", "cuts"], &by_action));
+
+    section(&mut out, "Proxy findings");
+    let kinds: Vec<(String, u64)> = report
+        .findings
+        .iter()
+        .map(|(k, g)| (k.clone(), g.count))
+        .collect();
+    chart(&mut out, &charts::bars("Findings by kind", &kinds)?);
+    let examples: Vec<Vec<String>> = report
+        .findings
+        .iter()
+        .flat_map(|(kind, g)| {
+            g.examples.iter().map(move |e| {
+                vec![
+                    kind.clone(),
+                    e.session.clone(),
+                    e.stream.clone(),
+                    e.ids.join(", "),
+                    e.detail.clone(),
+                ]
+            })
+        })
+        .collect();
+    out.push_str(&table(
+        &["kind", "session", "stream", "ids", "detail"],
+        &examples,
+    ));
+
+    section(&mut out, "Client outcomes per policy");
+    let mut header = vec!["counter"];
+    header.extend(report.policies.keys().map(String::as_str));
+    let rows: Vec<Vec<String>> = Counters::NAMES
+        .iter()
+        .map(|name| {
+            let mut row = vec![(*name).to_owned()];
+            row.extend(
+                report
+                    .policies
+                    .values()
+                    .map(|p| p.counters.get(name).unwrap_or(0).to_string()),
+            );
+            row
+        })
+        .collect();
+    out.push_str(&table(&header, &rows));
+
+    section(&mut out, "Timeline");
+    chart(
+        &mut out,
+        &charts::timeline(&report.timeline, f.duration_ms)?,
+    );
+    let rows: Vec<Vec<String>> = report
+        .timeline
+        .iter()
+        .take(TIMELINE_ROWS)
+        .map(|e| {
+            vec![
+                format!("{:.3}", e.t_ms as f64 / 1000.0),
+                e.kind.as_str().to_owned(),
+                e.duration_ms.to_string(),
+                e.detail.clone(),
+            ]
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "<details><summary>first {} of {} entries</summary>",
+        rows.len(),
+        report.timeline.len()
+    );
+    out.push_str(&table(&["t (s)", "kind", "duration (ms)", "detail"], &rows));
+    out.push_str("</details>\n");
+
+    section(&mut out, "Profile");
+    let _ = writeln!(
+        out,
+        "<details><summary>profile text</summary><pre>{}</pre></details>",
+        escape(&f.profile_text)
+    );
+    out.push_str("</body></html>\n");
+    Ok(out)
+}

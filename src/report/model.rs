@@ -1,0 +1,435 @@
+//! The report model: everything one run (`tearline replay`, or a proxy + load run) learned.
+//!
+//! Why: one value that every output (terminal summary, `report.json`, `.hgrm`, `.hlog`, HTML)
+//! and every `--fail-on` threshold reads, so they cannot disagree.
+//! Invariants: `schema_version` is [`SCHEMA_VERSION`] for reports built here and is checked on
+//! load; histogram values are microseconds; counters, finding kinds, cut classes and actions use
+//! the kebab-case vocabulary of the design note (the same words thresholds use); maps are
+//! ordered (`BTreeMap`) so every output is deterministic for a given run; a finding kind keeps
+//! at most [`MAX_EXAMPLES`] examples while its count keeps counting.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use super::latency::{Latency, safe_name};
+
+/// Version of the `report.json` layout; bumped on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Examples kept per finding kind.
+pub const MAX_EXAMPLES: usize = 3;
+
+/// What was tested and how: enough to rerun it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunFacts {
+    /// `tearline`.
+    pub tool: String,
+    /// The crate version that produced the report.
+    pub tool_version: String,
+    /// The run's seed (every connection's RNG derives from it).
+    pub seed: u64,
+    /// Profile name, e.g. `reset-250ms`.
+    pub profile_name: String,
+    /// The profile's TOML text as used.
+    pub profile_text: String,
+    /// What the proxy fronted.
+    pub target: Target,
+    /// Start of the run, RFC 3339 UTC.
+    pub started_at: String,
+    /// Wall-clock length of the run in milliseconds.
+    pub duration_ms: u64,
+    /// The command line, one argument per element.
+    pub command_line: Vec<String>,
+}
+
+impl RunFacts {
+    /// Facts for a run starting now, with this process's command line and the crate version;
+    /// `duration_ms` starts at 0 and `profile_text` empty (set the fields directly).
+    pub fn new(seed: u64, profile_name: impl Into<String>, target: Target) -> RunFacts {
+        RunFacts {
+            tool: "tearline".to_owned(),
+            tool_version: env!("CARGO_PKG_VERSION").to_owned(),
+            seed,
+            profile_name: profile_name.into(),
+            profile_text: String::new(),
+            target,
+            started_at: super::clock::rfc3339(SystemTime::now()),
+            duration_ms: 0,
+            command_line: std::env::args().collect(),
+        }
+    }
+}
+
+/// The server under test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Target {
+    /// tearline's own lab server.
+    Lab {
+        /// Its listening address.
+        address: String,
+        /// Its mode, e.g. `ring=64 on-evicted=fresh`.
+        server_mode: String,
+    },
+    /// The user's own server (`--upstream`).
+    User {
+        /// `HOST:PORT`.
+        address: String,
+        /// The MCP endpoint path.
+        path: String,
+    },
+}
+
+/// Cuts the proxy made, counted two ways.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cuts {
+    /// Total cuts.
+    pub total: u64,
+    /// Count per SSE position class (`mid-value`, `after-id`, …).
+    pub by_class: BTreeMap<String, u64>,
+    /// Count per action (`reset`, `fin`, `clean-end`, `stall`).
+    pub by_action: BTreeMap<String, u64>,
+}
+
+/// Evidence of one finding.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FindingExample {
+    /// `Mcp-Session-Id` (or the connection when there is none).
+    pub session: String,
+    /// Stream within the session (request id or connection index).
+    pub stream: String,
+    /// Event ids involved (cursor, last complete id, …).
+    pub ids: Vec<String>,
+    /// One line: what was seen, with raw offsets.
+    pub detail: String,
+}
+
+/// All findings of one kind.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FindingGroup {
+    /// How many.
+    pub count: u64,
+    /// The first few (at most [`MAX_EXAMPLES`]).
+    pub examples: Vec<FindingExample>,
+}
+
+/// Outcome counters of one client policy. JSON keys (kebab-case) are the metric names of
+/// thresholds: `calls`, `ok`, `failed`, `silent-loss`, ….
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Counters {
+    /// `tools/call` requests issued.
+    pub calls: u64,
+    /// Calls that got a complete, verified result.
+    pub ok: u64,
+    /// Calls that ended in an error the client saw (explicit or transport, after retries).
+    pub failed: u64,
+    /// Calls the client counted as done whose result was lost or corrupt (found only by the
+    /// harness's verification): the documents' failure.
+    pub silent_loss: u64,
+    /// Partly received events the client detected and discarded at a cut.
+    pub torn_detections: u64,
+    /// Resumptions with `Last-Event-ID`.
+    pub resumes: u64,
+    /// New sessions or re-issued requests after a resume was refused.
+    pub renegotiations: u64,
+    /// Events received twice.
+    pub duplicates: u64,
+    /// Missing event ids detected.
+    pub gaps: u64,
+    /// Events received out of order.
+    pub reorders: u64,
+    /// Explicit server errors (non-200 on resume, `event: error`).
+    pub explicit_errors: u64,
+}
+
+impl Counters {
+    /// Metric names, in JSON order.
+    pub const NAMES: [&'static str; 11] = [
+        "calls",
+        "ok",
+        "failed",
+        "silent-loss",
+        "torn-detections",
+        "resumes",
+        "renegotiations",
+        "duplicates",
+        "gaps",
+        "reorders",
+        "explicit-errors",
+    ];
+
+    /// The counter called `name` (one of [`Counters::NAMES`]).
+    pub fn get(&self, name: &str) -> Option<u64> {
+        Some(match name {
+            "calls" => self.calls,
+            "ok" => self.ok,
+            "failed" => self.failed,
+            "silent-loss" => self.silent_loss,
+            "torn-detections" => self.torn_detections,
+            "resumes" => self.resumes,
+            "renegotiations" => self.renegotiations,
+            "duplicates" => self.duplicates,
+            "gaps" => self.gaps,
+            "reorders" => self.reorders,
+            "explicit-errors" => self.explicit_errors,
+            _ => return None,
+        })
+    }
+}
+
+/// What one client policy (`strict`, `naive`, …) experienced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyOutcome {
+    /// Outcome counters.
+    pub counters: Counters,
+    /// Latency histograms by name (`call`, `first-event`, …).
+    pub histograms: BTreeMap<String, Latency>,
+}
+
+/// What a timeline entry marks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TimelineKind {
+    /// The proxy cut a connection.
+    Cut,
+    /// The proxy refused or dropped connections for a while.
+    Outage,
+    /// A client opened a new connection after a cut.
+    Reconnect,
+    /// A client resumed a stream with `Last-Event-ID`.
+    Resume,
+}
+
+impl TimelineKind {
+    /// Every kind, in chart row order.
+    pub const ALL: [TimelineKind; 4] = [
+        TimelineKind::Cut,
+        TimelineKind::Outage,
+        TimelineKind::Reconnect,
+        TimelineKind::Resume,
+    ];
+
+    /// The kebab-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TimelineKind::Cut => "cut",
+            TimelineKind::Outage => "outage",
+            TimelineKind::Reconnect => "reconnect",
+            TimelineKind::Resume => "resume",
+        }
+    }
+}
+
+/// One dated event of the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimelineEntry {
+    /// Milliseconds since the run started.
+    pub t_ms: u64,
+    /// What happened.
+    pub kind: TimelineKind,
+    /// How long it lasted (0 for instants; an outage's length).
+    pub duration_ms: u64,
+    /// One line of detail (session, class, offset, …).
+    pub detail: String,
+}
+
+/// One interval histogram for `report.hlog` (optional; without any, the log holds one interval
+/// per histogram covering the whole run).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Interval {
+    /// The hlog tag (see [`Report::policy_tag`], [`Report::proxy_tag`]).
+    pub tag: String,
+    /// Start, measured from the run's start.
+    pub start: Duration,
+    /// Length.
+    pub length: Duration,
+    /// Values recorded in the interval (µs).
+    pub histogram: Histogram<u64>,
+}
+
+/// Everything a run reports.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Report {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Run facts.
+    pub facts: RunFacts,
+    /// Cuts by class and action.
+    pub cuts: Cuts,
+    /// The proxy's audit findings by kind (`torn-cut`, `cursor-ahead`, …).
+    pub findings: BTreeMap<String, FindingGroup>,
+    /// Client outcomes per policy.
+    pub policies: BTreeMap<String, PolicyOutcome>,
+    /// Histograms measured by the proxy (`client-reconnect`, `server-replay`, …).
+    pub proxy_histograms: BTreeMap<String, Latency>,
+    /// Dated cuts, outages, reconnects and resumes, in time order.
+    pub timeline: Vec<TimelineEntry>,
+    /// One affected session told step by step.
+    pub story: Vec<String>,
+    /// Interval histograms for `report.hlog` (not part of the JSON).
+    #[serde(skip)]
+    pub intervals: Vec<Interval>,
+}
+
+impl Report {
+    /// An empty report for `facts`.
+    pub fn new(facts: RunFacts) -> Report {
+        Report {
+            schema_version: SCHEMA_VERSION,
+            facts,
+            cuts: Cuts::default(),
+            findings: BTreeMap::new(),
+            policies: BTreeMap::new(),
+            proxy_histograms: BTreeMap::new(),
+            timeline: Vec::new(),
+            story: Vec::new(),
+            intervals: Vec::new(),
+        }
+    }
+
+    /// The hlog tag of a policy histogram: `policy.name`, made tag-safe.
+    pub fn policy_tag(policy: &str, name: &str) -> String {
+        format!("{}.{}", safe_name(policy), safe_name(name))
+    }
+
+    /// The hlog tag of a proxy histogram: `proxy.name`, made tag-safe.
+    pub fn proxy_tag(name: &str) -> String {
+        format!("proxy.{}", safe_name(name))
+    }
+
+    /// Counts one cut of `class` done by `action`.
+    pub fn add_cut(&mut self, class: &str, action: &str) {
+        self.cuts.total += 1;
+        *self.cuts.by_class.entry(class.to_owned()).or_default() += 1;
+        *self.cuts.by_action.entry(action.to_owned()).or_default() += 1;
+    }
+
+    /// Sets the cut counts from maps (the total is the sum by class).
+    pub fn set_cuts(&mut self, by_class: BTreeMap<String, u64>, by_action: BTreeMap<String, u64>) {
+        self.cuts.total = by_class.values().sum();
+        self.cuts.by_class = by_class;
+        self.cuts.by_action = by_action;
+    }
+
+    /// Counts one finding of `kind`, keeping `example` if fewer than [`MAX_EXAMPLES`] are kept.
+    pub fn add_finding(&mut self, kind: &str, example: FindingExample) {
+        let group = self.findings.entry(kind.to_owned()).or_default();
+        group.count += 1;
+        if group.examples.len() < MAX_EXAMPLES {
+            group.examples.push(example);
+        }
+    }
+
+    /// Sets the findings of `kind` at once (examples beyond [`MAX_EXAMPLES`] are dropped).
+    pub fn set_findings(&mut self, kind: &str, count: u64, mut examples: Vec<FindingExample>) {
+        examples.truncate(MAX_EXAMPLES);
+        self.findings
+            .insert(kind.to_owned(), FindingGroup { count, examples });
+    }
+
+    /// Adds (or replaces) the outcome of a client policy.
+    pub fn add_policy(
+        &mut self,
+        name: &str,
+        counters: Counters,
+        histograms: BTreeMap<String, Histogram<u64>>,
+    ) {
+        let histograms = histograms
+            .into_iter()
+            .map(|(h, histogram)| {
+                let tag = Report::policy_tag(name, &h);
+                let latency = Latency {
+                    histogram,
+                    hgrm: format!("{tag}.hgrm"),
+                    tag,
+                };
+                (h, latency)
+            })
+            .collect();
+        self.policies.insert(
+            name.to_owned(),
+            PolicyOutcome {
+                counters,
+                histograms,
+            },
+        );
+    }
+
+    /// Adds (or replaces) a proxy histogram.
+    pub fn add_proxy_histogram(&mut self, name: &str, histogram: Histogram<u64>) {
+        let tag = Report::proxy_tag(name);
+        let latency = Latency {
+            histogram,
+            hgrm: format!("{tag}.hgrm"),
+            tag,
+        };
+        self.proxy_histograms.insert(name.to_owned(), latency);
+    }
+
+    /// Adds an interval histogram for `report.hlog`.
+    pub fn add_interval(
+        &mut self,
+        tag: String,
+        start: Duration,
+        length: Duration,
+        histogram: Histogram<u64>,
+    ) {
+        self.intervals.push(Interval {
+            tag,
+            start,
+            length,
+            histogram,
+        });
+    }
+
+    /// Appends a timeline entry, keeping the timeline in time order.
+    pub fn add_timeline(&mut self, t_ms: u64, kind: TimelineKind, duration_ms: u64, detail: &str) {
+        let entry = TimelineEntry {
+            t_ms,
+            kind,
+            duration_ms,
+            detail: detail.to_owned(),
+        };
+        let at = self.timeline.partition_point(|e| e.t_ms <= t_ms);
+        self.timeline.insert(at, entry);
+    }
+
+    /// Every histogram with its display label (`strict.call`, `proxy.first-event`), policies
+    /// first.
+    pub fn latencies(&self) -> Vec<(String, &Latency)> {
+        let mut all = Vec::new();
+        for (policy, outcome) in &self.policies {
+            for (name, latency) in &outcome.histograms {
+                all.push((format!("{policy}.{name}"), latency));
+            }
+        }
+        for (name, latency) in &self.proxy_histograms {
+            all.push((format!("proxy.{name}"), latency));
+        }
+        all
+    }
+
+    /// The sum of counter `name` over all policies.
+    pub fn counter_total(&self, name: &str) -> Option<u64> {
+        self.policies
+            .values()
+            .map(|p| p.counters.get(name))
+            .sum::<Option<u64>>()
+    }
+
+    /// How many findings of `kind` (0 when none).
+    pub fn finding_count(&self, kind: &str) -> u64 {
+        self.findings.get(kind).map_or(0, |g| g.count)
+    }
+}

@@ -1,0 +1,201 @@
+//! Runtime changes of a live proxy: outages (refuse, hold, after a cut), disable/enable,
+//! clean-end cuts through an observer, and seeded per-connection RNGs.
+
+mod proxy_support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use proxy_support::faults::{Act, scripted};
+use proxy_support::*;
+use rand::RngExt;
+use tearline::fault::{ConnRng, CutAction, Fault, FaultFactory, conn_rng};
+use tearline::proxy::OutageMode;
+use tearline::wire::observe::NoObserver;
+use tearline::wire::{ChunkPositions, CutPoint, Direction, WireObserver};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::{Instant, timeout};
+
+async fn echo_once(p: &Running) -> std::io::Result<Vec<u8>> {
+    let mut c = TcpStream::connect(p.addr).await?;
+    c.write_all(b"ping").await?;
+    let mut buf = [0u8; 4];
+    c.read_exact(&mut buf).await?;
+    Ok(buf.to_vec())
+}
+
+async fn open_echo(p: &Running) -> TcpStream {
+    let mut c = TcpStream::connect(p.addr).await.unwrap();
+    c.write_all(b"x").await.unwrap();
+    let mut one = [0u8; 1];
+    c.read_exact(&mut one).await.unwrap();
+    c
+}
+
+#[tokio::test]
+async fn refuse_outage_resets_open_and_new_connections_then_serves() {
+    timeout(Duration::from_secs(10), async {
+        let p = start_proxy(echo_server().await, |_| {}).await;
+        let mut open = open_echo(&p).await;
+        let started = Instant::now();
+        p.proxy
+            .begin_outage(Duration::from_millis(300), OutageMode::Refuse);
+        let (_, err) = read_until_end(&mut open).await;
+        assert_eq!(err, Some(std::io::ErrorKind::ConnectionReset));
+        assert!(echo_once(&p).await.is_err(), "served during the outage");
+        let left = Duration::from_millis(300).saturating_sub(started.elapsed());
+        tokio::time::sleep(left + Duration::from_millis(20)).await;
+        assert_eq!(echo_once(&p).await.unwrap(), b"ping");
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn hold_outage_serves_new_connections_when_the_window_ends() {
+    timeout(Duration::from_secs(10), async {
+        let p = start_proxy(echo_server().await, |_| {}).await;
+        let started = Instant::now();
+        p.proxy
+            .begin_outage(Duration::from_millis(300), OutageMode::Hold);
+        assert_eq!(echo_once(&p).await.unwrap(), b"ping");
+        assert!(started.elapsed() >= Duration::from_millis(300));
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn cut_with_outage_holds_the_next_connection() {
+    timeout(Duration::from_secs(10), async {
+        let p = start_proxy(echo_server().await, |_| {}).await;
+        p.proxy.set_faults(scripted(
+            Direction::Downstream,
+            &[Act::CutOutage(
+                2,
+                CutAction::Reset,
+                Duration::from_millis(250),
+            )],
+        ));
+        let mut c = TcpStream::connect(p.addr).await.unwrap();
+        c.write_all(b"abcd").await.unwrap();
+        let started = Instant::now();
+        let (got, err) = read_until_end(&mut c).await;
+        assert_eq!(
+            (got.as_slice(), err),
+            (&b"ab"[..], Some(std::io::ErrorKind::ConnectionReset))
+        );
+        p.proxy.set_faults(Vec::new());
+        assert_eq!(echo_once(&p).await.unwrap(), b"ping");
+        assert!(started.elapsed() >= Duration::from_millis(200));
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn disable_closes_and_refuses_and_enable_restores() {
+    timeout(Duration::from_secs(10), async {
+        let p = start_proxy(echo_server().await, |_| {}).await;
+        let mut open = open_echo(&p).await;
+        p.proxy.set_enabled(false);
+        let (got, err) = read_until_end(&mut open).await;
+        assert!(
+            got.is_empty() && err.is_none(),
+            "open connection not closed with FIN"
+        );
+        assert!(echo_once(&p).await.is_err(), "served while disabled");
+        p.proxy.set_enabled(true);
+        assert_eq!(echo_once(&p).await.unwrap(), b"ping");
+    })
+    .await
+    .unwrap();
+}
+
+/// Byte mode plus a fixed clean end, like an observer that ends a chunked body.
+struct Terminator(NoObserver);
+
+impl WireObserver for Terminator {
+    fn observe(&mut self, chunk: &[u8]) -> Option<&ChunkPositions> {
+        self.0.observe(chunk)
+    }
+    fn cut_point(&mut self, delivered: usize) -> CutPoint {
+        self.0.cut_point(delivered)
+    }
+    fn eof(&mut self) {}
+    fn clean_end(&mut self, _delivered: usize) -> Vec<u8> {
+        b"0\r\n\r\n".to_vec()
+    }
+}
+
+#[tokio::test]
+async fn clean_end_cut_writes_the_observer_terminator_then_fin() {
+    timeout(Duration::from_secs(10), async {
+        let (server_addr, mut accepted) = accepting_server().await;
+        let p = start_proxy(server_addr, |_| {}).await;
+        p.proxy.set_observer_factory(Arc::new(|_| {
+            (
+                Box::new(NoObserver::default()) as Box<dyn WireObserver>,
+                Box::new(Terminator(NoObserver::default())) as Box<dyn WireObserver>,
+            )
+        }));
+        p.proxy.set_faults(scripted(
+            Direction::Downstream,
+            &[Act::Cut(6, CutAction::CleanEnd)],
+        ));
+        let mut client = TcpStream::connect(p.addr).await.unwrap();
+        let mut server = accepted.recv().await.unwrap();
+        server.write_all(b"5\r\nhello\r\n").await.unwrap();
+        let (got, err) = read_until_end(&mut client).await;
+        assert_eq!(err, None);
+        assert_eq!(got, b"5\r\nhel0\r\n\r\n");
+        let cuts = p.proxy.stats().snapshot().cuts;
+        assert!(cuts.contains(&(CutAction::CleanEnd, 1)), "{cuts:?}");
+    })
+    .await
+    .unwrap();
+}
+
+/// Records the first number each connection's RNG yields at instantiation.
+struct Draw(Arc<Mutex<Vec<u64>>>);
+
+impl FaultFactory for Draw {
+    fn kind(&self) -> &'static str {
+        "draw"
+    }
+    fn direction(&self) -> Direction {
+        Direction::Upstream
+    }
+    fn instantiate(&self, rng: &mut ConnRng, _now: Instant) -> Option<Box<dyn Fault>> {
+        self.0.lock().unwrap().push(rng.random());
+        None
+    }
+}
+
+async fn draws(seed: u64, conns: usize) -> Vec<u64> {
+    let p = start_proxy(echo_server().await, |c| {
+        c.seed = seed;
+        c.name = "api".into();
+    })
+    .await;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    p.proxy.set_faults(vec![Arc::new(Draw(seen.clone()))]);
+    for _ in 0..conns {
+        assert_eq!(echo_once(&p).await.unwrap(), b"ping");
+    }
+    seen.lock().unwrap().clone()
+}
+
+#[tokio::test]
+async fn connection_rngs_come_from_seed_name_and_index() {
+    timeout(Duration::from_secs(10), async {
+        let a = draws(42, 5).await;
+        let expected: Vec<u64> = (0..5).map(|i| conn_rng(42, "api", i).random()).collect();
+        assert_eq!(a, expected);
+        assert_eq!(draws(42, 5).await, a);
+        assert_ne!(draws(43, 5).await, a);
+    })
+    .await
+    .unwrap();
+}
