@@ -151,7 +151,13 @@ impl TryFrom<RawConfig> for SseCutConfig {
             (Some([a, b]), _) => (a, b),
         };
         let events = match raw.events {
-            Some([a, b]) if a > b => return Err(SseCutError::BadRange { key: "events", a, b }),
+            Some([a, b]) if a > b => {
+                return Err(SseCutError::BadRange {
+                    key: "events",
+                    a,
+                    b,
+                });
+            }
             e => e.map(|[a, b]| (a, b)),
         };
         let probability = raw.probability.unwrap_or(1.0);
@@ -175,10 +181,13 @@ impl TryFrom<RawConfig> for SseCutConfig {
 impl SseCutConfig {
     fn matches(&self, s: &StreamInfo) -> bool {
         let method = self.method.as_ref().is_none_or(|m| *m == s.method);
-        let path = self.path.as_ref().is_none_or(|p| match p.strip_suffix('*') {
-            Some(prefix) => s.path.starts_with(prefix),
-            None => *p == s.path,
-        });
+        let path = self
+            .path
+            .as_ref()
+            .is_none_or(|p| match p.strip_suffix('*') {
+                Some(prefix) => s.path.starts_with(prefix),
+                None => *p == s.path,
+            });
         method && path
     }
 }
@@ -274,7 +283,11 @@ impl SseCut {
                 continue;
             }
             let skip = aim.min_payload.saturating_sub(run.payload_offset);
-            let k = if framing { run.start } else { run.start + skip as usize };
+            let k = if framing {
+                run.start
+            } else {
+                run.start + skip as usize
+            };
             self.aim = None;
             return Some(k);
         }

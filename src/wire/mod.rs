@@ -7,10 +7,12 @@
 
 pub mod http1;
 mod http1_body;
+mod http1_clean;
 mod http1_down;
 mod http1_head;
 pub mod observe;
 pub mod position;
+pub mod record;
 pub mod sse;
 pub mod sse_class;
 
