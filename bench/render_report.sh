@@ -5,7 +5,7 @@
 # Usage: bench/render_report.sh [REPORT_DIR] [OUT.png]
 #   REPORT_DIR  a directory holding report.html (default: the synthetic report of the tests,
 #               written by `cargo run --example report_demo` to target/report-demo)
-#   OUT.png     default: REPORT_DIR/report.png
+#   OUT.png     default: REPORT_DIR/report.png (HEIGHT=px sets the window height, default 3600)
 # Needs Debian's `chromium` package (apt-get install -y chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +29,7 @@ profile="$(mktemp -d)"
 trap 'rm -rf "$profile"' EXIT
 timeout 120 "$browser" --headless --no-sandbox --disable-gpu --hide-scrollbars \
   --user-data-dir="$profile" \
-  --window-size=1000,"${HEIGHT:-5200}" --screenshot="$(realpath -m "$out")" "file://$html" \
+  --window-size=1000,"${HEIGHT:-3600}" --screenshot="$(realpath -m "$out")" "file://$html" \
   2> >(grep -v -e 'dbus' -e 'Fontconfig' >&2 || true)
 [[ -s "$out" ]] || { echo "render_report: no screenshot written" >&2; exit 1; }
 echo "rendered $html -> $out"

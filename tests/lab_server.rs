@@ -277,3 +277,82 @@ async fn protocol_2026_has_no_ids_no_sessions_and_refuses_resume() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_concurrent_sessions_stream_progress_without_errors() {
+    within(async {
+        let lab = std::sync::Arc::new(Lab::start(LabConfig::default()).await);
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..1000u64 {
+            let lab = std::sync::Arc::clone(&lab);
+            tasks.spawn(async move {
+                let sid = lab.session(&[]).await;
+                let mut c = lab.connect().await;
+                let h = [ACCEPT_BOTH, JSON, ("Mcp-Session-Id", sid.as_str())];
+                let r = c
+                    .request(
+                        "POST",
+                        "/mcp",
+                        &h,
+                        &call(i, "progress", r#"{"n":20,"interval":100}"#),
+                    )
+                    .await;
+                assert_eq!(r.status, 200);
+                assert_eq!(r.chunks.len(), 22, "priming, 20 progress, result");
+                let ids: Vec<String> = r.chunks.iter().filter_map(|e| id_line(e)).collect();
+                let want: Vec<String> = (0..22).map(|s| format!("1-{s}")).collect();
+                assert_eq!(ids, want);
+                assert!(String::from_utf8_lossy(&r.chunks[21]).contains("progress done: 20"));
+            });
+        }
+        let mut done = 0;
+        while let Some(r) = tasks.join_next().await {
+            r.expect("session task");
+            done += 1;
+        }
+        assert_eq!(done, 1000);
+        let lab = std::sync::Arc::into_inner(lab).expect("sole owner");
+        lab.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn cancelled_notification_ends_the_call_without_a_response() {
+    within(async {
+        let lab = Lab::start(LabConfig::default()).await;
+        let sid = lab.session(&[]).await;
+        let h = [ACCEPT_BOTH, JSON, ("Mcp-Session-Id", sid.as_str())];
+        let mut c = lab.connect().await;
+        c.send(
+            "POST",
+            "/mcp",
+            &h,
+            &call(4, "progress", r#"{"n":1000,"interval":20}"#),
+        )
+        .await;
+        let head = c.head().await;
+        assert_eq!(head.status, 200);
+        let first = c.chunk().await.expect("priming");
+        assert_eq!(id_line(&first).as_deref(), Some("1-0"));
+        let cancel =
+            br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":4}}"#;
+        let r = lab
+            .connect()
+            .await
+            .request("POST", "/mcp", &h, cancel)
+            .await;
+        assert_eq!(r.status, 202);
+        let mut rest = Vec::new();
+        while let Some(chunk) = c.chunk().await {
+            rest.push(chunk);
+        }
+        assert!(rest.len() < 1000, "the call stopped early");
+        assert!(
+            rest.iter()
+                .all(|e| !String::from_utf8_lossy(e).contains("\"result\""))
+        );
+        lab.stop().await;
+    })
+    .await;
+}

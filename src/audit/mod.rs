@@ -1,1 +1,207 @@
 //! The resume audit: a ledger per session and stream, turned into findings.
+//!
+//! The proxy sees everything a client and a server exchange: what it fully delivered, where it
+//! cut, the client's `Last-Event-ID` on the reconnect, and what the server sent back. The
+//! [`Auditor`] consumes the wire observers' [`Observation`]s and judges, for any client and any
+//! server, whether a cut stream recovered correctly. Finding kinds and their evidence are in
+//! [`finding`]; the replay rules (what is owed, what is fresh, what is a gap) in [`judge`].
+//!
+//! Invariants:
+//! - `record` is cheap and never blocks for long: one short critical section under a mutex,
+//!   no I/O except appending a finding to the findings log when one is found.
+//! - Time is the observation's receipt time (`tokio::time::Instant::now()` in `record`); the
+//!   histograms and `at_ms` use it, so a paused test clock drives them exactly.
+//! - Memory is bounded per stream (`ids_per_stream` ids and hashes, never payloads), streams and
+//!   sessions are forgotten `grace` after they end, and at most `max_findings` findings are
+//!   kept in memory (counters and the log see every finding).
+//! - Where the proxy cannot know, the finding is `unknown` with the reason in `detail`.
+
+pub mod events;
+pub mod exchange;
+pub mod finding;
+pub mod histo;
+pub mod judge;
+pub mod ledger;
+pub mod log;
+pub mod order;
+pub mod rpc;
+pub mod stream;
+pub mod watch;
+
+pub use finding::{Finding, FindingKind, StreamRef};
+
+use crate::wire::{Observation, ObservationSink};
+use hdrhistogram::Histogram;
+use ledger::Ledger;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Settings of the auditor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditConfig {
+    /// How long an ended stream (and an idle session) is remembered, so a late resume can still
+    /// be mapped; also how long after a cut a re-open without cursor may be followed by a real
+    /// resume before it counts as `cursor-missing`.
+    pub grace: Duration,
+    /// MCP 2026-07-28: how long after a cut the client has to re-issue or cancel its call
+    /// before it is `abandoned`.
+    pub abandon_after: Duration,
+    /// Delivered events remembered per stream (oldest forgotten first).
+    pub ids_per_stream: usize,
+    /// Findings kept in memory for [`Auditor::findings`].
+    pub max_findings: usize,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        AuditConfig {
+            grace: Duration::from_secs(60),
+            abandon_after: Duration::from_secs(30),
+            ids_per_stream: 4096,
+            max_findings: 100_000,
+        }
+    }
+}
+
+/// Errors of the audit.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    /// The findings log could not be created.
+    #[error("cannot create findings log {path}")]
+    OpenLog {
+        /// The path given.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The auditor: an [`ObservationSink`] that keeps the ledger and produces findings.
+#[derive(Debug)]
+pub struct Auditor {
+    ledger: Mutex<Ledger>,
+}
+
+impl Auditor {
+    /// A new auditor; its clock starts now.
+    pub fn new(config: AuditConfig) -> Self {
+        Auditor {
+            ledger: Mutex::new(Ledger::new(config, Instant::now())),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Ledger> {
+        self.ledger.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Writes every finding from now on as one JSON line to `path` (created or truncated).
+    pub fn log_to_file(&self, path: &Path) -> Result<(), AuditError> {
+        let file = std::fs::File::create(path).map_err(|source| AuditError::OpenLog {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        self.log_to(Box::new(std::io::BufWriter::new(file)));
+        Ok(())
+    }
+
+    /// Writes every finding from now on as one JSON line to `out`.
+    pub fn log_to(&self, out: Box<dyn std::io::Write + Send>) {
+        self.lock().log = Some(log::FindingsLog::new(out));
+    }
+
+    /// The findings so far (at most `max_findings`), in the order found.
+    pub fn findings(&self) -> Vec<Finding> {
+        self.lock().findings.clone()
+    }
+
+    /// Number of findings by kind name (every finding, also those beyond `max_findings`).
+    pub fn counts(&self) -> BTreeMap<String, u64> {
+        self.lock().counts.clone()
+    }
+
+    /// Copies of the latency histograms (µs), by name (see [`histo`]).
+    pub fn histograms(&self) -> BTreeMap<&'static str, Histogram<u64>> {
+        self.lock().histos.snapshot()
+    }
+
+    /// Streams currently remembered, after forgetting those past the grace period.
+    pub fn tracked_streams(&self) -> usize {
+        let mut l = self.lock();
+        l.sweep(Instant::now());
+        l.streams.len()
+    }
+
+    /// Sessions currently remembered, after forgetting those past the grace period.
+    pub fn tracked_sessions(&self) -> usize {
+        let mut l = self.lock();
+        l.sweep(Instant::now());
+        l.sessions.len()
+    }
+
+    /// Delivered events remembered over all streams (bounded by `ids_per_stream` each).
+    pub fn remembered_events(&self) -> usize {
+        self.lock().streams.values().map(|s| s.remembered()).sum()
+    }
+
+    /// Closes pending judgements: open replay legs are judged with what they delivered (as if
+    /// their connection ended), deferred findings (`pending-call`, `silent-empty`) are
+    /// reported, reconnect watches are settled (`cursor-missing`, `abandoned`, or `unknown`
+    /// when the run ended before `abandon_after`). Call it once, at the end of a run.
+    pub fn finish(&self) {
+        let now = Instant::now();
+        let mut l = self.lock();
+        let open: Vec<(u64, u64)> = l
+            .legs
+            .iter()
+            .filter(|(_, leg)| leg.resume.is_some())
+            .map(|(k, _)| *k)
+            .collect();
+        for (conn, seq) in open {
+            l.end_leg(now, conn, seq, false, false);
+        }
+        let keys: Vec<u64> = l.streams.keys().copied().collect();
+        for key in keys {
+            l.settle_deferred(key);
+        }
+        l.settle_watches(now, true);
+    }
+
+    /// A human-readable summary: counts by kind, histograms, ledger size.
+    pub fn summary(&self) -> String {
+        let now = Instant::now();
+        let mut l = self.lock();
+        l.settle_watches(now, false);
+        let mut out = format!("tearline audit after {} ms\n findings:\n", l.ms(now));
+        if l.counts.is_empty() {
+            out.push_str("  (none)\n");
+        }
+        for (kind, n) in &l.counts {
+            out.push_str(&format!("  {kind:<19} {n}\n"));
+        }
+        out.push_str(" latency (from observation receipt times):\n");
+        for line in l.histos.summary_lines() {
+            out.push_str(&line);
+            out.push('\n');
+        }
+        out.push_str(&format!(
+            " ledger: {} stream(s), {} session(s), {} open exchange(s)\n",
+            l.streams.len(),
+            l.sessions.len(),
+            l.legs.len()
+        ));
+        out
+    }
+}
+
+impl ObservationSink for Auditor {
+    fn record(&self, obs: Observation) {
+        let now = Instant::now();
+        let mut l = self.lock();
+        l.arrive(now, obs);
+        l.maybe_sweep(now);
+    }
+}

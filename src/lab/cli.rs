@@ -65,6 +65,10 @@ pub struct Args {
     /// Events kept per session (one ring shared by the session's streams).
     #[arg(long, default_value_t = 64)]
     pub buffer: usize,
+    /// Memory budget of each session's ring in bytes: when a stream's client disconnects and
+    /// the ring holds more, the oldest events are evicted (eviction under memory pressure).
+    #[arg(long)]
+    pub buffer_bytes: Option<usize>,
     /// What a resume gets when its Last-Event-ID was evicted.
     #[arg(long, value_enum, default_value = "error")]
     pub on_evicted: OnEvicted,
@@ -113,6 +117,7 @@ impl Args {
             path: self.path.clone(),
             protocol: self.protocol,
             buffer: self.buffer,
+            buffer_bytes: self.buffer_bytes,
             on_evicted: self.on_evicted,
             auth: self.auth,
             on_unauthorized: self.on_unauthorized,

@@ -124,6 +124,9 @@ pub struct LabConfig {
     pub protocol: ProtocolVersion,
     /// Capacity of each session's ring of events, shared by the session's streams.
     pub buffer: usize,
+    /// Memory budget of each session's ring in bytes: when a stream's reader detaches and the
+    /// ring holds more, the oldest events are evicted until it fits (`None`: no budget).
+    pub buffer_bytes: Option<usize>,
     /// Behaviour of a resume whose cursor event was evicted.
     pub on_evicted: OnEvicted,
     /// Whether requests need a lab bearer token (see [`crate::lab::auth`]).
@@ -154,6 +157,7 @@ impl Default for LabConfig {
             path: "/mcp".to_owned(),
             protocol: ProtocolVersion::V2025_11_25,
             buffer: 64,
+            buffer_bytes: None,
             on_evicted: OnEvicted::Error,
             auth: false,
             on_unauthorized: OnUnauthorized::Error,

@@ -24,8 +24,9 @@
 //! Ids are `<stream>-<seq>`: the stream number is unique within the session, `seq` counts
 //! from 0 (the priming event, `id`, `retry: <ms>`, empty `data:`). Message events are
 //! `event: message`, `id:`, then `data:` lines (see [`sse_body`]). Every event goes into the
-//! session's ring ([`LabConfig::buffer`] events shared by all its streams); producers keep
-//! pushing while no client is connected, which is what makes the ring evict.
+//! session's ring ([`LabConfig::buffer`] events shared by all its streams). A producer stays
+//! less than half a ring ahead of its stream's connected reader, and keeps pushing at full
+//! speed while no client is connected, which is what makes the ring evict.
 //!
 //! # Resume
 //! A resume is honoured iff the event named by `Last-Event-ID` is still in the ring: the
@@ -119,7 +120,7 @@ pub async fn serve(
     let limit = Arc::new(Semaphore::new(config.max_connections.max(1)));
     let shared = Arc::new(Shared {
         enc: sse_body::SseEncoder::new(config.line_ending),
-        sessions: session::Sessions::new(config.max_sessions, config.buffer),
+        sessions: session::Sessions::new(config.max_sessions, config.buffer, config.buffer_bytes),
         cfg: config,
         shutdown: shutdown.child_token(),
         tasks: TaskTracker::new(),

@@ -133,10 +133,18 @@ where
             String::new(),
             ProtocolVersion::V2026_07_28,
             shared.cfg.buffer,
+            shared.cfg.buffer_bytes,
             shared.shutdown.child_token(),
         ))
     };
 
+    for m in &messages {
+        if m["method"] == "notifications/cancelled" && m.get("id").is_none() {
+            if let Some(id) = m["params"].get("requestId") {
+                session.cancel_request(&id.to_string());
+            }
+        }
+    }
     let mut steps = Vec::new();
     let mut calls = 0;
     for m in &messages {
@@ -185,7 +193,8 @@ where
     }
 
     let stream = session.open_stream();
-    let guard = (!shared.cfg.protocol.resumable()).then(|| session.cancel.clone().drop_guard());
+    let cancel = session.cancel.child_token();
+    let guard = (!shared.cfg.protocol.resumable()).then(|| cancel.clone().drop_guard());
     let body = delivery::spawn(
         shared,
         Delivery {
@@ -202,6 +211,7 @@ where
         steps,
         shared.enc,
         shared.cfg.retry,
+        cancel,
     ));
     sse_response(body)
 }

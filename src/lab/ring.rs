@@ -4,6 +4,10 @@
 //! Invariants:
 //! - The ring holds at most `capacity` events; pushing into a full ring evicts the oldest
 //!   event of the session, whichever stream it belongs to.
+//! - With a byte budget, a reader detaching from a ring that holds more bytes than the budget
+//!   evicts the oldest events until it fits (eviction under memory pressure, as in seed 004:
+//!   the server dropped its buffer while the client was away). Nothing is evicted for bytes
+//!   while readers stay attached, so a connected client is never starved by the budget.
 //! - Events of one stream enter in sequence order, so the evicted events of a stream are a
 //!   prefix of it: `first_retained` alone tells which sequence numbers are gone.
 //! - The ring never changes an event's bytes; what a client is sent on resume is exactly what
@@ -67,6 +71,10 @@ pub enum Next {
 #[derive(Debug)]
 pub struct Ring {
     capacity: usize,
+    /// Bytes the ring may keep once a reader detaches (`None`: no budget).
+    byte_budget: Option<usize>,
+    /// Encoded bytes of the events held.
+    bytes: usize,
     events: VecDeque<StoredEvent>,
     streams: HashMap<u64, StreamInfo>,
     next_stream: u64,
@@ -78,8 +86,16 @@ pub struct Ring {
 impl Ring {
     /// An empty ring holding at most `capacity` events (at least one).
     pub fn new(capacity: usize) -> Self {
+        Ring::with_budget(capacity, None)
+    }
+
+    /// An empty ring of at most `capacity` events that sheds down to `byte_budget` bytes when a
+    /// reader detaches (see the module doc).
+    pub fn with_budget(capacity: usize, byte_budget: Option<usize>) -> Self {
         Ring {
             capacity: capacity.max(1),
+            byte_budget,
+            bytes: 0,
             events: VecDeque::new(),
             streams: HashMap::new(),
             next_stream: 1,
@@ -120,12 +136,9 @@ impl Ring {
         info.next_seq += 1;
         let bytes = encode(seq);
         if self.events.len() >= self.capacity {
-            if let Some(old) = self.events.pop_front() {
-                if let Some(s) = self.streams.get_mut(&old.stream) {
-                    s.first_retained = old.seq + 1;
-                }
-            }
+            self.evict_oldest();
         }
+        self.bytes += bytes.len();
         self.events.push_back(StoredEvent {
             stream,
             seq,
@@ -133,6 +146,26 @@ impl Ring {
             bytes,
         });
         Some(seq)
+    }
+
+    /// Drops the session's oldest event; returns false when the ring is empty.
+    fn evict_oldest(&mut self) -> bool {
+        let Some(old) = self.events.pop_front() else {
+            return false;
+        };
+        self.bytes -= old.bytes.len();
+        if let Some(s) = self.streams.get_mut(&old.stream) {
+            s.first_retained = old.seq + 1;
+        }
+        true
+    }
+
+    /// Evicts the oldest events while the ring holds more bytes than its budget.
+    fn shed(&mut self) {
+        let Some(budget) = self.byte_budget else {
+            return;
+        };
+        while self.bytes > budget && self.evict_oldest() {}
     }
 
     /// Marks `stream` finished: readers that have its last event are done.
@@ -206,6 +239,7 @@ impl Ring {
     pub fn detach(&mut self, stream: u64, reader: u64) {
         if self.attached.get(&stream).is_some_and(|a| a.0 == reader) {
             self.attached.remove(&stream);
+            self.shed();
         }
     }
 
@@ -278,5 +312,43 @@ mod tests {
         ring.finish(a);
         assert!(matches!(ring.next_after(a, Some(0), 1), Next::Finished));
         assert!(matches!(ring.next_after(99, None, 1), Next::Unknown));
+    }
+
+    #[test]
+    fn backlog_counts_events_an_attached_reader_has_not_taken() {
+        let mut ring = Ring::new(8);
+        let a = ring.open_stream();
+        assert_eq!(ring.backlog(a), None);
+        let r = ring.attach(a, 0);
+        push(&mut ring, a);
+        push(&mut ring, a);
+        assert_eq!(ring.backlog(a), Some(2));
+        ring.advance(a, r, 2);
+        assert_eq!(ring.backlog(a), Some(0));
+        let newer = ring.attach(a, 1);
+        ring.detach(a, r);
+        assert_eq!(
+            ring.backlog(a),
+            Some(1),
+            "a replaced reader cannot detach the new one"
+        );
+        ring.detach(a, newer);
+        assert_eq!(ring.backlog(a), None);
+    }
+
+    #[test]
+    fn detaching_sheds_oldest_events_down_to_the_byte_budget() {
+        let mut ring = Ring::with_budget(64, Some(10));
+        let stream = ring.open_stream();
+        for n in [4usize, 4, 8] {
+            ring.push(stream, None, |_| Bytes::from(vec![b'x'; n]));
+        }
+        let reader = ring.attach(stream, 3);
+        assert_eq!(ring.len(), 3, "nothing is shed while a reader is attached");
+        ring.detach(stream, reader);
+        // 16 bytes > 10: the two 4-byte events go, the 8-byte one fits.
+        assert_eq!(ring.len(), 1);
+        assert!(!ring.retains(stream, 1));
+        assert!(ring.retains(stream, 2));
     }
 }

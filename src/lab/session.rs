@@ -29,23 +29,27 @@ pub struct Session {
     ring: Mutex<Ring>,
     changed: watch::Sender<u64>,
     capacity: usize,
+    /// In-flight request ids (JSON text) → the token of the producer answering them.
+    inflight: Mutex<HashMap<String, CancellationToken>>,
 }
 
 impl Session {
-    /// A session with an empty ring of `capacity` events.
+    /// A session with an empty ring of `capacity` events and an optional byte budget.
     pub fn new(
         id: String,
         version: ProtocolVersion,
         capacity: usize,
+        byte_budget: Option<usize>,
         cancel: CancellationToken,
     ) -> Self {
         Session {
             id,
             version,
             cancel,
-            ring: Mutex::new(Ring::new(capacity)),
+            ring: Mutex::new(Ring::with_budget(capacity, byte_budget)),
             changed: watch::Sender::new(0),
             capacity: capacity.max(1),
+            inflight: Mutex::new(HashMap::new()),
         }
     }
 
@@ -53,6 +57,31 @@ impl Session {
         // A panic while holding the lock cannot leave the ring inconsistent (every mutation is
         // a single push/pop pair), so a poisoned lock is still usable.
         self.ring.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn inflight(&self) -> MutexGuard<'_, HashMap<String, CancellationToken>> {
+        self.inflight.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records that request `id` (its JSON text) is answered by the producer owning `token`.
+    pub fn track(&self, id: String, token: CancellationToken) {
+        self.inflight().insert(id, token);
+    }
+
+    /// Forgets request `id` (its producer is done).
+    pub fn untrack(&self, id: &str) {
+        self.inflight().remove(id);
+    }
+
+    /// `notifications/cancelled`: stops the producer answering request `id`, if any.
+    pub fn cancel_request(&self, id: &str) -> bool {
+        match self.inflight().remove(id) {
+            Some(t) => {
+                t.cancel();
+                true
+            }
+            None => false,
+        }
     }
 
     /// Opens a new stream in this session.
@@ -168,15 +197,18 @@ pub struct Sessions {
     map: Mutex<HashMap<String, Arc<Session>>>,
     max: usize,
     capacity: usize,
+    byte_budget: Option<usize>,
 }
 
 impl Sessions {
-    /// An empty table admitting at most `max` sessions with rings of `capacity` events.
-    pub fn new(max: usize, capacity: usize) -> Self {
+    /// An empty table admitting at most `max` sessions with rings of `capacity` events and an
+    /// optional byte budget each.
+    pub fn new(max: usize, capacity: usize, byte_budget: Option<usize>) -> Self {
         Sessions {
             map: Mutex::new(HashMap::new()),
             max,
             capacity,
+            byte_budget,
         }
     }
 
@@ -204,6 +236,7 @@ impl Sessions {
             id.clone(),
             version,
             self.capacity,
+            self.byte_budget,
             parent.child_token(),
         ));
         map.insert(id, Arc::clone(&session));
@@ -252,7 +285,7 @@ mod tests {
     #[test]
     fn session_table_enforces_its_limit_and_removal_cancels() {
         let root = CancellationToken::new();
-        let table = Sessions::new(1, 4);
+        let table = Sessions::new(1, 4, None);
         let s = table.create(ProtocolVersion::V2025_11_25, &root);
         let s = s.unwrap_or_else(|_| panic!("first session must fit"));
         assert!(table.create(ProtocolVersion::V2025_11_25, &root).is_err());

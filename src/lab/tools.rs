@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
 use super::auth;
 use super::session::Session;
@@ -152,13 +153,28 @@ pub enum Step {
 }
 
 /// Produces the events of `steps` on `stream`, then marks it finished.
+///
+/// `cancel` (a child of the session's token) stops it early: `notifications/cancelled` for
+/// one of its requests, the end of the session, or in 2026-07-28 mode the response stream
+/// closing. A cancelled call gets no response.
 pub async fn produce(
     session: Arc<Session>,
     stream: u64,
     steps: Vec<Step>,
     enc: SseEncoder,
     retry: Duration,
+    cancel: CancellationToken,
 ) {
+    let ids: Vec<String> = steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Call { id, .. } => Some(id.to_string()),
+            Step::Reply(_) => None,
+        })
+        .collect();
+    for id in &ids {
+        session.track(id.clone(), cancel.clone());
+    }
     if session.version.primes() {
         session.push(stream, None, |id| {
             enc.priming(id.unwrap_or(""), Some(retry))
@@ -166,7 +182,10 @@ pub async fn produce(
     }
     tokio::select! {
         _ = run_steps(&session, stream, steps, enc) => {}
-        _ = session.cancel.cancelled() => {}
+        _ = cancel.cancelled() => {}
+    }
+    for id in &ids {
+        session.untrack(id);
     }
     session.finish(stream);
 }
@@ -274,7 +293,9 @@ pub fn blob_json(id: &Value, size: usize, lines: usize) -> (Vec<u8>, Vec<usize>)
     );
     let mut cuts = Vec::with_capacity(lines - 1);
     for k in 0..lines {
-        let (from, to) = (size * k / lines, size * (k + 1) / lines);
+        // u128: `size * lines` must not overflow whatever the configured maximum.
+        let at = |k: usize| (size as u128 * k as u128 / lines as u128) as usize;
+        let (from, to) = (at(k), at(k + 1));
         if k > 0 {
             out.push(b',');
             cuts.push(out.len());

@@ -146,15 +146,15 @@ async fn relay(
     };
     let how = match outcome {
         Outcome::Done => "closed",
-        Outcome::Cut(a) | Outcome::Killed(a) => {
+        Outcome::Cut(a) => {
             close_as(client, upstream, a).await;
-            if matches!(outcome, Outcome::Killed(_)) {
-                "killed"
-            } else {
-                "cut"
-            }
+            a.as_str()
         }
-        Outcome::Broken(side, ref e) => {
+        Outcome::Killed(a) => {
+            close_as(client, upstream, a).await;
+            "killed"
+        }
+        Outcome::Broken(side, e) => {
             tracing::debug!(?side, error = %e, "i/o error; other side reset");
             reset(client);
             reset(upstream);
@@ -190,8 +190,21 @@ async fn close_as(mut client: TcpStream, upstream: TcpStream, action: CutAction)
         CutAction::Fin | CutAction::CleanEnd => {
             // The client may be gone already; its FIN then has no one to reach.
             let _ = client.shutdown().await;
+            discard_unread(&client);
             drop(client);
             drop(upstream);
+        }
+    }
+}
+
+/// Reads and discards what the client already sent: closing a socket with unread bytes makes
+/// the kernel send RST, which would turn an orderly FIN cut into a reset.
+fn discard_unread(s: &TcpStream) {
+    let mut buf = [0u8; 8192];
+    for _ in 0..128 {
+        match s.try_read(&mut buf) {
+            Ok(n) if n > 0 => {}
+            _ => break,
         }
     }
 }

@@ -10,6 +10,7 @@
 //!   connections accepted afterwards are unaffected. State (disabled, outage window) is set
 //!   before the signal fires, so an accept racing with a kill either is killed or sees the state.
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
@@ -73,6 +74,7 @@ pub struct Proxy {
     observers: RwLock<Arc<ObserverFactory>>,
     sink: RwLock<Option<Arc<dyn ObservationSink>>>,
     next_conn: AtomicU64,
+    listen: Mutex<Option<SocketAddr>>,
     stats: Stats,
 }
 
@@ -124,6 +126,7 @@ impl Proxy {
             observers: RwLock::new(Arc::new(byte_mode)),
             sink: RwLock::new(None),
             next_conn: AtomicU64::new(0),
+            listen: Mutex::new(None),
             stats: Stats::new(),
         })
     }
@@ -141,6 +144,15 @@ impl Proxy {
     /// Live counters.
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// The address [`run`](super::run) is serving this proxy on, while it runs.
+    pub fn listen_addr(&self) -> Option<SocketAddr> {
+        *lock(&self.listen)
+    }
+
+    pub(crate) fn set_listen_addr(&self, addr: Option<SocketAddr>) {
+        *lock(&self.listen) = addr;
     }
 
     /// The upstream new connections go to.
@@ -194,14 +206,25 @@ impl Proxy {
     /// Starts (or extends) an outage: every open connection is reset now, and connections
     /// accepted before `now + duration` are refused with RST or held until then (`mode`).
     pub fn begin_outage(&self, duration: Duration, mode: OutageMode) {
-        let until = Instant::now() + duration;
-        {
-            let mut o = lock(&self.outage);
-            let until = o.map_or(until, |old| old.until.max(until));
-            *o = Some(Outage { until, mode });
-        }
+        self.open_window(duration, mode);
         tracing::info!(proxy = %self.config.name, ?duration, ?mode, "outage begins");
         self.kill_all(CutAction::Reset);
+    }
+
+    /// The outage a cut opens (the documents' "250 ms connection reset"): connections accepted
+    /// before `now + duration` are held until then; open connections are left alone (the cut
+    /// already ended the one it hit), so concurrent sessions are not all torn by one cut.
+    pub fn hold_new_connections(&self, duration: Duration) {
+        self.open_window(duration, OutageMode::Hold);
+        tracing::debug!(proxy = %self.config.name, ?duration, "new connections held after a cut");
+    }
+
+    /// Starts or extends the outage window (the later end wins; the newest mode applies).
+    fn open_window(&self, duration: Duration, mode: OutageMode) {
+        let until = Instant::now() + duration;
+        let mut o = lock(&self.outage);
+        let until = o.map_or(until, |old| old.until.max(until));
+        *o = Some(Outage { until, mode });
     }
 
     /// The end of the current outage window and its mode, if one is running.
@@ -250,5 +273,40 @@ impl Proxy {
 
     pub(crate) fn next_conn_id(&self) -> u64 {
         self.next_conn.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Real time (the crate does not enable tokio's test-util); windows are short.
+    #[tokio::test]
+    async fn outage_window_ends_on_time_and_extends_not_shortens() {
+        let p = Proxy::new(ProxyConfig::new("t", "127.0.0.1:1"));
+        let kill = p.kill_signal();
+        p.begin_outage(Duration::from_millis(250), OutageMode::Refuse);
+        assert!(kill.token.is_cancelled(), "open connections are killed");
+        assert_eq!(kill.action(), CutAction::Reset);
+        assert!(
+            !p.kill_signal().token.is_cancelled(),
+            "later connections get a fresh signal"
+        );
+        let (until, _) = p.outage().expect("outage running");
+        // A shorter second outage does not cut the first one short.
+        p.begin_outage(Duration::from_millis(50), OutageMode::Hold);
+        assert_eq!(p.outage(), Some((until, OutageMode::Hold)));
+        tokio::time::sleep_until(until).await;
+        assert_eq!(p.outage(), None);
+    }
+
+    #[test]
+    fn set_faults_bumps_the_generation() {
+        let p = Proxy::new(ProxyConfig::new("t", "127.0.0.1:1"));
+        assert_eq!(p.fault_generation(), 0);
+        p.set_faults(Vec::new());
+        p.set_faults(Vec::new());
+        assert_eq!(p.fault_generation(), 2);
+        assert_eq!(p.faults_with_generation().0, 2);
     }
 }

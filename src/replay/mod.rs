@@ -1,4 +1,154 @@
-//! `tearline replay`: the documents' 250 ms reset load test in one command (lab server, proxy
-//! with a profile, load client with both policies, reports).
+//! `tearline replay`: the documents' 250 ms reset load test in one command.
+//!
+//! For each client policy (strict, then naive) it starts a lab server (ring buffer of 64 events,
+//! `on-evicted = fresh`, as in seed 004) unless the user brings a server, a proxy with the
+//! profile's faults (by default `profiles/reset-250ms.toml`: one reset at a uniformly random
+//! byte of each SSE stream, then a 250 ms outage) and the HTTP/SSE observer feeding the audit,
+//! and the load client calling the `blob` tool (4 MiB results over SSE) — all on loopback ports
+//! chosen by the OS. It then tells the story of one affected call, prints the summary and
+//! writes the reports.
+//!
+//! Reproducible: the seed fixes every fault decision (connection `i` of each phase draws the
+//! same decisions) and is recorded in the report with the profile's text.
 
+pub mod assemble;
 pub mod cli;
+pub mod phase;
+pub mod story;
+pub mod tap;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::lab::LabConfig;
+use crate::load::{Policy, Stop};
+use crate::profile::Profile;
+use crate::report::{Report, Target};
+
+pub use phase::PhaseOutcome;
+
+/// The shipped profile of the documents' test, used when the working directory has no
+/// `profiles/reset-250ms.toml`.
+pub const BUILTIN_PROFILE: &str = include_str!("../../profiles/reset-250ms.toml");
+
+/// Where the default profile is looked up first.
+pub const DEFAULT_PROFILE_PATH: &str = "profiles/reset-250ms.toml";
+
+/// One replay run.
+#[derive(Debug, Clone)]
+pub struct ReplayConfig {
+    /// Concurrent MCP sessions per policy.
+    pub sessions: usize,
+    /// When each policy's load stops.
+    pub stop: Stop,
+    /// The run's seed.
+    pub seed: u64,
+    /// `blob` result size in bytes.
+    pub size: u64,
+    /// `data:` lines the result event is split across.
+    pub lines: u32,
+    /// The lab server's configuration (unused with `upstream`).
+    pub lab: LabConfig,
+    /// The user's server (`HOST:PORT`) instead of the lab.
+    pub upstream: Option<String>,
+    /// The MCP endpoint path.
+    pub target_path: String,
+    /// Per-call timeout of the load client.
+    pub call_timeout: Duration,
+    /// Policies to run, in order.
+    pub policies: Vec<Policy>,
+    /// Progress bars on stderr (only shown on a terminal).
+    pub progress: bool,
+    /// Where each phase's findings are logged as JSONL (`findings-<policy>.jsonl`), if anywhere.
+    pub findings_dir: Option<PathBuf>,
+}
+
+/// Why a replay could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// A loopback listener could not be bound.
+    #[error("cannot bind a loopback port")]
+    Bind {
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The findings log could not be opened.
+    #[error("cannot open the findings log")]
+    Audit {
+        /// The audit's error.
+        #[source]
+        source: crate::audit::AuditError,
+    },
+    /// The load client could not run against the target.
+    #[error("the load client could not run")]
+    Load {
+        /// The load client's error.
+        #[source]
+        source: crate::load::LoadError,
+    },
+}
+
+/// A finished replay: its report and the phases it came from.
+pub struct ReplayOutcome {
+    /// The report (files not yet written).
+    pub report: Report,
+    /// One phase per policy, in run order.
+    pub phases: Vec<PhaseOutcome>,
+}
+
+/// Runs every policy's phase, one after the other, and assembles the report.
+pub async fn run(
+    cfg: &ReplayConfig,
+    profile: &Profile,
+    profile_text: &str,
+    shutdown: &CancellationToken,
+) -> Result<ReplayOutcome, ReplayError> {
+    let started = std::time::Instant::now();
+    let mut phases = Vec::with_capacity(cfg.policies.len());
+    for &policy in &cfg.policies {
+        if shutdown.is_cancelled() {
+            break;
+        }
+        let log = cfg
+            .findings_dir
+            .as_ref()
+            .map(|d| d.join(format!("findings-{}.jsonl", policy.as_str())));
+        phases.push(phase::run_phase(cfg, profile, policy, log, shutdown).await?);
+    }
+    let target = match &cfg.upstream {
+        Some(address) => Target::User {
+            address: address.clone(),
+            path: cfg.target_path.clone(),
+        },
+        None => Target::Lab {
+            address: phases
+                .first()
+                .map(|p| p.upstream.clone())
+                .unwrap_or_default(),
+            server_mode: format!(
+                "ring={} on-evicted={}",
+                cfg.lab.buffer,
+                value_name(cfg.lab.on_evicted)
+            ),
+        },
+    };
+    let story = story::tell(&phases, cfg.lines);
+    let run = assemble::RunDescription {
+        seed: cfg.seed,
+        profile_name: profile.origin.clone(),
+        profile_text: profile_text.to_owned(),
+        target,
+        elapsed: started.elapsed(),
+    };
+    let report = assemble::assemble(run, &phases, story);
+    Ok(ReplayOutcome { report, phases })
+}
+
+/// The command-line spelling of a clap value (`replay-from-oldest`).
+pub fn value_name(v: impl clap::ValueEnum) -> String {
+    v.to_possible_value()
+        .map_or_else(String::new, |p| p.get_name().to_owned())
+}

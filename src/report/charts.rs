@@ -15,6 +15,9 @@ use super::ReportError;
 use super::hgrm;
 use super::model::{TimelineEntry, TimelineKind};
 
+/// Timeline entries drawn at most (the SVG grows with each).
+pub const MAX_TIMELINE_MARKS: usize = 5_000;
+
 /// Width of every chart in pixels.
 pub const WIDTH: u32 = 860;
 
@@ -131,11 +134,14 @@ pub fn percentile_curves(
     Ok(svg)
 }
 
-/// Horizontal bars, one per `(name, count)`.
+/// Horizontal bars, one per `(name, count)`, the largest on top.
 pub fn bars(title: &str, items: &[(String, u64)]) -> Result<String, ReportError> {
+    let mut sorted = items.to_vec();
+    sorted.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(&a.0)));
+    let items = sorted.as_slice();
     let n = items.len().max(1);
     let x_max = items.iter().map(|(_, v)| *v).max().unwrap_or(0).max(1);
-    let x_max = x_max + x_max / 8 + 1;
+    let x_max = x_max.saturating_add(x_max / 8).saturating_add(1);
     let height = 80 + 28 * n as u32;
     let mut svg = String::new();
     {
@@ -156,6 +162,7 @@ pub fn bars(title: &str, items: &[(String, u64)]) -> Result<String, ReportError>
         chart
             .configure_mesh()
             .disable_y_mesh()
+            .light_line_style(WHITE)
             .y_labels(n)
             .y_label_style(("sans-serif", 14))
             .x_label_style(("sans-serif", 13))
@@ -192,10 +199,20 @@ pub fn bars(title: &str, items: &[(String, u64)]) -> Result<String, ReportError>
 
 /// The timeline: one row per [`TimelineKind`], ticks for instants, bars for outages.
 pub fn timeline(entries: &[TimelineEntry], run_ms: u64) -> Result<String, ReportError> {
-    let title = "Timeline of cuts, outages, reconnects and resumes";
-    let end_ms = entries
+    let shown = &entries[..entries.len().min(MAX_TIMELINE_MARKS)];
+    let title = if shown.len() < entries.len() {
+        format!(
+            "Timeline of cuts, outages, reconnects and resumes (first {} of {})",
+            shown.len(),
+            entries.len()
+        )
+    } else {
+        "Timeline of cuts, outages, reconnects and resumes".to_owned()
+    };
+    let title = title.as_str();
+    let end_ms = shown
         .iter()
-        .map(|e| e.t_ms + e.duration_ms)
+        .map(|e| e.t_ms.saturating_add(e.duration_ms))
         .max()
         .unwrap_or(0)
         .max(run_ms)
@@ -217,6 +234,7 @@ pub fn timeline(entries: &[TimelineEntry], run_ms: u64) -> Result<String, Report
         chart
             .configure_mesh()
             .disable_y_mesh()
+            .light_line_style(WHITE)
             .y_labels(rows.len())
             .y_label_style(("sans-serif", 14))
             .x_label_style(("sans-serif", 13))
@@ -231,7 +249,7 @@ pub fn timeline(entries: &[TimelineEntry], run_ms: u64) -> Result<String, Report
             .draw()
             .map_err(|e| chart_error(title, e))?;
         chart
-            .draw_series(entries.iter().map(|e| {
+            .draw_series(shown.iter().map(|e| {
                 let row = rows.iter().position(|k| *k == e.kind).unwrap_or(0);
                 let start = e.t_ms as f64 / 1000.0;
                 let end = (start + e.duration_ms as f64 / 1000.0).max(start + tick);

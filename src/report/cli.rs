@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::thresholds::{self, Threshold};
-use super::{ReportError, hlog, json, summary};
+use super::{Report, ReportError, hlog, json, summary};
 
 /// Arguments of `tearline report`.
 #[derive(Debug, clap::Args)]
@@ -34,17 +34,8 @@ enum Command {
     /// start, in time order; the per-tag totals of the result equal the sum of the inputs.
     /// Prints the per-tag totals (count and percentiles) of the merged log.
     Merge(MergeArgs),
-    /// Print the summary of a saved report.json and check thresholds.
-    ///
-    /// Thresholds name the condition that FAILS the run, e.g. `silent-loss>0`.
-    /// Counts: calls ok failed silent-loss torn-detections resumes renegotiations duplicates
-    /// gaps reorders explicit-errors (summed over policies, or POLICY.NAME such as
-    /// naive.silent-loss); finding kinds such as torn-cut, cursor-ahead, fresh-stream; cuts,
-    /// cut.CLASS (cut.mid-value), cut.ACTION (cut.reset).
-    /// Latencies: pNN(HISTOGRAM), max(..), min(..), mean(..) with a unit us, ms or s, where
-    /// HISTOGRAM is NAME (policies merged), POLICY.NAME or proxy.NAME: p99(call)>2s,
-    /// p99.9(strict.call)>=500ms, max(proxy.client-reconnect)>1s.
-    /// Operators: > >= < <= == !=.
+    /// Print the summary of a saved report.json and check --fail-on thresholds.
+    #[command(long_about = SHOW_LONG_HELP, after_long_help = FAIL_ON_HELP)]
     Show(ShowArgs),
 }
 
@@ -60,15 +51,48 @@ struct MergeArgs {
 
 #[derive(Debug, clap::Args)]
 struct ShowArgs {
-    /// A report.json written by `tearline replay`.
+    /// A report.json written by `tearline replay`, or the directory holding it.
     report: PathBuf,
-    /// Fail (exit 99) when this condition is true; repeatable.
-    #[arg(long = "fail-on", value_name = "THRESHOLD", value_parser = parse_threshold)]
+    /// Fail (exit 99) when this condition is true; repeatable (see `tearline report show
+    /// --help` for the language).
+    #[arg(long = "fail-on", value_name = "THRESHOLD")]
     fail_on: Vec<Threshold>,
 }
 
-fn parse_threshold(s: &str) -> Result<Threshold, String> {
-    s.parse::<Threshold>().map_err(|e| e.to_string())
+const SHOW_LONG_HELP: &str =
+    "Print the summary of a saved report.json and check --fail-on thresholds.
+
+Exit status: 0 when every threshold holds, 99 when one fails (k6's convention), 2 on errors
+(unreadable report, malformed threshold, a policy or histogram the report does not have).";
+
+/// The `--fail-on` language, for the long help of every command that takes thresholds.
+pub const FAIL_ON_HELP: &str =
+    "A threshold names the condition that FAILS the run: --fail-on 'silent-loss>0'.
+
+  THRESHOLD := METRIC OP VALUE          OP: >  >=  <  <=  ==  !=
+  counts (VALUE is a plain number):
+    calls ok failed silent-loss torn-detections resumes renegotiations reissues
+    duplicates gaps reorders explicit-errors fresh-streams events
+                                          summed over the policies
+    POLICY.COUNTER                        one policy, e.g. naive.silent-loss
+    torn-cut cursor-ahead fresh-stream …  proxy findings by kind (also finding.KIND)
+    cuts  cut.CLASS  cut.ACTION           e.g. cut.mid-value, cut.reset
+  latencies (VALUE needs a unit: us, ms or s):
+    pNN(H) max(H) min(H) mean(H)          NN in (0, 100], e.g. p50 p99 p99.9
+    H := NAME | POLICY.NAME | proxy.NAME  NAME alone merges that histogram of every policy
+  A histogram without samples reads 0.
+
+Examples:
+  --fail-on 'silent-loss>0' --fail-on 'torn-cut>=1'
+  --fail-on 'naive.silent-loss>0' --fail-on 'p99(call)>2s' --fail-on 'p99.9(strict.call)>=500ms'
+  --fail-on 'max(proxy.client-reconnect)>1s'";
+
+/// Prints `report`'s summary, evaluates `fail_on` on it, prints the verdicts, and returns the
+/// exit code: 0 when all hold, 99 when one fails. Unknown policies or histograms are errors.
+pub fn show(report: &Report, fail_on: &[Threshold]) -> Result<ExitCode, ReportError> {
+    let verdicts = thresholds::evaluate_all(fail_on, report)?;
+    print!("{}", summary::render(report));
+    Ok(print_verdicts(&verdicts))
 }
 
 /// Prints verdicts and returns the exit code they call for.
@@ -86,10 +110,13 @@ pub fn print_verdicts(verdicts: &[thresholds::Verdict]) -> ExitCode {
 pub async fn run(args: Args) -> Result<ExitCode, ReportError> {
     match args.command {
         Command::Show(a) => {
-            let report = json::load(&a.report)?;
-            let verdicts = thresholds::evaluate_all(&a.fail_on, &report)?;
-            print!("{}", summary::render(&report));
-            Ok(print_verdicts(&verdicts))
+            let path = if a.report.is_dir() {
+                a.report.join("report.json")
+            } else {
+                a.report
+            };
+            let report = json::load(&path)?;
+            show(&report, &a.fail_on)
         }
         Command::Merge(a) => {
             let mut logs = Vec::with_capacity(a.inputs.len());

@@ -33,18 +33,44 @@ pub struct Row {
 }
 
 /// The rows of `h`'s percentile distribution (empty for an empty histogram).
+///
+/// This is HdrHistogram_c's (and Java's) percentile iteration, done in percent as they do it
+/// (the Rust crate's quantile iterator steps in fractions, and its float rounding moves some
+/// rows one bucket away from wrk2's): a row is reported at a bucket when the cumulative
+/// percentile reaches the next reporting level; levels advance by
+/// 100 / (ticks · 2^(⌊log2(100 / (100 − level))⌋ + 1)); the bucket holding the largest value
+/// reports at most one level, then the 100 % row repeats it.
 pub fn rows(h: &Histogram<u64>, value_unit_ratio: f64) -> Vec<Row> {
-    let mut total = 0u64;
-    h.iter_quantiles(TICKS_PER_HALF_DISTANCE)
-        .map(|v| {
-            total += v.count_since_last_iteration();
-            Row {
-                value: h.highest_equivalent(v.value_iterated_to()) as f64 / value_unit_ratio,
-                percentile: v.quantile_iterated_to(),
-                total_count: total,
+    let total = h.len();
+    let mut rows = Vec::new();
+    if total == 0 {
+        return rows;
+    }
+    let mut level = 0.0f64;
+    let mut cumulative = 0u64;
+    let mut value = 0u64;
+    let row = |value: u64, level: f64, cumulative: u64| Row {
+        value: value as f64 / value_unit_ratio,
+        percentile: level / 100.0,
+        total_count: cumulative,
+    };
+    for v in h.iter_recorded() {
+        cumulative = cumulative.saturating_add(v.count_at_value());
+        value = h.highest_equivalent(v.value_iterated_to());
+        let current = 100.0 * cumulative as f64 / total as f64;
+        let last_bucket = cumulative >= total;
+        while level <= current && level < 100.0 {
+            rows.push(row(value, level, cumulative));
+            let halvings = (100.0 / (100.0 - level)).log2().floor() + 1.0;
+            let ticks = f64::from(TICKS_PER_HALF_DISTANCE) * 2f64.powf(halvings);
+            level += 100.0 / ticks;
+            if last_bucket {
+                break;
             }
-        })
-        .collect()
+        }
+    }
+    rows.push(row(value, 100.0, cumulative));
+    rows
 }
 
 /// Sub-buckets per bucket for `sigfig` significant digits: the smallest power of two ≥
@@ -109,6 +135,36 @@ mod tests {
     fn sub_buckets_match_hdrhistogram_for_three_digits() {
         assert_eq!(sub_bucket_count(3), 2048);
         assert_eq!(sub_bucket_count(2), 256);
+    }
+
+    #[test]
+    fn rows_report_at_the_exact_percentile_like_hdrhistogram_c_and_java() {
+        // 1..=2000 µs are exact buckets: the 65 % row must be 1300 at count 1300 (the crate's
+        // fractional quantile iterator, 0.6 + 0.05 > 0.65, would report 1301).
+        let mut h = Histogram::<u64>::new(3).expect("valid precision");
+        for v in 1..=2000u64 {
+            h.record(v).expect("records");
+        }
+        let rows = rows(&h, 1.0);
+        let at = |p: f64| {
+            rows.iter()
+                .find(|r| (r.percentile - p).abs() < 1e-12)
+                .map(|r| (r.value, r.total_count))
+        };
+        assert_eq!(at(0.0), Some((1.0, 1)));
+        assert_eq!(at(0.65), Some((1300.0, 1300)));
+        assert_eq!(at(0.9), Some((1800.0, 1800)));
+        let tail: Vec<(f64, f64, u64)> = rows[rows.len() - 2..]
+            .iter()
+            .map(|r| (r.value, r.percentile, r.total_count))
+            .collect();
+        assert_eq!(
+            tail[1],
+            (2000.0, 1.0, 2000),
+            "the 100 % row repeats the max"
+        );
+        assert_eq!(tail[0].0, 2000.0);
+        assert!(rows.windows(2).all(|w| w[0].percentile < w[1].percentile));
     }
 
     #[test]

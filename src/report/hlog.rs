@@ -69,6 +69,11 @@ impl Log {
     }
 }
 
+/// `x` seconds as a duration; negative, NaN or out-of-range values become 0.
+fn secs(x: f64) -> Duration {
+    Duration::try_from_secs_f64(x).unwrap_or_default()
+}
+
 /// Writes `intervals` (start seconds since `base`) as a log whose origin is `base` seconds
 /// since the epoch.
 fn write_log(
@@ -77,7 +82,11 @@ fn write_log(
     base: f64,
     intervals: &[(Option<String>, f64, f64, &Histogram<u64>)],
 ) -> Result<Vec<u8>, ReportError> {
-    let as_time = |secs: f64| std::time::UNIX_EPOCH + Duration::from_secs_f64(secs.max(0.0));
+    let as_time = |x: f64| {
+        std::time::UNIX_EPOCH
+            .checked_add(secs(x))
+            .unwrap_or(std::time::UNIX_EPOCH)
+    };
     let mut out = Vec::new();
     let mut serializer = V2DeflateSerializer::new();
     IntervalLogWriterBuilder::new()
@@ -97,8 +106,8 @@ fn write_log(
         writer
             .write_histogram(
                 h,
-                Duration::from_secs_f64(start.max(0.0)),
-                Duration::from_secs_f64(length.max(0.0)),
+                secs(*start),
+                secs(*length),
                 safe.as_deref().and_then(Tag::new),
             )
             .map_err(ReportError::HlogWrite)?;
@@ -213,4 +222,51 @@ pub fn merge(logs: &[Log]) -> Result<Vec<u8>, ReportError> {
         logs.len()
     );
     write_log(&comment, start_time, base, &intervals)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn histogram(values: &[u64]) -> Histogram<u64> {
+        let mut h = latency::new_histogram();
+        for v in values {
+            h.record(*v).expect("auto-resizing histogram records");
+        }
+        h
+    }
+
+    #[test]
+    fn merge_rebases_logs_of_different_start_times_onto_the_earliest() {
+        let (a, b) = (histogram(&[100, 200]), histogram(&[300]));
+        let log_a =
+            write_log("a", 1_000.0, 1_000.0, &[(Some("x".into()), 2.0, 1.0, &a)]).expect("writes");
+        let log_b =
+            write_log("b", 1_010.0, 1_010.0, &[(Some("x".into()), 0.5, 1.0, &b)]).expect("writes");
+        let logs = [
+            parse(&log_a, Path::new("a")).expect("a parses"),
+            parse(&log_b, Path::new("b")).expect("b parses"),
+        ];
+        assert_eq!(logs[0].intervals[0].start, 1_002.0);
+        assert_eq!(logs[1].intervals[0].start, 1_010.5);
+        let merged = parse(&merge(&logs).expect("merges"), Path::new("m")).expect("parses");
+        assert_eq!(merged.start_time, Some(1_000.0));
+        let starts: Vec<f64> = merged.intervals.iter().map(|i| i.start).collect();
+        assert_eq!(
+            starts,
+            [1_002.0, 1_010.5],
+            "absolute times survive the merge"
+        );
+        let x = &merged.totals().expect("adds")["x"];
+        assert_eq!((x.len(), x.min(), x.max()), (3, 100, 300));
+    }
+
+    #[test]
+    fn garbage_is_a_parse_error_with_its_offset() {
+        let err = parse(b"#ok\nnot a log line\n", Path::new("g.hlog")).expect_err("garbage");
+        assert!(
+            matches!(err, ReportError::HlogParse { offset: 4, .. }),
+            "{err:?}"
+        );
+    }
 }

@@ -10,10 +10,36 @@
 //!
 //! Exit convention of commands that evaluate thresholds: 0 when every threshold holds, 99 when
 //! at least one fails (k6's convention), 2 on any error (unreadable input, malformed threshold).
+//!
+//! Filling a report (what `tearline replay` does) and writing every file:
+//! ```no_run
+//! use std::collections::BTreeMap;
+//! use hdrhistogram::Histogram;
+//! use tearline::report::{self, Counters, FindingExample, Report, RunFacts, Target, TimelineKind};
+//!
+//! let target = Target::Lab { address: "127.0.0.1:40000".into(), server_mode: "ring=64".into() };
+//! let mut facts = RunFacts::new(42, "reset-250ms", target);
+//! facts.duration_ms = 41_000;
+//! let mut r = Report::new(facts);
+//! r.add_cut("mid-value", "reset");
+//! r.add_finding("torn-cut", FindingExample { session: "s1".into(), ..Default::default() });
+//! let counters = Counters::from_pairs([("calls", 10), ("ok", 9), ("silently_lost", 1)])?;
+//! let histograms: BTreeMap<&str, Histogram<u64>> = BTreeMap::new();
+//! r.add_policy("naive", counters, histograms);
+//! r.add_timeline(1_250, TimelineKind::Cut, 0, "s1: mid-value, data line 1, byte 1000");
+//! r.story.push("event id 42: the reset fell in data line 1 of 3".into());
+//! let written = report::write_all(&r, &report::default_out_dir())?;
+//! println!("report: {}", written.dir.display());
+//! let thresholds = vec!["naive.silent-loss>0".parse::<report::Threshold>()?];
+//! let exit = report::cli::show(&r, &thresholds)?; // prints the summary; 99 if one fails
+//! # let _ = exit;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod charts;
 pub mod cli;
 pub mod clock;
+pub mod counters;
 pub mod hgrm;
 pub mod hlog;
 pub mod html;
@@ -21,6 +47,7 @@ pub mod json;
 pub mod latency;
 pub mod model;
 pub mod summary;
+mod threshold_parse;
 pub mod thresholds;
 
 use std::path::{Path, PathBuf};

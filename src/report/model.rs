@@ -14,6 +14,7 @@ use std::time::{Duration, SystemTime};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+pub use super::counters::Counters;
 use super::latency::{Latency, safe_name};
 
 /// Version of the `report.json` layout; bumped on any incompatible change.
@@ -118,71 +119,6 @@ pub struct FindingGroup {
     pub count: u64,
     /// The first few (at most [`MAX_EXAMPLES`]).
     pub examples: Vec<FindingExample>,
-}
-
-/// Outcome counters of one client policy. JSON keys (kebab-case) are the metric names of
-/// thresholds: `calls`, `ok`, `failed`, `silent-loss`, ….
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields)]
-pub struct Counters {
-    /// `tools/call` requests issued.
-    pub calls: u64,
-    /// Calls that got a complete, verified result.
-    pub ok: u64,
-    /// Calls that ended in an error the client saw (explicit or transport, after retries).
-    pub failed: u64,
-    /// Calls the client counted as done whose result was lost or corrupt (found only by the
-    /// harness's verification): the documents' failure.
-    pub silent_loss: u64,
-    /// Partly received events the client detected and discarded at a cut.
-    pub torn_detections: u64,
-    /// Resumptions with `Last-Event-ID`.
-    pub resumes: u64,
-    /// New sessions or re-issued requests after a resume was refused.
-    pub renegotiations: u64,
-    /// Events received twice.
-    pub duplicates: u64,
-    /// Missing event ids detected.
-    pub gaps: u64,
-    /// Events received out of order.
-    pub reorders: u64,
-    /// Explicit server errors (non-200 on resume, `event: error`).
-    pub explicit_errors: u64,
-}
-
-impl Counters {
-    /// Metric names, in JSON order.
-    pub const NAMES: [&'static str; 11] = [
-        "calls",
-        "ok",
-        "failed",
-        "silent-loss",
-        "torn-detections",
-        "resumes",
-        "renegotiations",
-        "duplicates",
-        "gaps",
-        "reorders",
-        "explicit-errors",
-    ];
-
-    /// The counter called `name` (one of [`Counters::NAMES`]).
-    pub fn get(&self, name: &str) -> Option<u64> {
-        Some(match name {
-            "calls" => self.calls,
-            "ok" => self.ok,
-            "failed" => self.failed,
-            "silent-loss" => self.silent_loss,
-            "torn-detections" => self.torn_detections,
-            "resumes" => self.resumes,
-            "renegotiations" => self.renegotiations,
-            "duplicates" => self.duplicates,
-            "gaps" => self.gaps,
-            "reorders" => self.reorders,
-            "explicit-errors" => self.explicit_errors,
-            _ => return None,
-        })
-    }
 }
 
 /// What one client policy (`strict`, `naive`, …) experienced.
@@ -310,14 +246,16 @@ impl Report {
 
     /// Counts one cut of `class` done by `action`.
     pub fn add_cut(&mut self, class: &str, action: &str) {
-        self.cuts.total += 1;
-        *self.cuts.by_class.entry(class.to_owned()).or_default() += 1;
-        *self.cuts.by_action.entry(action.to_owned()).or_default() += 1;
+        self.cuts.total = self.cuts.total.saturating_add(1);
+        let class = self.cuts.by_class.entry(class.to_owned()).or_default();
+        *class = class.saturating_add(1);
+        let action = self.cuts.by_action.entry(action.to_owned()).or_default();
+        *action = action.saturating_add(1);
     }
 
     /// Sets the cut counts from maps (the total is the sum by class).
     pub fn set_cuts(&mut self, by_class: BTreeMap<String, u64>, by_action: BTreeMap<String, u64>) {
-        self.cuts.total = by_class.values().sum();
+        self.cuts.total = by_class.values().fold(0u64, |a, b| a.saturating_add(*b));
         self.cuts.by_class = by_class;
         self.cuts.by_action = by_action;
     }
@@ -325,7 +263,7 @@ impl Report {
     /// Counts one finding of `kind`, keeping `example` if fewer than [`MAX_EXAMPLES`] are kept.
     pub fn add_finding(&mut self, kind: &str, example: FindingExample) {
         let group = self.findings.entry(kind.to_owned()).or_default();
-        group.count += 1;
+        group.count = group.count.saturating_add(1);
         if group.examples.len() < MAX_EXAMPLES {
             group.examples.push(example);
         }
@@ -338,16 +276,19 @@ impl Report {
             .insert(kind.to_owned(), FindingGroup { count, examples });
     }
 
-    /// Adds (or replaces) the outcome of a client policy.
-    pub fn add_policy(
+    /// Adds (or replaces) the outcome of a client policy; `histograms` is any map or list of
+    /// (name, µs histogram), e.g. a `BTreeMap<String, Histogram<u64>>` or
+    /// `BTreeMap<&str, Histogram<u64>>`.
+    pub fn add_policy<K: AsRef<str>>(
         &mut self,
         name: &str,
         counters: Counters,
-        histograms: BTreeMap<String, Histogram<u64>>,
+        histograms: impl IntoIterator<Item = (K, Histogram<u64>)>,
     ) {
         let histograms = histograms
             .into_iter()
             .map(|(h, histogram)| {
+                let h = h.as_ref().to_owned();
                 let tag = Report::policy_tag(name, &h);
                 let latency = Latency {
                     histogram,
@@ -375,6 +316,16 @@ impl Report {
             tag,
         };
         self.proxy_histograms.insert(name.to_owned(), latency);
+    }
+
+    /// Adds (or replaces) several proxy histograms, e.g. the audit's snapshot.
+    pub fn add_proxy_histograms<K: AsRef<str>>(
+        &mut self,
+        histograms: impl IntoIterator<Item = (K, Histogram<u64>)>,
+    ) {
+        for (name, histogram) in histograms {
+            self.add_proxy_histogram(name.as_ref(), histogram);
+        }
     }
 
     /// Adds an interval histogram for `report.hlog`.
@@ -422,10 +373,9 @@ impl Report {
 
     /// The sum of counter `name` over all policies.
     pub fn counter_total(&self, name: &str) -> Option<u64> {
-        self.policies
-            .values()
-            .map(|p| p.counters.get(name))
-            .sum::<Option<u64>>()
+        self.policies.values().try_fold(0u64, |sum, p| {
+            Some(sum.saturating_add(p.counters.get(name)?))
+        })
     }
 
     /// How many findings of `kind` (0 when none).

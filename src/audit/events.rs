@@ -1,0 +1,442 @@
+//! What happens downstream: response heads, bodies, delivered SSE events, stream ends and cuts,
+//! and the judgements they close.
+//!
+//! Invariants:
+//! - Only events the observer reports as delivered enter a ledger; a cut that tears an event
+//!   records it as torn (its id, if its `id:` line was complete, becomes a cursor-ahead
+//!   candidate) and is a `torn-cut` if and only if the class tears the event and at least one
+//!   byte of it was delivered.
+//! - A cut ends every leg of its connection; the leg whose body was in flight (the lowest
+//!   sequence number with a response head) is the one torn.
+//! - An id committed without a dispatched event (`last_committed_id` at the cut) counts as
+//!   delivered: a conformant client holds it as its cursor.
+//! - `pending-call` is armed when a leg's body ends cleanly without a proxy cut (the proxy's
+//!   own clean-end cut is reported to the auditor before the body end, so it never counts) and
+//!   deferred with `silent-empty` until the stream is forgotten or `finish` (see `watch`).
+
+use super::finding::{Finding, FindingKind};
+use super::judge::{LegEnd, ReplayClass};
+use super::ledger::Ledger;
+use super::rpc::TOOLS_CALL;
+use super::stream::{StreamKey, Torn};
+use crate::fault::CutAction;
+use crate::wire::{CutPoint, Direction};
+use bytes::Bytes;
+use tokio::time::Instant;
+
+/// The facts of one delivered SSE event.
+#[derive(Debug)]
+pub struct EventFacts {
+    pub id: Option<String>,
+    pub last_event_id: Option<String>,
+    pub event_type: Option<String>,
+    pub data_hash: u64,
+    pub data_len: u64,
+    pub data: Option<Bytes>,
+}
+
+impl Ledger {
+    pub fn on_response(
+        &mut self,
+        now: Instant,
+        conn: u64,
+        seq: u64,
+        status: u16,
+        content_type: Option<String>,
+        session: Option<String>,
+    ) {
+        if (100..200).contains(&status) {
+            return;
+        }
+        let Some(leg) = self.legs.get_mut(&(conn, seq)) else {
+            return;
+        };
+        leg.status = Some(status);
+        leg.sse = content_type.as_deref().is_some_and(|c| {
+            c.trim()
+                .to_ascii_lowercase()
+                .starts_with("text/event-stream")
+        });
+        let key = leg.stream;
+        let is_resume = leg.resume.is_some() || leg.unmapped_resume;
+        let sse = leg.sse;
+        if let Some(r) = &mut leg.resume
+            && status != 200
+        {
+            r.explicit_reported = true;
+        }
+        if session.is_some() && self.streams.get(&key).is_some_and(|s| s.session.is_none()) {
+            self.rehome(key, session, now);
+        }
+        if is_resume && status != 200 {
+            let f = self
+                .finding(FindingKind::ExplicitLoss, key, now)
+                .detail(format!("resume answered with status {status}"));
+            self.emit(f);
+        } else if is_resume && !sse {
+            let f = self.finding(FindingKind::Unknown, key, now).detail(format!(
+                "replay not judged: resume answered 200 with content-type {:?}, not an event stream",
+                content_type
+            ));
+            self.emit(f);
+        }
+        if matches!(status, 202 | 204 | 304) || (is_resume && (status != 200 || !sse)) {
+            self.end_leg(now, conn, seq, false, true);
+        }
+    }
+
+    pub fn on_body(&mut self, now: Instant, conn: u64, seq: u64, body: Option<Bytes>) {
+        let Some(key) = self.legs.get(&(conn, seq)).map(|l| l.stream) else {
+            return;
+        };
+        if let Some(b) = body {
+            self.on_server_messages(now, key, &b, false);
+        }
+        self.end_leg(now, conn, seq, false, true);
+    }
+
+    pub fn on_event(&mut self, now: Instant, conn: u64, seq: u64, ev: EventFacts) {
+        let Some(leg) = self.legs.get_mut(&(conn, seq)) else {
+            return;
+        };
+        let key = leg.stream;
+        let first = !leg.first_event;
+        leg.first_event = true;
+        let since = now.saturating_duration_since(leg.requested_at);
+        let is_resume = leg.resume.is_some();
+        if first && !leg.late {
+            self.histos.record("first-event", since);
+            if is_resume {
+                self.histos.record("server-replay", since);
+            }
+        }
+        let class = if is_resume {
+            self.classify(key, conn, seq, &ev)
+        } else {
+            None
+        };
+        // A byte-identical copy of an event already delivered under the same id: any response
+        // in it is a replay artefact (`replay-duplicate` or the client's `cursor-behind`).
+        let copy = ev.id.as_ref().is_some_and(|id| {
+            self.streams
+                .get(&key)
+                .and_then(|s| s.entry_of(id))
+                .is_some_and(|e| e.dispatched && e.hash == ev.data_hash)
+        });
+        let cross = matches!(class, Some(ReplayClass::Cross { .. }));
+        if let Some(r) = self
+            .legs
+            .get_mut(&(conn, seq))
+            .and_then(|l| l.resume.as_mut())
+        {
+            if ev.event_type.as_deref() == Some("error") {
+                r.error_event = true;
+            }
+            if let Some(c) = class {
+                r.add(c, ev.data_len > 0);
+            }
+        }
+        if !cross {
+            self.push_event(key, ev.id.clone(), ev.data_hash, ev.data_len, true);
+            if let Some(s) = self.streams.get_mut(&key) {
+                s.last_event_id = ev.last_event_id.clone().or(ev.id.clone());
+            }
+        }
+        if let Some(data) = &ev.data {
+            self.on_server_messages(now, key, data, copy);
+        }
+    }
+
+    /// Classifies one replayed event against the stream (rules in the `judge` module doc).
+    fn classify(
+        &self,
+        key: StreamKey,
+        conn: u64,
+        seq: u64,
+        ev: &EventFacts,
+    ) -> Option<ReplayClass> {
+        let r = self.legs.get(&(conn, seq))?.resume.as_ref()?;
+        let stream = self.streams.get(&key)?;
+        let resent = ev.data_len > 0 && stream.has_hash(ev.data_hash);
+        let empty = ev.data_len == 0;
+        let Some(id) = ev.id.clone() else {
+            return Some(ReplayClass::Unseen {
+                id: None,
+                resent,
+                empty,
+            });
+        };
+        if r.seen_on_leg(&id) {
+            return Some(ReplayClass::Duplicate { id });
+        }
+        if let Some(rank) = r.owed_rank(&id) {
+            let same = stream
+                .entry_of(&id)
+                .is_none_or(|e| !e.dispatched || e.hash == ev.data_hash);
+            return Some(if same {
+                ReplayClass::Owed { id, rank }
+            } else {
+                ReplayClass::Reused { id }
+            });
+        }
+        if let Some(e) = stream.entry_of(&id)
+            && r.snapshot.is_some_and(|s| e.ordinal <= s)
+        {
+            return Some(if !e.dispatched || e.hash == ev.data_hash {
+                ReplayClass::Duplicate { id }
+            } else {
+                ReplayClass::Reused { id }
+            });
+        }
+        let other_in_session = self
+            .sessions
+            .get(&stream.session)
+            .and_then(|s| s.ids.get(&id))
+            .is_some_and(|owners| owners.iter().any(|k| *k != key));
+        let other_session = self.opaque.get(&id).is_some_and(|k| {
+            *k != key
+                && self
+                    .streams
+                    .get(k)
+                    .is_some_and(|o| o.session != stream.session)
+        });
+        if other_in_session || other_session {
+            return Some(ReplayClass::Cross { id });
+        }
+        Some(ReplayClass::Unseen {
+            id: Some(id),
+            resent,
+            empty,
+        })
+    }
+
+    /// A clean body end ends the leg. An unclean one only marks it: the wire observer reports
+    /// `StreamEnd { clean: false }` just before the proxy's `Cut` (and a server's broken
+    /// framing always closes the connection), so the leg ends at the `Cut` or `ConnClosed`
+    /// that follows, and a cut leg is judged as cut.
+    pub fn on_stream_end(&mut self, now: Instant, conn: u64, seq: u64, clean: bool) {
+        if clean {
+            self.end_leg(now, conn, seq, false, true);
+        } else if let Some(leg) = self.legs.get_mut(&(conn, seq)) {
+            leg.body_broken = true;
+        }
+    }
+
+    pub fn on_conn_closed(&mut self, now: Instant, conn: u64) {
+        let seqs: Vec<u64> = self
+            .legs
+            .range((conn, 0)..=(conn, u64::MAX))
+            .map(|(k, _)| k.1)
+            .collect();
+        for seq in seqs {
+            self.end_leg(now, conn, seq, false, false);
+        }
+    }
+
+    pub fn on_cut(
+        &mut self,
+        now: Instant,
+        conn: u64,
+        direction: Direction,
+        action: CutAction,
+        point: CutPoint,
+    ) {
+        let legs: Vec<(u64, bool)> = self
+            .legs
+            .range((conn, 0)..=(conn, u64::MAX))
+            .map(|(k, l)| (k.1, l.status.is_some()))
+            .collect();
+        let body_seq = legs
+            .iter()
+            .find(|(_, responded)| *responded)
+            .map(|(s, _)| *s);
+        for (seq, _) in &legs {
+            let Some(key) = self.legs.get(&(conn, *seq)).map(|l| l.stream) else {
+                continue;
+            };
+            if Some(*seq) == body_seq && direction == Direction::Downstream {
+                self.tear(now, key, action, &point);
+            }
+            if let Some(s) = self.streams.get_mut(&key) {
+                s.cut_at = Some(now);
+                s.awaiting_reconnect = true;
+            }
+            self.end_leg(now, conn, *seq, true, false);
+        }
+    }
+
+    /// Records what the cut did to the event in progress on stream `key`.
+    fn tear(&mut self, now: Instant, key: StreamKey, action: CutAction, p: &CutPoint) {
+        if let Some(lc) = &p.last_committed_id
+            && self
+                .streams
+                .get(&key)
+                .is_some_and(|s| s.entry_of(lc).is_none())
+        {
+            self.push_event(key, Some(lc.clone()), 0, 0, false);
+            if let Some(s) = self.streams.get_mut(&key) {
+                s.last_event_id = Some(lc.clone());
+            }
+        }
+        let tears = p.class.is_some_and(|c| c.tears_event()) && p.torn_bytes > 0;
+        let Some(stream) = self.streams.get_mut(&key) else {
+            return;
+        };
+        let session = stream.session.clone();
+        let old = stream.torn.take().and_then(|t| t.id);
+        if let Some(old) = old.filter(|o| stream.entry_of(o).is_none()) {
+            self.unindex_id(key, &session, &old);
+        }
+        if !tears {
+            return;
+        }
+        let torn = Torn {
+            id: p.pending_id.clone(),
+            class: p.class,
+            bytes: p.torn_bytes,
+            data_line: p.data_line,
+            raw_offset: p.raw_offset,
+        };
+        if let Some(s) = self.streams.get_mut(&key) {
+            s.torn = Some(torn);
+        }
+        if let Some(id) = &p.pending_id {
+            self.index_id(key, id);
+        }
+        let class = p.class.map_or("-", |c| c.as_str());
+        let mut f = self
+            .finding(FindingKind::TornCut, key, now)
+            .ids(
+                p.pending_id
+                    .iter()
+                    .chain(p.last_committed_id.iter())
+                    .cloned()
+                    .collect(),
+            )
+            .offsets(vec![p.raw_offset])
+            .detail(format!(
+                "{} cut in {class} of event #{} (id {}) after {} byte(s){}; last committed id {}",
+                action.as_str(),
+                p.event_index.map_or("-".to_string(), |i| i.to_string()),
+                p.pending_id.as_deref().unwrap_or("not yet sent"),
+                p.torn_bytes,
+                p.data_line
+                    .map_or(String::new(), |l| format!(", in data line {l}")),
+                p.last_committed_id.as_deref().unwrap_or("(none)"),
+            ));
+        f.class = p.class.map(|c| c.as_str().to_string());
+        f.torn_bytes = Some(p.torn_bytes);
+        f.data_line = p.data_line;
+        self.emit(f);
+    }
+
+    /// Ends one leg: judges a replay, checks pending calls, and arms a reconnect watch after a
+    /// cut.
+    pub fn end_leg(&mut self, now: Instant, conn: u64, seq: u64, cut: bool, clean: bool) {
+        let Some(leg) = self.legs.remove(&(conn, seq)) else {
+            return;
+        };
+        let key = leg.stream;
+        let Some(stream) = self.streams.get_mut(&key) else {
+            return;
+        };
+        stream.open_legs = stream.open_legs.saturating_sub(1);
+        if stream.open_legs == 0 {
+            stream.ended_at = Some(now);
+        }
+        let call_unanswered = stream.unanswered().next().is_some();
+        let tools_pending = stream
+            .unanswered()
+            .any(|c| c.method == TOOLS_CALL && !c.reported);
+        let mut signalled = leg.resume.as_ref().is_some_and(|r| r.explicit_reported);
+        if let Some(r) = &leg.resume {
+            let end = LegEnd {
+                cut,
+                clean,
+                status: leg.status,
+                call_unanswered,
+                tools_call_unanswered: tools_pending,
+            };
+            for (kind, ids, detail) in r.verdict(end) {
+                signalled |= matches!(kind, FindingKind::SilentEmpty | FindingKind::ExplicitLoss);
+                let f = self.finding(kind, key, now).ids(ids).detail(detail);
+                if kind == FindingKind::SilentEmpty {
+                    self.defer(key, f);
+                } else {
+                    self.emit(f);
+                }
+            }
+        }
+        if clean && !cut && !signalled && leg.status == Some(200) {
+            self.defer_pending(now, key);
+        }
+        if cut {
+            self.arm_watch(now, key);
+        }
+    }
+
+    fn defer(&mut self, key: StreamKey, f: Finding) {
+        if let Some(s) = self.streams.get_mut(&key) {
+            s.deferred.push(f);
+        }
+    }
+
+    /// Defers `pending-call` for every unanswered `tools/call` of stream `key`.
+    fn defer_pending(&mut self, now: Instant, key: StreamKey) {
+        let Some(stream) = self.streams.get(&key) else {
+            return;
+        };
+        let deferred: Vec<&String> = stream
+            .deferred
+            .iter()
+            .filter(|f| f.kind == FindingKind::PendingCall)
+            .flat_map(|f| f.ids.iter())
+            .collect();
+        let ids: Vec<String> = stream
+            .unanswered()
+            .filter(|c| c.method == TOOLS_CALL && !c.reported && !deferred.contains(&&c.id))
+            .map(|c| c.id.clone())
+            .collect();
+        let last = stream.last_event_id.clone();
+        for id in ids {
+            let f = self
+                .finding(FindingKind::PendingCall, key, now)
+                .ids(vec![id.clone()])
+                .detail(format!(
+                    "the stream ended cleanly after id {} without a result or error for \
+                     tools/call {id}, and no resume followed",
+                    last.as_deref().unwrap_or("(none)")
+                ));
+            self.defer(key, f);
+        }
+    }
+
+    /// Reports the findings deferred on stream `key` that still hold (a `pending-call` whose
+    /// call got an answer meanwhile is dropped).
+    pub fn settle_deferred(&mut self, key: StreamKey) {
+        let Some(stream) = self.streams.get_mut(&key) else {
+            return;
+        };
+        let deferred = std::mem::take(&mut stream.deferred);
+        let mut out = Vec::new();
+        for f in deferred {
+            if f.kind == FindingKind::PendingCall {
+                let Some(call) = f
+                    .ids
+                    .first()
+                    .and_then(|id| stream.calls.iter_mut().find(|c| &c.id == id))
+                else {
+                    continue;
+                };
+                if call.answers > 0 || call.reported {
+                    continue;
+                }
+                call.reported = true;
+            }
+            out.push(f);
+        }
+        for f in out {
+            self.emit(f);
+        }
+    }
+}

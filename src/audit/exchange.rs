@@ -1,0 +1,383 @@
+//! Requests and responses: opening streams, mapping a resume's cursor to its stream, reading
+//! JSON-RPC calls and answers, and noticing re-opens and re-issues after a cut.
+//!
+//! Invariants:
+//! - A POST carrying requests (or a body too large to read) opens a stream that owns its calls;
+//!   a GET without `Last-Event-ID` opens a standalone stream; a GET with it is a resume leg of
+//!   the stream that delivered or tore that id, or `unknown` when no single stream did.
+//! - The cursor is judged once, at the resume request: `cursor-ahead` if the id was torn and
+//!   never delivered, `cursor-behind` if an id after it was delivered, nothing if it is the
+//!   stream's last id.
+//! - A response is matched to its call by JSON-RPC id within the session; the first answer
+//!   records `final-response` latency, a second one is `duplicate-response` unless it came in
+//!   a byte-identical copy of an event already delivered under the same id (a replay artefact,
+//!   reported as `replay-duplicate` or explained by `cursor-behind`).
+
+use super::finding::FindingKind;
+use super::finding::StreamRef;
+use super::judge::Resume;
+use super::ledger::{Ledger, Leg};
+use super::rpc::{self, RpcMessage};
+use super::stream::{Call, Origin, Stream, StreamKey};
+use super::watch::WatchKind;
+use bytes::Bytes;
+use tokio::time::Instant;
+
+/// The facts of a request head the ledger uses.
+#[derive(Debug)]
+pub struct RequestFacts {
+    pub conn: u64,
+    pub seq: u64,
+    pub method: String,
+    pub path: String,
+    pub session: Option<String>,
+    pub last_event_id: Option<String>,
+    pub protocol_version: Option<String>,
+    pub body: Option<Bytes>,
+    /// The JSON-RPC id the wire reported at a cut, when the request itself was never seen.
+    pub rpc_id_hint: Option<String>,
+}
+
+impl Ledger {
+    pub fn on_request(&mut self, now: Instant, r: RequestFacts) {
+        let msgs = match (&r.body, r.method.as_str()) {
+            (Some(b), "POST") => rpc::parse(b),
+            _ => Vec::new(),
+        };
+        let init_version = msgs.iter().find_map(|m| match m {
+            RpcMessage::Request {
+                method,
+                protocol_version,
+                ..
+            } if method == "initialize" => protocol_version.clone(),
+            _ => None,
+        });
+        let session = self.session_mut(&r.session, now);
+        if let Some(v) = r.protocol_version.clone().or(init_version) {
+            session.version = Some(v);
+        }
+        let version = session.version.clone();
+        let reference = StreamRef {
+            request: format!("{} {}", r.method, r.path),
+            rpc_ids: Vec::new(),
+            conn: r.conn,
+            seq: r.seq,
+        };
+        match (r.method.as_str(), &r.last_event_id) {
+            ("GET", Some(cursor)) => self.on_resume(now, &r, cursor.clone(), reference, version),
+            ("GET", None) => {
+                self.note_reopen(now, &r.session, None, &[format!("GET seq {}", r.seq)]);
+                let s = Stream::new(
+                    r.session.clone(),
+                    reference,
+                    Origin::Get,
+                    version,
+                    now,
+                    self.cfg.ids_per_stream,
+                );
+                let key = self.add_stream(s, now);
+                self.open_leg(&r, key, now, None, false);
+            }
+            ("POST", _) => {
+                self.note_post(now, &r.session, &msgs);
+                let calls: Vec<Call> = msgs
+                    .iter()
+                    .filter_map(|m| match m {
+                        RpcMessage::Request {
+                            id,
+                            method,
+                            params_hash,
+                            ..
+                        } => Some(Call {
+                            id: id.clone(),
+                            method: method.clone(),
+                            params_hash: *params_hash,
+                            answers: 0,
+                            reported: false,
+                        }),
+                        _ => None,
+                    })
+                    .collect();
+                let mut calls = calls;
+                if let (true, Some(id)) = (calls.is_empty(), &r.rpc_id_hint) {
+                    calls.push(Call {
+                        id: id.clone(),
+                        method: "(request not seen)".into(),
+                        params_hash: 0,
+                        answers: 0,
+                        reported: false,
+                    });
+                }
+                if calls.is_empty() && r.body.is_some() {
+                    return;
+                }
+                let mut reference = reference;
+                reference.rpc_ids = calls.iter().map(|c| c.id.clone()).collect();
+                let mut s = Stream::new(
+                    r.session.clone(),
+                    reference,
+                    Origin::Post,
+                    version,
+                    now,
+                    self.cfg.ids_per_stream,
+                );
+                s.calls = calls;
+                let ids: Vec<String> = s.calls.iter().map(|c| c.id.clone()).collect();
+                let key = self.add_stream(s, now);
+                let session = self.session_mut(&r.session, now);
+                for id in ids {
+                    session.calls.insert(id, key);
+                }
+                self.open_leg(&r, key, now, None, false);
+            }
+            _ => {}
+        }
+    }
+
+    fn open_leg(
+        &mut self,
+        r: &RequestFacts,
+        key: StreamKey,
+        now: Instant,
+        resume: Option<Resume>,
+        unmapped: bool,
+    ) {
+        if let Some(s) = self.streams.get_mut(&key) {
+            s.open_legs += 1;
+            s.ended_at = None;
+        }
+        let leg = Leg {
+            stream: key,
+            requested_at: now,
+            status: None,
+            sse: false,
+            first_event: false,
+            resume,
+            unmapped_resume: unmapped,
+            body_broken: false,
+            late: false,
+        };
+        self.legs.insert((r.conn, r.seq), leg);
+    }
+
+    /// A resume GET: map the cursor, judge it, open the replay leg.
+    fn on_resume(
+        &mut self,
+        now: Instant,
+        r: &RequestFacts,
+        cursor: String,
+        reference: StreamRef,
+        version: Option<String>,
+    ) {
+        let owners = self
+            .sessions
+            .get(&r.session)
+            .and_then(|s| s.ids.get(&cursor))
+            .cloned()
+            .unwrap_or_default();
+        let key = match owners.as_slice() {
+            [k] => Some(*k),
+            _ => None,
+        };
+        let Some(key) = key.filter(|k| self.streams.contains_key(k)) else {
+            let reason = if owners.len() > 1 {
+                format!(
+                    "{} streams of this session delivered id {cursor}",
+                    owners.len()
+                )
+            } else if let Some(other) = self.opaque.get(&cursor).and_then(|k| self.streams.get(k)) {
+                format!(
+                    "id {cursor} was delivered on session {:?}, not on this one",
+                    other.session
+                )
+            } else {
+                format!(
+                    "id {cursor} was never delivered on this session as far as the proxy saw \
+                     (traffic before it started, an id beyond the {}-id window, or an invented id)",
+                    self.cfg.ids_per_stream
+                )
+            };
+            let s = Stream::new(
+                r.session.clone(),
+                reference,
+                Origin::Get,
+                version,
+                now,
+                self.cfg.ids_per_stream,
+            );
+            let key = self.add_stream(s, now);
+            let f = self
+                .finding(FindingKind::Unknown, key, now)
+                .ids(vec![cursor])
+                .detail(format!("resume not judged: {reason}"));
+            self.emit(f);
+            self.open_leg(r, key, now, None, true);
+            return;
+        };
+        if let Some(session) = self.sessions.get_mut(&r.session) {
+            session
+                .watches
+                .retain(|w| !(w.stream == key && matches!(w.kind, WatchKind::Resume { .. })));
+        }
+        let Some(stream) = self.streams.get_mut(&key) else {
+            return;
+        };
+        stream.deferred.clear();
+        if stream.awaiting_reconnect {
+            stream.awaiting_reconnect = false;
+            if let Some(cut) = stream.cut_at {
+                self.histos
+                    .record("client-reconnect", now.saturating_duration_since(cut));
+            }
+        }
+        let Some(stream) = self.streams.get(&key) else {
+            return;
+        };
+        let snapshot = stream.last_ordinal();
+        let last = stream.last_event_id.clone();
+        let torn = stream.torn.clone();
+        let entry = stream.entry_of(&cursor).cloned();
+        let mut finding = None;
+        let resume = match entry {
+            None => {
+                // The id is owned by this stream but not delivered: it is the torn event's.
+                let t = torn.clone().unwrap_or_else(|| super::stream::Torn {
+                    id: Some(cursor.clone()),
+                    class: None,
+                    bytes: 0,
+                    data_line: None,
+                    raw_offset: 0,
+                });
+                let mut f = self
+                    .finding(FindingKind::CursorAhead, key, now)
+                    .ids(vec![cursor.clone()])
+                    .offsets(vec![t.raw_offset])
+                    .detail(format!(
+                        "Last-Event-ID {cursor} names an event cut after {} byte(s); the last \
+                         fully delivered id was {}",
+                        t.bytes,
+                        last.as_deref().unwrap_or("(none)")
+                    ));
+                f.class = t.class.map(|c| c.as_str().to_string());
+                f.torn_bytes = Some(t.bytes);
+                f.data_line = t.data_line;
+                finding = Some(f);
+                let mut r = Resume::new(cursor, None, snapshot, Vec::new());
+                r.cursor_wrong = true;
+                r
+            }
+            Some(e) => {
+                let after = stream.ids_between(Some(e.ordinal), snapshot);
+                let mut owed: Vec<String> = after.iter().map(|p| p.1.clone()).collect();
+                if !after.is_empty() {
+                    finding = Some(
+                        self.finding(FindingKind::CursorBehind, key, now)
+                            .ids(vec![cursor.clone(), last.clone().unwrap_or_default()])
+                            .detail(format!(
+                                "Last-Event-ID {cursor} is {} delivered event(s) behind the last \
+                                 delivered id {}",
+                                after.len(),
+                                last.as_deref().unwrap_or("-")
+                            )),
+                    );
+                }
+                if let Some(tid) = torn.and_then(|t| t.id) {
+                    owed.push(tid);
+                }
+                let mut r = Resume::new(cursor, Some(e.ordinal), snapshot, owed);
+                r.cursor_wrong = !after.is_empty();
+                r
+            }
+        };
+        if let Some(f) = finding {
+            self.emit(f);
+        }
+        self.open_leg(r, key, now, Some(resume), false);
+    }
+
+    /// Matches JSON-RPC messages from the server (SSE data or a JSON body) to calls.
+    pub fn on_server_messages(
+        &mut self,
+        now: Instant,
+        key: StreamKey,
+        data: &[u8],
+        replayed_copy: bool,
+    ) {
+        let Some(session) = self.streams.get(&key).map(|s| s.session.clone()) else {
+            return;
+        };
+        for m in rpc::parse(data) {
+            let RpcMessage::Response {
+                id,
+                error,
+                protocol_version,
+            } = m
+            else {
+                continue;
+            };
+            let owner = self
+                .sessions
+                .get(&session)
+                .and_then(|s| s.calls.get(&id))
+                .copied();
+            let Some(owner) = owner else { continue };
+            let Some(stream) = self.streams.get_mut(&owner) else {
+                continue;
+            };
+            let opened = stream.opened_at;
+            let Some(call) = stream.calls.iter_mut().find(|c| c.id == id) else {
+                continue;
+            };
+            call.answers += 1;
+            let answers = call.answers;
+            let initialize = call.method == "initialize";
+            if answers == 1 {
+                // A request seen after its response (see `order`) has no latency to give.
+                if let Some(d) = now.checked_duration_since(opened) {
+                    self.histos.record("final-response", d);
+                }
+            } else if answers >= 2 && !replayed_copy {
+                let f = self
+                    .finding(FindingKind::DuplicateResponse, owner, now)
+                    .ids(vec![id.clone()])
+                    .detail(format!("response #{answers} for request id {id}"));
+                self.emit(f);
+            }
+            if initialize && let Some(v) = protocol_version {
+                self.session_mut(&session, now).version = Some(v.clone());
+                if let Some(s) = self.streams.get_mut(&owner) {
+                    s.version = Some(v);
+                }
+            }
+            if error {
+                self.drop_reissue_call(&session, &id);
+            }
+        }
+    }
+
+    /// Moves stream `key` (opened without a session) into the session its response assigned.
+    pub fn rehome(&mut self, key: StreamKey, session: Option<String>, now: Instant) {
+        let Some(stream) = self.streams.get_mut(&key) else {
+            return;
+        };
+        let old = std::mem::replace(&mut stream.session, session.clone());
+        let calls: Vec<String> = stream.calls.iter().map(|c| c.id.clone()).collect();
+        let version = stream.version.clone();
+        if let Some(s) = self.sessions.get_mut(&old) {
+            s.streams = s.streams.saturating_sub(1);
+            for id in &calls {
+                if s.calls.get(id) == Some(&key) {
+                    s.calls.remove(id);
+                }
+            }
+        }
+        let s = self.session_mut(&session, now);
+        s.streams += 1;
+        if s.version.is_none() {
+            s.version = version;
+        }
+        for id in calls {
+            s.calls.insert(id, key);
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! What the audit concludes, with the evidence that supports it.
+//!
+//! A [`Finding`] is a fact about one stream of one session, judged from the wire alone. Its
+//! [`FindingKind`] names are the stable, kebab-case labels of the design note; counters,
+//! JSONL logs and reports use exactly these names. Where the proxy cannot know (ids it never
+//! saw, traffic from before it started, a run that ended too early) the kind is
+//! [`FindingKind::Unknown`] and `detail` says which judgement was withheld and why: the audit
+//! never guesses silently.
+
+use serde::Serialize;
+use std::fmt;
+
+/// The kind of a finding. `as_str` gives the name used in logs, counters and reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FindingKind {
+    /// An event was partly delivered when the connection stopped.
+    TornCut,
+    /// The resume's `Last-Event-ID` is the id of an event never fully delivered (seed 004).
+    CursorAhead,
+    /// The resume's `Last-Event-ID` is older than the last id delivered on the stream.
+    CursorBehind,
+    /// After a cut of a stream with delivered ids, the client re-opened or re-issued without
+    /// `Last-Event-ID`.
+    CursorMissing,
+    /// The replay delivered exactly the events owed after the cursor, nothing else wrong.
+    ReplayExact,
+    /// An event owed after the cursor (known to the proxy) never came back.
+    ReplayGap,
+    /// An event already delivered at or before the cursor was sent again.
+    ReplayDuplicate,
+    /// Owed events came back out of order, or after newer events.
+    ReplayReorder,
+    /// The server continued with a new stream instead of replaying (see the module doc of
+    /// `judge` for the rule).
+    FreshStream,
+    /// The server said the replay is impossible: non-200 status or `event: error`.
+    ExplicitLoss,
+    /// 200 with nothing replayed while the stream's call is still unanswered.
+    SilentEmpty,
+    /// The replay carried events of another stream or session.
+    CrossStream,
+    /// A `tools/call` never got a result or error although its stream ended cleanly (seed 000).
+    PendingCall,
+    /// A second response for one JSON-RPC request id.
+    DuplicateResponse,
+    /// MCP 2026-07-28: after a cut, the client re-issued the call with a new id.
+    Reissued,
+    /// MCP 2026-07-28: after a cut, the client neither re-issued nor cancelled the call in time.
+    Abandoned,
+    /// A judgement the proxy cannot make; `detail` names it and the reason.
+    Unknown,
+}
+
+impl FindingKind {
+    /// Every kind, in the order of the design note.
+    pub const ALL: [FindingKind; 17] = [
+        FindingKind::TornCut,
+        FindingKind::CursorAhead,
+        FindingKind::CursorBehind,
+        FindingKind::CursorMissing,
+        FindingKind::ReplayExact,
+        FindingKind::ReplayGap,
+        FindingKind::ReplayDuplicate,
+        FindingKind::ReplayReorder,
+        FindingKind::FreshStream,
+        FindingKind::ExplicitLoss,
+        FindingKind::SilentEmpty,
+        FindingKind::CrossStream,
+        FindingKind::PendingCall,
+        FindingKind::DuplicateResponse,
+        FindingKind::Reissued,
+        FindingKind::Abandoned,
+        FindingKind::Unknown,
+    ];
+
+    /// The kebab-case name used in logs, counters and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FindingKind::TornCut => "torn-cut",
+            FindingKind::CursorAhead => "cursor-ahead",
+            FindingKind::CursorBehind => "cursor-behind",
+            FindingKind::CursorMissing => "cursor-missing",
+            FindingKind::ReplayExact => "replay-exact",
+            FindingKind::ReplayGap => "replay-gap",
+            FindingKind::ReplayDuplicate => "replay-duplicate",
+            FindingKind::ReplayReorder => "replay-reorder",
+            FindingKind::FreshStream => "fresh-stream",
+            FindingKind::ExplicitLoss => "explicit-loss",
+            FindingKind::SilentEmpty => "silent-empty",
+            FindingKind::CrossStream => "cross-stream",
+            FindingKind::PendingCall => "pending-call",
+            FindingKind::DuplicateResponse => "duplicate-response",
+            FindingKind::Reissued => "reissued",
+            FindingKind::Abandoned => "abandoned",
+            FindingKind::Unknown => "unknown",
+        }
+    }
+
+    /// True if and only if the kind reports correct behaviour (nothing to fix).
+    pub fn is_correct_behaviour(self) -> bool {
+        matches!(
+            self,
+            FindingKind::ReplayExact | FindingKind::ExplicitLoss | FindingKind::Reissued
+        )
+    }
+}
+
+impl fmt::Display for FindingKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which stream a finding is about: the exchange that opened it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+pub struct StreamRef {
+    /// `METHOD path` of the request that opened the stream (`POST /mcp`, `GET /mcp`).
+    pub request: String,
+    /// JSON-RPC request ids carried by the opening POST (JSON text: `7`, `"a-1"`), empty for a
+    /// standalone GET stream.
+    pub rpc_ids: Vec<String>,
+    /// Connection and request sequence number of the opening exchange.
+    pub conn: u64,
+    /// Request order on that connection (0-based).
+    pub seq: u64,
+}
+
+/// One finding and its evidence. Serialized as one JSON object per line in the findings log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// What was found.
+    pub kind: FindingKind,
+    /// Milliseconds since the auditor was created, at the observation that decided it.
+    pub at_ms: u64,
+    /// `Mcp-Session-Id`, `None` for traffic without a session.
+    pub session: Option<String>,
+    /// The stream the finding is about.
+    pub stream: StreamRef,
+    /// Event ids or JSON-RPC ids involved (meaning per kind, see `detail`).
+    pub ids: Vec<String>,
+    /// Raw byte offsets on the downstream connection (cut offset, event starts/ends).
+    pub raw_offsets: Vec<u64>,
+    /// SSE position class of the cut, for cut-related findings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
+    /// Bytes of the torn event that were delivered, for `torn-cut` and `cursor-ahead`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub torn_bytes: Option<u64>,
+    /// Which `data:` line (1-based) the cut fell in, when inside one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_line: Option<u32>,
+    /// Human-readable evidence: what was expected and what was seen.
+    pub detail: String,
+}
+
+impl Finding {
+    /// A finding of `kind` about `stream` with no ids or offsets yet.
+    pub fn new(kind: FindingKind, at_ms: u64, session: Option<String>, stream: StreamRef) -> Self {
+        Finding {
+            kind,
+            at_ms,
+            session,
+            stream,
+            ids: Vec::new(),
+            raw_offsets: Vec::new(),
+            class: None,
+            torn_bytes: None,
+            data_line: None,
+            detail: String::new(),
+        }
+    }
+
+    /// Sets the ids.
+    pub fn ids(mut self, ids: Vec<String>) -> Self {
+        self.ids = ids;
+        self
+    }
+
+    /// Sets the raw offsets.
+    pub fn offsets(mut self, offsets: Vec<u64>) -> Self {
+        self.raw_offsets = offsets;
+        self
+    }
+
+    /// Sets the detail text.
+    pub fn detail(mut self, detail: impl Into<String>) -> Self {
+        self.detail = detail.into();
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_serializes_to_its_kebab_name() {
+        for k in FindingKind::ALL {
+            let json = serde_json::to_string(&k).unwrap_or_default();
+            assert_eq!(json, format!("\"{}\"", k.as_str()));
+        }
+    }
+}

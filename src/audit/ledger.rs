@@ -1,0 +1,268 @@
+//! The auditor's state: sessions, logical streams, in-flight exchanges (legs), the event-id
+//! index, the reconnect watches, and the findings produced so far.
+//!
+//! Invariants:
+//! - Traffic without `Mcp-Session-Id` shares one anonymous session (key `None`): a resume
+//!   arrives on a new connection, so a per-connection ledger could never map it. Numeric ids
+//!   that collide there make the id ambiguous, and a cursor naming it is judged `unknown`.
+//! - An event id maps to the streams of its session that delivered it or tore it; a cursor is
+//!   mapped only when exactly one stream owns the id.
+//! - A stream is forgotten `grace` after its last leg ended; a session when it has no stream, no
+//!   watch, and was idle for `grace`. A leg is forgotten when it ends (or its connection does).
+//! - Findings are kept in memory up to `max_findings` (counters and the log see all of them).
+
+use super::AuditConfig;
+use super::finding::{Finding, FindingKind};
+use super::histo::Histos;
+use super::judge::Resume;
+use super::log::FindingsLog;
+use super::order::ConnOrder;
+use super::stream::{Stream, StreamKey};
+use super::watch::Watch;
+use std::collections::{BTreeMap, HashMap};
+use tokio::time::Instant;
+
+/// One MCP session (or the anonymous one).
+#[derive(Debug)]
+pub struct Session {
+    pub version: Option<String>,
+    /// Event id → streams that delivered or tore it.
+    pub ids: HashMap<String, Vec<StreamKey>>,
+    /// JSON-RPC request id → the stream whose POST carried it.
+    pub calls: HashMap<String, StreamKey>,
+    pub streams: u32,
+    pub watches: Vec<Watch>,
+    pub last_active: Instant,
+}
+
+impl Session {
+    fn new(now: Instant) -> Self {
+        Session {
+            version: None,
+            ids: HashMap::new(),
+            calls: HashMap::new(),
+            streams: 0,
+            watches: Vec::new(),
+            last_active: now,
+        }
+    }
+}
+
+/// One exchange (request/response) that belongs to a stream.
+#[derive(Debug)]
+pub struct Leg {
+    pub stream: StreamKey,
+    pub requested_at: Instant,
+    pub status: Option<u16>,
+    pub sse: bool,
+    pub first_event: bool,
+    /// Set for a resume GET whose cursor mapped to `stream`.
+    pub resume: Option<Resume>,
+    /// A resume GET whose cursor could not be mapped (judged `unknown`).
+    pub unmapped_resume: bool,
+    /// The body ended with broken framing; the leg ends at the `Cut` or `ConnClosed` next.
+    pub body_broken: bool,
+    /// Its request reached the auditor after its response: no latency is measured from it.
+    pub late: bool,
+}
+
+/// The whole audit state, behind the auditor's mutex.
+#[derive(Debug)]
+pub struct Ledger {
+    pub cfg: AuditConfig,
+    pub start: Instant,
+    next_key: StreamKey,
+    pub streams: HashMap<StreamKey, Stream>,
+    pub sessions: HashMap<Option<String>, Session>,
+    pub legs: BTreeMap<(u64, u64), Leg>,
+    /// Opaque (non-decimal) event id → the stream that last delivered it, across sessions.
+    pub opaque: HashMap<String, StreamKey>,
+    pub findings: Vec<Finding>,
+    pub counts: BTreeMap<String, u64>,
+    pub histos: Histos,
+    pub log: Option<FindingsLog>,
+    /// Ordering state per connection (see `order`).
+    pub order: HashMap<u64, ConnOrder>,
+    last_sweep: Instant,
+}
+
+/// True if and only if `id` is made of ASCII digits only (a per-stream or per-session counter
+/// that may collide across sessions).
+pub fn is_decimal(id: &str) -> bool {
+    !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit())
+}
+
+impl Ledger {
+    pub fn new(cfg: AuditConfig, now: Instant) -> Self {
+        Ledger {
+            cfg,
+            start: now,
+            next_key: 0,
+            streams: HashMap::new(),
+            sessions: HashMap::new(),
+            legs: BTreeMap::new(),
+            opaque: HashMap::new(),
+            findings: Vec::new(),
+            counts: BTreeMap::new(),
+            histos: Histos::default(),
+            log: None,
+            order: HashMap::new(),
+            last_sweep: now,
+        }
+    }
+
+    pub fn ms(&self, now: Instant) -> u64 {
+        u64::try_from(now.saturating_duration_since(self.start).as_millis()).unwrap_or(u64::MAX)
+    }
+
+    pub fn session_mut(&mut self, key: &Option<String>, now: Instant) -> &mut Session {
+        let s = self
+            .sessions
+            .entry(key.clone())
+            .or_insert_with(|| Session::new(now));
+        s.last_active = now;
+        s
+    }
+
+    /// Registers a new stream in its session and returns its key.
+    pub fn add_stream(&mut self, stream: Stream, now: Instant) -> StreamKey {
+        let key = self.next_key;
+        self.next_key += 1;
+        self.session_mut(&stream.session, now).streams += 1;
+        self.streams.insert(key, stream);
+        key
+    }
+
+    /// A finding about stream `key` (session and reference filled in).
+    pub fn finding(&self, kind: FindingKind, key: StreamKey, now: Instant) -> Finding {
+        let (session, reference) = self
+            .streams
+            .get(&key)
+            .map(|s| (s.session.clone(), s.reference.clone()))
+            .unwrap_or_default();
+        Finding::new(kind, self.ms(now), session, reference)
+    }
+
+    /// Counts, logs and keeps a finding.
+    pub fn emit(&mut self, f: Finding) {
+        *self.counts.entry(f.kind.as_str().to_string()).or_insert(0) += 1;
+        if let Some(log) = &mut self.log {
+            log.write(&f);
+        }
+        if self.findings.len() < self.cfg.max_findings {
+            self.findings.push(f);
+        }
+    }
+
+    /// Records that stream `key` delivered (or tore) `id`.
+    pub fn index_id(&mut self, key: StreamKey, id: &str) {
+        let Some(session) = self.streams.get(&key).map(|s| s.session.clone()) else {
+            return;
+        };
+        if let Some(s) = self.sessions.get_mut(&session) {
+            let owners = s.ids.entry(id.to_string()).or_default();
+            if !owners.contains(&key) {
+                owners.push(key);
+            }
+        }
+        if !is_decimal(id) {
+            self.opaque.insert(id.to_string(), key);
+        }
+    }
+
+    /// Forgets that stream `key` owns `id`.
+    pub fn unindex_id(&mut self, key: StreamKey, session: &Option<String>, id: &str) {
+        if let Some(s) = self.sessions.get_mut(session)
+            && let Some(owners) = s.ids.get_mut(id)
+        {
+            owners.retain(|k| *k != key);
+            if owners.is_empty() {
+                s.ids.remove(id);
+            }
+        }
+        if self.opaque.get(id) == Some(&key) {
+            self.opaque.remove(id);
+        }
+    }
+
+    /// Appends a delivered event to stream `key`, keeping the indexes in step with the cap.
+    pub fn push_event(
+        &mut self,
+        key: StreamKey,
+        id: Option<String>,
+        hash: u64,
+        len: u64,
+        dispatched: bool,
+    ) {
+        let Some(stream) = self.streams.get_mut(&key) else {
+            return;
+        };
+        let session = stream.session.clone();
+        let evicted = stream.push(id.clone(), hash, len, dispatched);
+        let gone = evicted
+            .and_then(|e| e.id)
+            .filter(|old| stream.entry_of(old).is_none());
+        if let Some(id) = id {
+            self.index_id(key, &id);
+        }
+        if let Some(old) = gone {
+            self.unindex_id(key, &session, &old);
+        }
+    }
+
+    /// Runs the periodic sweep if it is due.
+    pub fn maybe_sweep(&mut self, now: Instant) {
+        let every = self.cfg.grace.min(self.cfg.abandon_after) / 4;
+        if now.saturating_duration_since(self.last_sweep) >= every {
+            self.sweep(now);
+        }
+    }
+
+    /// Forgets ended streams and idle sessions past the grace period, and settles watches that
+    /// are due.
+    pub fn sweep(&mut self, now: Instant) {
+        self.last_sweep = now;
+        let grace = self.cfg.grace;
+        let due: Vec<StreamKey> = self
+            .streams
+            .iter()
+            .filter(|(_, s)| {
+                s.open_legs == 0
+                    && s.ended_at
+                        .is_some_and(|t| now.saturating_duration_since(t) >= grace)
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        self.settle_watches(now, false);
+        for key in due {
+            self.forget_stream(key);
+        }
+        self.sessions.retain(|_, s| {
+            s.streams > 0
+                || !s.watches.is_empty()
+                || now.saturating_duration_since(s.last_active) < grace
+        });
+    }
+
+    fn forget_stream(&mut self, key: StreamKey) {
+        self.settle_deferred(key);
+        let Some(stream) = self.streams.remove(&key) else {
+            return;
+        };
+        let mut ids: Vec<String> = stream.remembered_ids().cloned().collect();
+        if let Some(t) = stream.torn.as_ref().and_then(|t| t.id.clone()) {
+            ids.push(t);
+        }
+        for id in &ids {
+            self.unindex_id(key, &stream.session, id);
+        }
+        if let Some(s) = self.sessions.get_mut(&stream.session) {
+            s.streams = s.streams.saturating_sub(1);
+            for c in &stream.calls {
+                if s.calls.get(&c.id) == Some(&key) {
+                    s.calls.remove(&c.id);
+                }
+            }
+        }
+    }
+}

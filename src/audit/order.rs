@@ -1,0 +1,245 @@
+//! Putting observations in exchange order before the ledger reads them.
+//!
+//! The two directions of a connection are observed by two pumps, and the HTTP/1.1 observer
+//! releases a request head only once the pump has shown it delivered (on the next upstream
+//! chunk or EOF), so a response, its SSE events and even a cut can reach the auditor before the
+//! request they answer — or without it, when the connection is cut first.
+//!
+//! Invariants:
+//! - An observation of exchange `(conn, seq)` whose request was not seen yet is held (in order,
+//!   with its receipt time) and applied right after that request; at most
+//!   [`MAX_EARLY_PER_CONN`] are held per connection, later ones are dropped and reported.
+//! - At a cut, a held POST exchange whose request never came is opened from the cut record's
+//!   request facts (method, path, session, JSON-RPC id); anything else still held when the
+//!   connection closes is reported `unknown`, never guessed.
+//! - Latencies measured from a request that arrived after its response are not recorded.
+
+use super::events::EventFacts;
+use super::exchange::RequestFacts;
+use super::finding::{Finding, FindingKind, StreamRef};
+use super::ledger::Ledger;
+use crate::wire::{CutPoint, Observation};
+use tokio::time::Instant;
+
+/// Held observations per connection, at most.
+pub const MAX_EARLY_PER_CONN: usize = 4096;
+
+/// Per-connection ordering state.
+#[derive(Debug, Default)]
+pub struct ConnOrder {
+    /// Requests seen (sequence numbers below this were seen).
+    requests: u64,
+    /// Observations waiting for their request: (receipt time, observation).
+    early: Vec<(Instant, Observation)>,
+    /// Observations dropped because `early` was full.
+    dropped: u64,
+}
+
+fn seq_of(obs: &Observation) -> Option<(u64, u64)> {
+    match obs {
+        Observation::Response { conn, seq, .. }
+        | Observation::ResponseBody { conn, seq, .. }
+        | Observation::SseEvent { conn, seq, .. }
+        | Observation::StreamEnd { conn, seq, .. } => Some((*conn, *seq)),
+        _ => None,
+    }
+}
+
+impl Ledger {
+    /// Receives one observation at `now`, holding it if its request was not seen yet.
+    pub fn arrive(&mut self, now: Instant, obs: Observation) {
+        if let Some((conn, seq)) = seq_of(&obs) {
+            let c = self.order.entry(conn).or_default();
+            if seq >= c.requests {
+                if c.early.len() < MAX_EARLY_PER_CONN {
+                    c.early.push((now, obs));
+                } else {
+                    c.dropped += 1;
+                }
+                return;
+            }
+        }
+        match obs {
+            Observation::Request {
+                conn,
+                seq,
+                method,
+                path,
+                session,
+                last_event_id,
+                protocol_version,
+                body,
+                ..
+            } => {
+                let c = self.order.entry(conn).or_default();
+                c.requests = c.requests.max(seq + 1);
+                self.on_request(
+                    now,
+                    RequestFacts {
+                        conn,
+                        seq,
+                        method,
+                        path,
+                        session,
+                        last_event_id,
+                        protocol_version,
+                        body,
+                        rpc_id_hint: None,
+                    },
+                );
+                self.release(conn, seq);
+            }
+            Observation::Cut {
+                conn,
+                direction,
+                action,
+                point,
+            } => {
+                self.open_from_cut(now, conn, &point);
+                self.on_cut(now, conn, direction, action, point);
+            }
+            Observation::ConnClosed { conn } => {
+                self.drop_early(now, conn);
+                self.on_conn_closed(now, conn);
+            }
+            other => self.apply(now, other),
+        }
+    }
+
+    /// Applies a response-side observation whose request was seen.
+    fn apply(&mut self, now: Instant, obs: Observation) {
+        match obs {
+            Observation::Response {
+                conn,
+                seq,
+                status,
+                content_type,
+                session,
+            } => self.on_response(now, conn, seq, status, content_type, session),
+            Observation::ResponseBody { conn, seq, body } => self.on_body(now, conn, seq, body),
+            Observation::SseEvent {
+                conn,
+                seq,
+                id,
+                last_event_id,
+                event_type,
+                data_hash,
+                data_len,
+                data,
+                ..
+            } => self.on_event(
+                now,
+                conn,
+                seq,
+                EventFacts {
+                    id,
+                    last_event_id,
+                    event_type,
+                    data_hash,
+                    data_len,
+                    data,
+                },
+            ),
+            Observation::StreamEnd { conn, seq, clean } => {
+                self.on_stream_end(now, conn, seq, clean)
+            }
+            _ => {}
+        }
+    }
+
+    /// Applies the held observations of `(conn, seq)`, in order, at their receipt times.
+    fn release(&mut self, conn: u64, seq: u64) {
+        let Some(c) = self.order.get_mut(&conn) else {
+            return;
+        };
+        if c.early.is_empty() {
+            return;
+        }
+        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut c.early)
+            .into_iter()
+            .partition(|(_, o)| seq_of(o).is_some_and(|(_, s)| s == seq));
+        c.early = rest;
+        if mine.is_empty() {
+            return;
+        }
+        if let Some(leg) = self.legs.get_mut(&(conn, seq)) {
+            leg.late = true;
+        }
+        for (t, o) in mine {
+            self.apply(t, o);
+        }
+    }
+
+    /// A cut reached the auditor before the request of the exchange in flight: open it from
+    /// the cut record's facts if it was a POST.
+    fn open_from_cut(&mut self, now: Instant, conn: u64, p: &CutPoint) {
+        let Some(c) = self.order.get_mut(&conn) else {
+            return;
+        };
+        let Some(seq) = c
+            .early
+            .iter()
+            .filter_map(|(_, o)| seq_of(o))
+            .map(|k| k.1)
+            .min()
+        else {
+            return;
+        };
+        let Some((method, path)) = p.request.as_deref().and_then(|r| r.split_once(' ')) else {
+            return;
+        };
+        if method != "POST" {
+            return;
+        }
+        c.requests = c.requests.max(seq + 1);
+        self.on_request(
+            now,
+            RequestFacts {
+                conn,
+                seq,
+                method: method.to_string(),
+                path: path.to_string(),
+                session: p.session.clone(),
+                last_event_id: None,
+                protocol_version: None,
+                body: None,
+                rpc_id_hint: p.rpc_id.clone(),
+            },
+        );
+        self.release(conn, seq);
+    }
+
+    /// The connection closed: what is still held never met its request.
+    fn drop_early(&mut self, now: Instant, conn: u64) {
+        let Some(c) = self.order.remove(&conn) else {
+            return;
+        };
+        let mut seqs: Vec<u64> = c
+            .early
+            .iter()
+            .filter_map(|(_, o)| seq_of(o))
+            .map(|k| k.1)
+            .collect();
+        seqs.dedup();
+        if seqs.is_empty() && c.dropped == 0 {
+            return;
+        }
+        let f = Finding::new(
+            FindingKind::Unknown,
+            self.ms(now),
+            None,
+            StreamRef {
+                conn,
+                seq: seqs.first().copied().unwrap_or(0),
+                ..StreamRef::default()
+            },
+        )
+        .detail(format!(
+            "{} observation(s) of exchange(s) {seqs:?} on connection {conn} arrived without \
+             their request (and {} were dropped over the limit); not judged",
+            c.early.len(),
+            c.dropped
+        ));
+        self.emit(f);
+    }
+}

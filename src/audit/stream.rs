@@ -1,0 +1,298 @@
+//! The ledger of one logical SSE stream: the events fully delivered to the client, the event
+//! cut through, and the JSON-RPC calls the stream's POST carried.
+//!
+//! A logical stream is opened by one exchange (a POST answered with SSE or JSON, or a
+//! standalone GET) and continued by every resume GET whose `Last-Event-ID` maps to it; all its
+//! legs append to the same ledger.
+//!
+//! Invariants:
+//! - Only ids and 64-bit data hashes are kept, never payloads.
+//! - At most `cap` delivered events are remembered (oldest evicted first); `evicted` counts the
+//!   forgotten ones, and an id evicted is unknown to the stream from then on (a cursor naming it
+//!   is judged `unknown`, never guessed).
+//! - Ordinals increase by one per delivered event and are never reused, so "after the cursor"
+//!   is an ordinal comparison even when ids are opaque.
+
+use super::finding::{Finding, StreamRef};
+use crate::wire::SseClass;
+use std::collections::{HashMap, VecDeque};
+use tokio::time::Instant;
+
+/// Key of a logical stream inside the ledger.
+pub type StreamKey = u64;
+
+/// One remembered delivered event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Position in the stream (0-based, never reused).
+    pub ordinal: u64,
+    /// The event's own id, if it had one.
+    pub id: Option<String>,
+    /// FNV-1a 64 of the data buffer.
+    pub hash: u64,
+    /// Length of the data buffer.
+    pub len: u64,
+    /// False for an id committed without a dispatched event (an `id:` with no data): its hash
+    /// means nothing.
+    pub dispatched: bool,
+}
+
+/// The event in progress when the stream was last cut, if the cut tore it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Torn {
+    /// Its id, if its `id:` line was complete.
+    pub id: Option<String>,
+    /// The class of the cut.
+    pub class: Option<SseClass>,
+    /// Bytes of the event delivered.
+    pub bytes: u64,
+    /// The `data:` line the cut fell in.
+    pub data_line: Option<u32>,
+    /// Raw offset of the cut on the connection.
+    pub raw_offset: u64,
+}
+
+/// A JSON-RPC request the stream's POST carried.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    /// The id as JSON text.
+    pub id: String,
+    /// The method.
+    pub method: String,
+    /// Hash of its params.
+    pub params_hash: u64,
+    /// Responses seen for it.
+    pub answers: u32,
+    /// True once a `pending-call` was reported for it.
+    pub reported: bool,
+}
+
+/// Whether the stream was opened by a POST or a standalone GET.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// A POST (its calls are in `calls`).
+    Post,
+    /// A standalone GET (or a resume whose cursor could not be mapped).
+    Get,
+}
+
+/// The ledger of one logical stream.
+#[derive(Debug)]
+pub struct Stream {
+    /// `Mcp-Session-Id`, `None` without a session.
+    pub session: Option<String>,
+    /// The opening exchange, for evidence.
+    pub reference: StreamRef,
+    /// POST or GET.
+    pub origin: Origin,
+    /// MCP protocol version in force when the stream opened.
+    pub version: Option<String>,
+    /// Calls of the opening POST.
+    pub calls: Vec<Call>,
+    /// When the opening request was seen.
+    pub opened_at: Instant,
+    ring: VecDeque<Entry>,
+    id_pos: HashMap<String, u64>,
+    hashes: HashMap<u64, u32>,
+    next_ordinal: u64,
+    cap: usize,
+    /// Delivered events forgotten because of the cap.
+    pub evicted: u64,
+    /// The client's "last event ID string" after the last delivered event (sticky ids).
+    pub last_event_id: Option<String>,
+    /// The event torn by the last cut, if any.
+    pub torn: Option<Torn>,
+    /// When the stream was last cut.
+    pub cut_at: Option<Instant>,
+    /// True between a cut and the first reconnect (resume, re-open or re-issue) for it.
+    pub awaiting_reconnect: bool,
+    /// Legs (exchanges) not yet ended.
+    pub open_legs: u32,
+    /// When the last leg ended.
+    pub ended_at: Option<Instant>,
+    /// Findings held until the stream is forgotten or the run finishes; a resume of the
+    /// stream drops them.
+    pub deferred: Vec<Finding>,
+}
+
+impl Stream {
+    /// A new, empty stream that remembers at most `cap` delivered events.
+    pub fn new(
+        session: Option<String>,
+        reference: StreamRef,
+        origin: Origin,
+        version: Option<String>,
+        opened_at: Instant,
+        cap: usize,
+    ) -> Self {
+        Stream {
+            session,
+            reference,
+            origin,
+            version,
+            calls: Vec::new(),
+            opened_at,
+            ring: VecDeque::new(),
+            id_pos: HashMap::new(),
+            hashes: HashMap::new(),
+            next_ordinal: 0,
+            cap: cap.max(1),
+            evicted: 0,
+            last_event_id: None,
+            torn: None,
+            cut_at: None,
+            awaiting_reconnect: false,
+            open_legs: 0,
+            ended_at: None,
+            deferred: Vec::new(),
+        }
+    }
+
+    /// Records a delivered event; returns the entry evicted to make room, if any.
+    pub fn push(
+        &mut self,
+        id: Option<String>,
+        hash: u64,
+        len: u64,
+        dispatched: bool,
+    ) -> Option<Entry> {
+        let ordinal = self.next_ordinal;
+        self.next_ordinal += 1;
+        if let Some(id) = &id {
+            self.id_pos.insert(id.clone(), ordinal);
+            if self.torn.as_ref().and_then(|t| t.id.as_ref()) == Some(id) {
+                self.torn = None;
+            }
+        }
+        if dispatched && len > 0 {
+            *self.hashes.entry(hash).or_insert(0) += 1;
+        }
+        self.ring.push_back(Entry {
+            ordinal,
+            id,
+            hash,
+            len,
+            dispatched,
+        });
+        if self.ring.len() <= self.cap {
+            return None;
+        }
+        let old = self.ring.pop_front()?;
+        self.evicted += 1;
+        if let Some(id) = &old.id
+            && self.id_pos.get(id) == Some(&old.ordinal)
+        {
+            self.id_pos.remove(id);
+        }
+        if old.dispatched
+            && old.len > 0
+            && let Some(n) = self.hashes.get_mut(&old.hash)
+        {
+            *n -= 1;
+            if *n == 0 {
+                self.hashes.remove(&old.hash);
+            }
+        }
+        Some(old)
+    }
+
+    /// The latest remembered entry carrying `id`.
+    pub fn entry_of(&self, id: &str) -> Option<&Entry> {
+        let ordinal = *self.id_pos.get(id)?;
+        let first = self.ring.front()?.ordinal;
+        let idx = usize::try_from(ordinal.checked_sub(first)?).ok()?;
+        self.ring.get(idx)
+    }
+
+    /// True if and only if a remembered dispatched, non-empty event had this data hash.
+    pub fn has_hash(&self, hash: u64) -> bool {
+        self.hashes.contains_key(&hash)
+    }
+
+    /// Ordinal of the last delivered event (`None` before any).
+    pub fn last_ordinal(&self) -> Option<u64> {
+        self.next_ordinal.checked_sub(1)
+    }
+
+    /// Remembered entries with an id whose ordinal is in `(after, upto]`.
+    pub fn ids_between(&self, after: Option<u64>, upto: Option<u64>) -> Vec<(u64, String)> {
+        let Some(upto) = upto else {
+            return Vec::new();
+        };
+        self.ring
+            .iter()
+            .filter(|e| after.is_none_or(|a| e.ordinal > a) && e.ordinal <= upto)
+            .filter_map(|e| e.id.clone().map(|id| (e.ordinal, id)))
+            .collect()
+    }
+
+    /// All ids the stream remembers (for removing them from indexes when it is forgotten).
+    pub fn remembered_ids(&self) -> impl Iterator<Item = &String> {
+        self.id_pos.keys()
+    }
+
+    /// Number of remembered entries (bounded by the cap).
+    pub fn remembered(&self) -> usize {
+        self.ring.len()
+    }
+
+    /// Calls of `tools/call` without any answer.
+    pub fn unanswered(&self) -> impl Iterator<Item = &Call> {
+        self.calls.iter().filter(|c| c.answers == 0)
+    }
+
+    /// Ids of the opening POST's unanswered calls, as JSON text.
+    pub fn unanswered_ids(&self) -> Vec<String> {
+        self.unanswered().map(|c| c.id.clone()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream(cap: usize) -> Stream {
+        Stream::new(
+            None,
+            StreamRef::default(),
+            Origin::Get,
+            None,
+            Instant::now(),
+            cap,
+        )
+    }
+
+    #[test]
+    fn cap_evicts_oldest_ids_and_hashes() {
+        let mut s = stream(3);
+        for i in 0..5u64 {
+            s.push(Some(i.to_string()), 100 + i, 1, true);
+        }
+        assert_eq!(s.remembered(), 3);
+        assert_eq!(s.evicted, 2);
+        assert!(s.entry_of("0").is_none());
+        assert!(!s.has_hash(100));
+        assert_eq!(s.entry_of("4").map(|e| e.ordinal), Some(4));
+        assert_eq!(s.remembered_ids().count(), 3);
+        let between: Vec<String> = s
+            .ids_between(Some(2), Some(4))
+            .into_iter()
+            .map(|p| p.1)
+            .collect();
+        assert_eq!(between, vec!["3".to_string(), "4".to_string()]);
+    }
+
+    #[test]
+    fn delivering_the_torn_id_clears_torn() {
+        let mut s = stream(8);
+        s.torn = Some(Torn {
+            id: Some("42".into()),
+            class: Some(SseClass::MidValue),
+            bytes: 10,
+            data_line: Some(1),
+            raw_offset: 99,
+        });
+        s.push(Some("42".into()), 1, 1, true);
+        assert!(s.torn.is_none());
+    }
+}

@@ -1,0 +1,365 @@
+//! One session task's calls: issue `tools/call`, follow its stream through disconnects with the
+//! configured policy, and decide how the call ended.
+//!
+//! Invariants:
+//! - Every call ends in exactly one of ok / failed / silently lost, and is counted once.
+//! - Strict: a call is ok if and only if the verified response for its current request id
+//!   arrived. A stream that stops without it is resumed from the committed cursor, or the call
+//!   is re-issued with a new id (no cursor, 2026-07-28 servers). A refused resume, an
+//!   `event: error` or a fresh stream renegotiates the session and re-issues; nothing is ever
+//!   accepted silently.
+//! - Naive: resumes from the id line it saw last and accepts whatever comes; a clean stream
+//!   end or an invalid response is taken as completion, which counts as silently lost.
+//! - A call uses at most `max_attempts` connections and ends by `call_timeout` after its start.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::json;
+use tokio::time::{Duration, Instant};
+
+use super::config::{LoadConfig, Policy};
+use super::consume::{Clock, Consumed, Stop, consume};
+use super::histo::{self, Histograms};
+use super::policy::{Judgement, RequestStream};
+use super::session::Session;
+use super::stats::{CallEnd, CallTrace, Counters, ResumeAnswer};
+
+/// The state and records of one session task.
+#[derive(Debug)]
+pub struct Worker {
+    cfg: Arc<LoadConfig>,
+    session: Option<Session>,
+    /// Counters of this task.
+    pub counters: Counters,
+    /// Histograms of this task.
+    pub histos: Histograms,
+    /// Disconnect stories of this task (at most `max_traces`).
+    pub traces: Vec<CallTrace>,
+    /// Failures by kind (HTTP error kinds, statuses, verification failures).
+    pub errors: BTreeMap<&'static str, u64>,
+}
+
+/// What to do next inside a call.
+enum Step {
+    Issue,
+    Resume {
+        cursor: String,
+        from: Instant,
+        retry: Option<u64>,
+    },
+}
+
+impl Worker {
+    /// A task with an optional already-open session.
+    pub fn new(cfg: Arc<LoadConfig>, session: Option<Session>) -> Worker {
+        Worker {
+            cfg,
+            session,
+            counters: Counters::default(),
+            histos: Histograms::default(),
+            traces: Vec::new(),
+            errors: BTreeMap::new(),
+        }
+    }
+
+    fn error(&mut self, kind: &'static str) {
+        *self.errors.entry(kind).or_insert(0) += 1;
+    }
+
+    /// Runs one call intended to start at `intended` and records how it ended.
+    pub async fn call(&mut self, intended: Instant) -> CallEnd {
+        let first_trace = self.traces.len();
+        let end = self.drive(intended).await;
+        let c = &mut self.counters;
+        c.calls += 1;
+        match end {
+            CallEnd::Ok => c.ok += 1,
+            CallEnd::Failed => c.failed += 1,
+            CallEnd::SilentlyLost => c.silently_lost += 1,
+        }
+        for t in &mut self.traces[first_trace..] {
+            t.outcome = Some(end);
+        }
+        end
+    }
+
+    async fn backoff(&self, delay: Duration, deadline: Instant) {
+        let delay = delay.min(self.cfg.max_backoff);
+        tokio::time::sleep_until((Instant::now() + delay).min(deadline)).await;
+    }
+
+    async fn drive(&mut self, intended: Instant) -> CallEnd {
+        let cfg = Arc::clone(&self.cfg);
+        let policy = cfg.policy;
+        let deadline = intended.max(Instant::now()) + cfg.call_timeout;
+        let mut clock = Clock {
+            intended,
+            deadline,
+            first_event_seen: false,
+            resumed_from: None,
+        };
+        let mut req: Option<RequestStream> = None;
+        let mut cursor = String::new();
+        let mut step = Step::Issue;
+        let mut open_trace: Option<usize> = None;
+        let mut had_session = self.session.is_some();
+        // The reconnection time persists across the call's connections (WHATWG).
+        let mut retry: Option<u64> = None;
+        for _ in 0..cfg.max_attempts.max(1) {
+            if Instant::now() >= deadline {
+                break;
+            }
+            if self.session.is_none() {
+                if had_session {
+                    self.counters.renegotiations += 1;
+                }
+                match Session::open(&cfg, deadline).await {
+                    Ok(s) => self.session = Some(s),
+                    Err(e) => {
+                        self.error(e.kind());
+                        self.backoff(cfg.backoff, deadline).await;
+                        continue;
+                    }
+                }
+                had_session = true;
+            }
+            let Some(session) = self.session.as_mut() else {
+                continue;
+            };
+            let resuming = matches!(step, Step::Resume { .. });
+            let sent = match std::mem::replace(&mut step, Step::Issue) {
+                Step::Resume {
+                    cursor: c,
+                    from,
+                    retry,
+                } => {
+                    let delay = retry.map_or(cfg.backoff, Duration::from_millis);
+                    tokio::time::sleep_until(
+                        (Instant::now() + delay.min(cfg.max_backoff)).min(deadline),
+                    )
+                    .await;
+                    self.counters.resumes += 1;
+                    if let Some(t) = open_trace.and_then(|i| self.traces.get_mut(i)) {
+                        t.last_event_id_sent = Some(c.clone());
+                    }
+                    clock.resumed_from = Some(from);
+                    let r = session.send("GET", b"", Some(&c), deadline, true).await;
+                    step = Step::Resume {
+                        cursor: c,
+                        from,
+                        retry,
+                    };
+                    r
+                }
+                Step::Issue => {
+                    if req.is_some() {
+                        self.counters.reissues += 1;
+                    }
+                    let id = session.next_request_id();
+                    let r = RequestStream::new(policy, id);
+                    let body = json!({
+                        "jsonrpc": "2.0", "id": id, "method": "tools/call",
+                        "params": {
+                            "name": cfg.tool, "arguments": cfg.args,
+                            "_meta": {"progressToken": r.progress_token},
+                        }
+                    });
+                    req = Some(r);
+                    cursor.clear();
+                    clock.resumed_from = None;
+                    session
+                        .send("POST", body.to_string().as_bytes(), None, deadline, true)
+                        .await
+                }
+            };
+            let Some(rq) = req.as_mut() else {
+                continue;
+            };
+            let mut resp = match sent {
+                Ok(resp) => {
+                    step = Step::Issue;
+                    resp
+                }
+                Err(e) => {
+                    self.error(e.kind());
+                    if resuming {
+                        self.answer(open_trace, ResumeAnswer::NoResponse { error: e.kind() });
+                    } else {
+                        step = Step::Issue;
+                    }
+                    self.backoff(cfg.backoff, deadline).await;
+                    continue;
+                }
+            };
+            // Resume refused or POST refused: an explicit failure.
+            if resp.status != 200 || (resuming && !resp.is_event_stream()) {
+                self.counters.explicit_errors += 1;
+                self.error(status_kind(resp.status));
+                if resuming {
+                    self.answer(
+                        open_trace,
+                        ResumeAnswer::Refused {
+                            status: resp.status,
+                        },
+                    );
+                }
+                self.session = None;
+                step = Step::Issue;
+                if policy == Policy::Naive && (resuming || resp.status != 404) {
+                    return CallEnd::Failed;
+                }
+                continue;
+            }
+            if !resp.is_event_stream() {
+                match resp.body.read_all(deadline).await {
+                    Ok(bytes) => match serde_json::from_slice(&bytes) {
+                        Ok(msg) => rq.on_message(msg),
+                        Err(_) => self.error("json-body"),
+                    },
+                    Err(e) => self.error(e.kind()),
+                }
+                if let Some(s) = self.session.as_mut() {
+                    s.recycle(resp.body);
+                }
+                let judged = rq.judge(&cfg.args);
+                match self.settle(policy, judged, intended) {
+                    Some(end) => return end,
+                    None => continue,
+                }
+            }
+            let got = consume(
+                &mut resp,
+                policy,
+                &cursor,
+                rq,
+                &mut clock,
+                &mut self.counters,
+                &mut self.histos,
+            )
+            .await;
+            if got.reusable
+                && let Some(s) = self.session.as_mut()
+            {
+                s.recycle(resp.body);
+            }
+            if resuming {
+                let answer = ResumeAnswer::Stream {
+                    first_id: got.first_id.clone(),
+                    discontinuous: matches!(got.stop, Stop::Discontinuity),
+                    error_event: rq.error_event,
+                };
+                self.answer(open_trace, answer);
+            }
+            cursor.clone_from(&got.cursor);
+            retry = got.retry.or(retry);
+            match got.stop {
+                Stop::Answered => {
+                    let judged = rq.judge(&cfg.args);
+                    match self.settle(policy, judged, intended) {
+                        Some(end) => return end,
+                        None => continue,
+                    }
+                }
+                Stop::Discontinuity | Stop::ErrorEvent => {
+                    if rq.error_event {
+                        self.counters.explicit_errors += 1;
+                    }
+                    self.error(got.stop.label());
+                    self.session = None;
+                    continue;
+                }
+                Stop::CleanEnd | Stop::Broken(_) => {}
+            }
+            if policy == Policy::Strict && got.partial {
+                self.counters.torn_detections += 1;
+            }
+            open_trace = self.story(rq.request_id, &got);
+            if policy == Policy::Naive && matches!(got.stop, Stop::CleanEnd) {
+                // The documents' client: a clean end is completion.
+                return match rq.judge(&cfg.args) {
+                    Judgement::Valid => CallEnd::Ok,
+                    _ => CallEnd::SilentlyLost,
+                };
+            }
+            if !cursor.is_empty() {
+                step = Step::Resume {
+                    cursor: cursor.clone(),
+                    from: got.at,
+                    retry,
+                };
+            }
+        }
+        self.error("attempts-or-time-exhausted");
+        CallEnd::Failed
+    }
+
+    /// Ends the call on an answer, or returns None to re-issue (strict, invalid answer).
+    fn settle(&mut self, policy: Policy, judged: Judgement, intended: Instant) -> Option<CallEnd> {
+        match (judged, policy) {
+            (Judgement::Valid, _) => {
+                self.histos.record(histo::CALL, Instant::now() - intended);
+                Some(CallEnd::Ok)
+            }
+            (Judgement::RpcError, _) => {
+                self.counters.explicit_errors += 1;
+                self.error("jsonrpc-error");
+                Some(CallEnd::Failed)
+            }
+            (Judgement::Invalid(why), Policy::Strict) => {
+                self.error(why);
+                None
+            }
+            (Judgement::Missing, Policy::Strict) => None,
+            (Judgement::Invalid(_) | Judgement::Missing, Policy::Naive) => {
+                Some(CallEnd::SilentlyLost)
+            }
+        }
+    }
+
+    fn answer(&mut self, trace: Option<usize>, answer: ResumeAnswer) {
+        if let Some(t) = trace.and_then(|i| self.traces.get_mut(i))
+            && t.answer.is_none()
+        {
+            t.answer = Some(answer);
+        }
+    }
+
+    /// Keeps the story of a disconnect if there is room; returns its index.
+    fn story(&mut self, request_id: u64, got: &Consumed) -> Option<usize> {
+        if self.traces.len() >= self.cfg.max_traces {
+            return None;
+        }
+        self.traces.push(CallTrace {
+            policy: self.cfg.policy,
+            request_id,
+            stop: got.stop.label(),
+            committed_id: got.committed.clone(),
+            pending_id: got.pending.clone(),
+            partial: got.partial,
+            partial_data_lines: got.tail.data_lines,
+            mid_data_line: got.tail.mid_data_line,
+            partial_bytes: got.tail.bytes,
+            last_event_id_sent: None,
+            answer: None,
+            outcome: None,
+        });
+        Some(self.traces.len() - 1)
+    }
+}
+
+fn status_kind(status: u16) -> &'static str {
+    match status {
+        202 => "http-202",
+        400 => "http-400",
+        401 => "http-401",
+        403 => "http-403",
+        404 => "http-404",
+        405 => "http-405",
+        409 => "http-409",
+        410 => "http-410",
+        429 => "http-429",
+        500..=599 => "http-5xx",
+        _ => "http-other",
+    }
+}

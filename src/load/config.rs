@@ -1,0 +1,198 @@
+//! What one load run is asked to do: the target, how many sessions, when to stop, which tool,
+//! the pacing and the client policy.
+//!
+//! Invariants: a [`Target`] always names a plain `http://` authority with an explicit or
+//! default port and an absolute path; a [`LoadConfig`] built by [`LoadConfig::new`] has sane
+//! defaults (closed loop, strict policy, 5 attempts, 30 s per call), so callers only override
+//! what they need.
+
+use std::fmt;
+use std::time::Duration;
+
+use thiserror::Error;
+
+/// The MCP protocol revision the client offers in `initialize`.
+pub const OFFERED_PROTOCOL_VERSION: &str = "2025-11-25";
+
+/// A plain-HTTP MCP endpoint: `http://host:port/path`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// Host name or address, as given (used for connecting and for the `Host` header).
+    pub host: String,
+    /// TCP port (80 when the URL has none).
+    pub port: u16,
+    /// Absolute path of the MCP endpoint, e.g. `/mcp`.
+    pub path: String,
+}
+
+/// Why a target URL was refused.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum TargetError {
+    /// Only `http://` is spoken (TLS belongs in front of tearline, not inside it).
+    #[error("target {0:?} is not an http:// URL")]
+    Scheme(String),
+    /// The authority part is empty or has a bad port.
+    #[error("target {0:?} has no valid host:port")]
+    Authority(String),
+}
+
+impl Target {
+    /// Parses `http://host[:port][/path]`; the path defaults to `/mcp`.
+    pub fn parse(url: &str) -> Result<Target, TargetError> {
+        let rest = url
+            .strip_prefix("http://")
+            .ok_or_else(|| TargetError::Scheme(url.to_string()))?;
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, "/mcp"),
+        };
+        let bad = || TargetError::Authority(url.to_string());
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => {
+                (h, p.parse::<u16>().map_err(|_| bad())?)
+            }
+            _ => (authority, 80),
+        };
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        if host.is_empty() || port == 0 {
+            return Err(bad());
+        }
+        Ok(Target {
+            host: host.to_string(),
+            port,
+            path: path.to_string(),
+        })
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "http://{}:{}{}", self.host, self.port, self.path)
+    }
+}
+
+/// How a client treats cursors, disconnects and stream ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Policy {
+    /// Cursor = last dispatched id; a partial event at a disconnect is a torn-boundary
+    /// detection; replays are verified; a call completes only with its verified result.
+    Strict,
+    /// Cursor = last `id:` line seen; resumes with it and accepts whatever comes; a clean
+    /// stream end counts as completion.
+    Naive,
+}
+
+impl Policy {
+    /// `"strict"` or `"naive"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Policy::Strict => "strict",
+            Policy::Naive => "naive",
+        }
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// When a run stops issuing calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// After this many calls in total (over all sessions).
+    Calls(u64),
+    /// After this long; calls in flight at the end are finished.
+    Duration(Duration),
+}
+
+/// One load run.
+#[derive(Debug, Clone)]
+pub struct LoadConfig {
+    /// The MCP endpoint.
+    pub target: Target,
+    /// Concurrent sessions (each runs its calls one after another).
+    pub sessions: usize,
+    /// When to stop.
+    pub stop: Stop,
+    /// Tool name for `tools/call`.
+    pub tool: String,
+    /// Tool arguments (a JSON object).
+    pub args: serde_json::Value,
+    /// Open-loop rate in calls/s over all sessions; `None` = closed loop.
+    pub rate: Option<f64>,
+    /// Client policy.
+    pub policy: Policy,
+    /// Connections (POSTs and resume GETs) one call may use before it fails.
+    pub max_attempts: u32,
+    /// Wall-clock budget of one call, from its intended start.
+    pub call_timeout: Duration,
+    /// Budget for TCP connect and for the response head.
+    pub connect_timeout: Duration,
+    /// Reconnect delay when the server sent no `retry:`.
+    pub backoff: Duration,
+    /// Upper bound of any reconnect delay (a server's `retry:` included).
+    pub max_backoff: Duration,
+    /// At most this many disconnect stories are kept in the outcome.
+    pub max_traces: usize,
+    /// Show a progress bar on stderr (only if stderr is a terminal).
+    pub progress: bool,
+}
+
+impl LoadConfig {
+    /// A closed-loop strict run of `calls` calls of `tool` over `sessions` sessions.
+    pub fn new(target: Target, tool: &str, args: serde_json::Value) -> LoadConfig {
+        LoadConfig {
+            target,
+            sessions: 1,
+            stop: Stop::Calls(1),
+            tool: tool.to_string(),
+            args,
+            rate: None,
+            policy: Policy::Strict,
+            max_attempts: 5,
+            call_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(5),
+            backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(5),
+            max_traces: 16,
+            progress: false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn target_parses_host_port_and_path() {
+        let t = Target::parse("http://127.0.0.1:7000/mcp").expect("valid");
+        assert_eq!(
+            (t.host.as_str(), t.port, t.path.as_str()),
+            ("127.0.0.1", 7000, "/mcp")
+        );
+        let t = Target::parse("http://example").expect("valid");
+        assert_eq!((t.port, t.path.as_str()), (80, "/mcp"));
+        let t = Target::parse("http://[::1]:9/x").expect("valid");
+        assert_eq!((t.host.as_str(), t.port), ("::1", 9));
+    }
+
+    #[test]
+    fn target_rejects_other_schemes_and_bad_ports() {
+        assert!(matches!(
+            Target::parse("https://a/"),
+            Err(TargetError::Scheme(_))
+        ));
+        assert!(matches!(
+            Target::parse("http://a:x/"),
+            Err(TargetError::Authority(_))
+        ));
+        assert!(matches!(
+            Target::parse("http://:80/"),
+            Err(TargetError::Authority(_))
+        ));
+    }
+}

@@ -1,0 +1,198 @@
+//! Reads one SSE response body (the POST's stream or a resume GET's) for one request and says
+//! why it stopped, with the cursor each policy would resume from.
+//!
+//! Invariants:
+//! - One scanner per connection (a new connection is a new event stream); the cursor is
+//!   carried across connections by the caller.
+//! - Strict cursor = the scanner's committed last event id (advances only at dispatch); naive
+//!   cursor = the id line of the event in progress if one was seen, else the committed id.
+//! - `partial` is the scanner's `has_partial_event()` at the stop: bytes of an event that was
+//!   never dispatched — the torn-boundary condition.
+//! - Latencies are recorded as events are dispatched: first event of the call (from the
+//!   intended start), first event after a resume (from the disconnect), gaps between events.
+
+use tokio::time::{Duration, Instant};
+
+use super::config::Policy;
+use super::histo::{self, Histograms};
+use super::http::{HttpError, Next, Response};
+use super::policy::{IdVerdict, RequestStream};
+use super::stats::Counters;
+use super::tail::{self, Tail};
+use crate::wire::sse::{SseEvent, SseScanner};
+
+/// How long the client waits for a body's end after the call's response arrived, hoping to
+/// keep the connection for the next request.
+const LINGER_AFTER_RESPONSE: Duration = Duration::from_millis(100);
+
+/// Why a stream stopped being read.
+#[derive(Debug)]
+pub enum Stop {
+    /// The response for the request arrived.
+    Answered,
+    /// The body ended by its framing without the response.
+    CleanEnd,
+    /// The body broke (EOF or reset inside it, timeout).
+    Broken(HttpError),
+    /// The strict client gave up on this stream: it does not continue the call's stream
+    /// (a fresh stream or a gap answered a resume).
+    Discontinuity,
+    /// The strict client gave up on this stream: the server sent `event: error`.
+    ErrorEvent,
+}
+
+impl Stop {
+    /// A stable label (`clean-end`, an HTTP error kind, …).
+    pub fn label(&self) -> &'static str {
+        match self {
+            Stop::Answered => "answered",
+            Stop::CleanEnd => "clean-end",
+            Stop::Broken(e) => e.kind(),
+            Stop::Discontinuity => "discontinuity",
+            Stop::ErrorEvent => "error-event",
+        }
+    }
+}
+
+/// What a stream left behind.
+#[derive(Debug)]
+pub struct Consumed {
+    /// Why reading stopped.
+    pub stop: Stop,
+    /// The cursor of the policy (empty: none).
+    pub cursor: String,
+    /// The committed id at the stop.
+    pub committed: String,
+    /// The id line of the event in progress, if any.
+    pub pending: Option<String>,
+    /// True if a partial event was in hand.
+    pub partial: bool,
+    /// Facts about the partial event.
+    pub tail: Tail,
+    /// The server's `retry:` in ms, if sent.
+    pub retry: Option<u64>,
+    /// The first id committed on this stream, if any.
+    pub first_id: Option<String>,
+    /// When the stop was observed.
+    pub at: Instant,
+    /// True if the body ended cleanly (the connection may be reused).
+    pub reusable: bool,
+}
+
+/// Timing context of the call for latency recording.
+#[derive(Debug)]
+pub struct Clock {
+    /// The call's intended start.
+    pub intended: Instant,
+    /// The call's deadline.
+    pub deadline: Instant,
+    /// True once the call's first event was recorded.
+    pub first_event_seen: bool,
+    /// The disconnect this stream resumes from, if it is a resume.
+    pub resumed_from: Option<Instant>,
+}
+
+/// Reads `resp` to a stop, feeding every event to `req`.
+pub async fn consume(
+    resp: &mut Response,
+    policy: Policy,
+    prev_cursor: &str,
+    req: &mut RequestStream,
+    clock: &mut Clock,
+    counters: &mut Counters,
+    histos: &mut Histograms,
+) -> Consumed {
+    let mut scanner = SseScanner::new();
+    let mut tail = Tail::new();
+    let mut last_event_at: Option<Instant> = None;
+    let mut first_id: Option<String> = None;
+    let mut deadline = clock.deadline;
+    let mut reusable = false;
+    let stop = loop {
+        let chunk = match resp.body.next(deadline).await {
+            Ok(Next::Data(d)) => d,
+            Ok(Next::End) => {
+                reusable = true;
+                break if req.has_response() {
+                    Stop::Answered
+                } else {
+                    Stop::CleanEnd
+                };
+            }
+            Err(_) if req.has_response() => break Stop::Answered,
+            Err(e) => break Stop::Broken(e),
+        };
+        if req.has_response() {
+            // Bytes after the response: nothing to judge, only drained for reuse.
+            continue;
+        }
+        let mut verdict = IdVerdict::New;
+        let mut on_event = |ev: &SseEvent<'_>| {
+            if verdict == IdVerdict::Discontinuity {
+                return;
+            }
+            let now = Instant::now();
+            if !clock.first_event_seen {
+                clock.first_event_seen = true;
+                histos.record(histo::FIRST_EVENT, now - clock.intended);
+            }
+            if let Some(from) = clock.resumed_from.take() {
+                histos.record(histo::RESUME, now - from);
+            }
+            if let Some(prev) = last_event_at {
+                histos.record(histo::INTER_EVENT, now - prev);
+            }
+            last_event_at = Some(now);
+            if first_id.is_none() && !ev.last_event_id.is_empty() {
+                first_id = Some(ev.last_event_id.to_string());
+            }
+            if req.on_event(ev, counters) == IdVerdict::Discontinuity {
+                verdict = IdVerdict::Discontinuity;
+            }
+        };
+        tail::feed(&mut scanner, &mut tail, chunk, &mut on_event);
+        let committed = scanner.last_event_id();
+        if first_id.is_none() && !committed.is_empty() {
+            first_id = Some(committed.to_string());
+        }
+        if verdict != IdVerdict::Discontinuity
+            && req.observe_id(committed, counters) == IdVerdict::Discontinuity
+        {
+            verdict = IdVerdict::Discontinuity;
+        }
+        if policy == Policy::Strict {
+            if verdict == IdVerdict::Discontinuity {
+                break Stop::Discontinuity;
+            }
+            if req.error_event {
+                break Stop::ErrorEvent;
+            }
+        }
+        if req.has_response() {
+            deadline = deadline.min(Instant::now() + LINGER_AFTER_RESPONSE);
+        }
+    };
+    let committed = scanner.last_event_id().to_string();
+    let pending = scanner.pending_id().map(str::to_string);
+    let cursor = match policy {
+        Policy::Strict if !committed.is_empty() => committed.clone(),
+        Policy::Naive => match pending.as_deref().filter(|p| !p.is_empty()) {
+            Some(p) => p.to_string(),
+            None if !committed.is_empty() => committed.clone(),
+            None => prev_cursor.to_string(),
+        },
+        Policy::Strict => prev_cursor.to_string(),
+    };
+    Consumed {
+        partial: scanner.has_partial_event(),
+        retry: scanner.retry(),
+        stop,
+        cursor,
+        committed,
+        pending,
+        tail,
+        first_id,
+        at: Instant::now(),
+        reusable,
+    }
+}

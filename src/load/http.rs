@@ -1,0 +1,392 @@
+//! A minimal HTTP/1.1 client on a raw tokio socket: one request, its response head, and the
+//! body as the chunks that actually arrived, chunked encoding decoded.
+//!
+//! Why not a full client: the load client must see exactly which body bytes arrived before a
+//! disconnect and must tell a clean end of body (last chunk, full length) from a broken one
+//! (EOF or reset inside the body). [`Body::next`] returns [`Next::End`] if and only if the body
+//! ended by its own framing; any other stop is an [`HttpError`]. Every wait is bounded by a
+//! deadline, so a silent peer turns into [`HttpError::Timeout`], never a hang. Bytes are moved
+//! per read, never per byte; the read buffer grows only to the largest head or chunk line.
+
+use std::io;
+use std::time::Duration;
+
+use bytes::{Buf, BytesMut};
+use thiserror::Error;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use super::config::Target;
+
+const READ_SIZE: usize = 64 * 1024;
+const MAX_HEAD: usize = 64 * 1024;
+const MAX_HEADERS: usize = 64;
+/// A JSON body larger than this is refused (the largest lab result is a few MiB).
+pub const MAX_JSON_BODY: usize = 256 * 1024 * 1024;
+
+/// Why a request or its response failed at the HTTP level.
+#[derive(Debug, Error)]
+pub enum HttpError {
+    /// TCP connect failed (refused, unreachable, bad name).
+    #[error("cannot connect to {addr}")]
+    Connect {
+        /// `host:port` that was dialled.
+        addr: String,
+        /// The socket error.
+        #[source]
+        source: io::Error,
+    },
+    /// A socket read or write failed (reset, broken pipe).
+    #[error("socket error")]
+    Io(#[source] io::Error),
+    /// Nothing (or not enough) arrived before the deadline.
+    #[error("timed out waiting for the server")]
+    Timeout,
+    /// The peer closed before a complete response head.
+    #[error("connection closed before a response head")]
+    ClosedBeforeHead,
+    /// The bytes are not an HTTP/1.x response.
+    #[error("not an HTTP/1.x response")]
+    NotHttp(#[source] Option<httparse::Error>),
+    /// The body stopped before its framing said it ends (EOF mid-chunk or short length).
+    #[error("body truncated before its end")]
+    Truncated,
+    /// A chunk size line or chunk terminator is malformed.
+    #[error("malformed chunked framing")]
+    BadChunk,
+    /// A JSON body exceeded [`MAX_JSON_BODY`].
+    #[error("body too large")]
+    TooLarge,
+}
+
+impl HttpError {
+    /// A stable label for counting errors by kind.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            HttpError::Connect { .. } => "connect",
+            HttpError::Io(_) => "io",
+            HttpError::Timeout => "timeout",
+            HttpError::ClosedBeforeHead => "closed-before-head",
+            HttpError::NotHttp(_) => "not-http",
+            HttpError::Truncated => "truncated",
+            HttpError::BadChunk => "bad-chunk",
+            HttpError::TooLarge => "too-large",
+        }
+    }
+}
+
+/// One open connection to the target.
+#[derive(Debug)]
+pub struct Conn {
+    stream: TcpStream,
+    buf: BytesMut,
+}
+
+/// A request to send: method, extra headers and body (the target supplies Host and path).
+#[derive(Debug)]
+pub struct Request<'a> {
+    /// `GET`, `POST`, `DELETE`.
+    pub method: &'a str,
+    /// Header lines beyond Host and Content-Length.
+    pub headers: &'a [(&'a str, &'a str)],
+    /// Body bytes (empty for GET).
+    pub body: &'a [u8],
+}
+
+impl Conn {
+    /// Connects with TCP_NODELAY, failing after `timeout`.
+    pub async fn connect(target: &Target, timeout: Duration) -> Result<Conn, HttpError> {
+        let addr = format!("{}:{}", target.host, target.port);
+        let stream = match tokio::time::timeout(timeout, TcpStream::connect(&addr)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(source)) => return Err(HttpError::Connect { addr, source }),
+            Err(_) => return Err(HttpError::Timeout),
+        };
+        stream.set_nodelay(true).map_err(HttpError::Io)?;
+        Ok(Conn {
+            stream,
+            buf: BytesMut::with_capacity(READ_SIZE),
+        })
+    }
+
+    /// Sends `req` to `target.path` and reads the response head before `deadline`.
+    pub async fn send(
+        mut self,
+        target: &Target,
+        req: &Request<'_>,
+        deadline: Instant,
+    ) -> Result<Response, HttpError> {
+        let mut head = format!(
+            "{} {} HTTP/1.1\r\nHost: {}:{}\r\n",
+            req.method, target.path, target.host, target.port
+        );
+        if !req.body.is_empty() || req.method == "POST" {
+            head.push_str(&format!("Content-Length: {}\r\n", req.body.len()));
+        }
+        for (name, value) in req.headers {
+            head.push_str(name);
+            head.push_str(": ");
+            head.push_str(value);
+            head.push_str("\r\n");
+        }
+        head.push_str("\r\n");
+        let write = async {
+            self.stream.write_all(head.as_bytes()).await?;
+            self.stream.write_all(req.body).await?;
+            self.stream.flush().await
+        };
+        match tokio::time::timeout_at(deadline, write).await {
+            Ok(r) => r.map_err(HttpError::Io)?,
+            Err(_) => return Err(HttpError::Timeout),
+        }
+        self.read_head(deadline).await
+    }
+
+    async fn fill(&mut self, deadline: Instant) -> Result<usize, HttpError> {
+        if self.buf.capacity() - self.buf.len() < READ_SIZE / 4 {
+            self.buf.reserve(READ_SIZE);
+        }
+        match tokio::time::timeout_at(deadline, self.stream.read_buf(&mut self.buf)).await {
+            Ok(r) => r.map_err(HttpError::Io),
+            Err(_) => Err(HttpError::Timeout),
+        }
+    }
+
+    async fn read_head(mut self, deadline: Instant) -> Result<Response, HttpError> {
+        loop {
+            let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+            let mut parsed = httparse::Response::new(&mut headers);
+            match parsed.parse(&self.buf) {
+                Ok(httparse::Status::Complete(len)) => {
+                    let status = parsed.code.unwrap_or(0);
+                    let headers: Vec<(String, String)> = parsed
+                        .headers
+                        .iter()
+                        .map(|h| {
+                            let value = String::from_utf8_lossy(h.value).trim().to_string();
+                            (h.name.to_ascii_lowercase(), value)
+                        })
+                        .collect();
+                    self.buf.advance(len);
+                    if (100..200).contains(&status) {
+                        continue;
+                    }
+                    return Ok(Response::new(status, headers, self));
+                }
+                Ok(httparse::Status::Partial) if self.buf.len() > MAX_HEAD => {
+                    return Err(HttpError::NotHttp(None));
+                }
+                Ok(httparse::Status::Partial) => {}
+                Err(e) => return Err(HttpError::NotHttp(Some(e))),
+            }
+            if self.fill(deadline).await? == 0 {
+                return Err(if self.buf.is_empty() {
+                    HttpError::ClosedBeforeHead
+                } else {
+                    HttpError::NotHttp(None)
+                });
+            }
+        }
+    }
+}
+
+/// How the body's end is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    /// Chunked: reading a size line.
+    ChunkSize,
+    /// Chunked: this many data bytes left in the current chunk.
+    ChunkData(u64),
+    /// Chunked: the CRLF after a chunk's data.
+    ChunkEnd,
+    /// Chunked: trailer lines until a blank line.
+    Trailers,
+    /// Content-Length: this many bytes left.
+    Length(u64),
+    /// Delimited by the connection closing.
+    UntilClose,
+    /// The body ended by its framing.
+    Done,
+}
+
+/// A response: status, headers (names lower-cased) and the body still on the socket.
+#[derive(Debug)]
+pub struct Response {
+    /// The status code.
+    pub status: u16,
+    /// Header (name, value) pairs; names lower-case.
+    pub headers: Vec<(String, String)>,
+    /// The body reader (owns the connection).
+    pub body: Body,
+}
+
+impl Response {
+    fn new(status: u16, headers: Vec<(String, String)>, conn: Conn) -> Response {
+        let find = |n: &str| {
+            headers
+                .iter()
+                .find(|(k, _)| k == n)
+                .map(|(_, v)| v.as_str())
+        };
+        let chunked =
+            find("transfer-encoding").is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
+        let close = find("connection").is_some_and(|v| v.eq_ignore_ascii_case("close"));
+        let framing = if status == 204 || status == 304 {
+            Framing::Done
+        } else if chunked {
+            Framing::ChunkSize
+        } else if let Some(len) = find("content-length").and_then(|v| v.parse::<u64>().ok()) {
+            if len == 0 {
+                Framing::Done
+            } else {
+                Framing::Length(len)
+            }
+        } else {
+            Framing::UntilClose
+        };
+        let reusable = !close && framing != Framing::UntilClose;
+        Response {
+            status,
+            headers,
+            body: Body {
+                conn,
+                framing,
+                consume: 0,
+                reusable,
+            },
+        }
+    }
+
+    /// The first value of header `name` (lower-case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// True if the Content-Type is `text/event-stream`.
+    pub fn is_event_stream(&self) -> bool {
+        self.header("content-type")
+            .is_some_and(|v| v.to_ascii_lowercase().starts_with("text/event-stream"))
+    }
+}
+
+/// What [`Body::next`] yields.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Next<'a> {
+    /// Body bytes as they arrived (decoded from chunked framing).
+    Data(&'a [u8]),
+    /// The body ended by its own framing.
+    End,
+}
+
+/// The body of a response, read chunk by chunk.
+#[derive(Debug)]
+pub struct Body {
+    conn: Conn,
+    framing: Framing,
+    consume: usize,
+    reusable: bool,
+}
+
+impl Body {
+    /// The next piece of body, or its end. Errors mean the body broke before its end.
+    pub async fn next(&mut self, deadline: Instant) -> Result<Next<'_>, HttpError> {
+        let n = std::mem::take(&mut self.consume);
+        self.conn.buf.advance(n);
+        loop {
+            let buf = &self.conn.buf;
+            match self.framing {
+                Framing::Done => return Ok(Next::End),
+                Framing::ChunkSize | Framing::Trailers => {
+                    if let Some(i) = memchr::memchr(b'\n', buf) {
+                        let line = buf[..i].strip_suffix(b"\r").unwrap_or(&buf[..i]);
+                        self.framing = if self.framing == Framing::Trailers {
+                            if line.is_empty() {
+                                Framing::Done
+                            } else {
+                                Framing::Trailers
+                            }
+                        } else {
+                            match parse_chunk_size(line)? {
+                                0 => Framing::Trailers,
+                                size => Framing::ChunkData(size),
+                            }
+                        };
+                        self.conn.buf.advance(i + 1);
+                        continue;
+                    }
+                    if buf.len() > MAX_HEAD {
+                        return Err(HttpError::BadChunk);
+                    }
+                }
+                Framing::ChunkEnd => {
+                    if buf.len() >= 2 {
+                        if &buf[..2] != b"\r\n" {
+                            return Err(HttpError::BadChunk);
+                        }
+                        self.conn.buf.advance(2);
+                        self.framing = Framing::ChunkSize;
+                        continue;
+                    }
+                }
+                Framing::ChunkData(left) | Framing::Length(left) if !buf.is_empty() => {
+                    let take = usize::try_from(left).unwrap_or(usize::MAX).min(buf.len());
+                    let rest = left - take as u64;
+                    self.framing = match (self.framing, rest) {
+                        (Framing::ChunkData(_), 0) => Framing::ChunkEnd,
+                        (Framing::ChunkData(_), r) => Framing::ChunkData(r),
+                        (_, 0) => Framing::Done,
+                        (_, r) => Framing::Length(r),
+                    };
+                    self.consume = take;
+                    return Ok(Next::Data(&self.conn.buf[..take]));
+                }
+                Framing::UntilClose if !buf.is_empty() => {
+                    self.consume = buf.len();
+                    return Ok(Next::Data(&self.conn.buf[..]));
+                }
+                Framing::ChunkData(_) | Framing::Length(_) | Framing::UntilClose => {}
+            }
+            if self.conn.fill(deadline).await? == 0 {
+                if self.framing == Framing::UntilClose {
+                    self.framing = Framing::Done;
+                    self.reusable = false;
+                    return Ok(Next::End);
+                }
+                return Err(HttpError::Truncated);
+            }
+        }
+    }
+
+    /// Reads the whole body (bounded by [`MAX_JSON_BODY`]).
+    pub async fn read_all(&mut self, deadline: Instant) -> Result<Vec<u8>, HttpError> {
+        let mut out = Vec::new();
+        while let Next::Data(d) = self.next(deadline).await? {
+            if out.len() + d.len() > MAX_JSON_BODY {
+                return Err(HttpError::TooLarge);
+            }
+            out.extend_from_slice(d);
+        }
+        Ok(out)
+    }
+
+    /// The connection for another request, if and only if this body ended cleanly and the
+    /// server keeps the connection open.
+    pub fn into_conn(mut self) -> Option<Conn> {
+        let n = std::mem::take(&mut self.consume);
+        self.conn.buf.advance(n);
+        (self.framing == Framing::Done && self.reusable && self.conn.buf.is_empty())
+            .then_some(self.conn)
+    }
+}
+
+fn parse_chunk_size(line: &[u8]) -> Result<u64, HttpError> {
+    let hex = line.split(|&b| b == b';').next().unwrap_or(line);
+    let hex = std::str::from_utf8(hex)
+        .map_err(|_| HttpError::BadChunk)?
+        .trim();
+    u64::from_str_radix(hex, 16).map_err(|_| HttpError::BadChunk)
+}

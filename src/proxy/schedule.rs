@@ -1,0 +1,50 @@
+//! Drives a profile's proxy-level outage schedules: at each window's start the proxy resets its
+//! open connections and refuses or holds new ones for the window's length.
+//!
+//! Why a separate task: outage windows are wall-clock events, not reactions to bytes, so no
+//! pump sees them; the schedule itself is pure ([`OutageSchedule::windows`]) and this is the one
+//! place that turns it into timers. Invariant: windows fire in order, each at most once, and the
+//! driver ends when the schedule is exhausted or `shutdown` fires.
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::state::{OutageMode, Proxy};
+use crate::fault::outage::{OutageMode as ScheduledMode, OutageSchedule};
+
+/// The proxy's mode for a schedule's mode (the two enums name the same choice: the profile's
+/// and the runtime's).
+pub fn runtime_mode(mode: ScheduledMode) -> OutageMode {
+    match mode {
+        ScheduledMode::Refuse => OutageMode::Refuse,
+        ScheduledMode::Hold => OutageMode::Hold,
+    }
+}
+
+/// Runs every window of `schedules` against `proxy`, measured from `start`, until all windows
+/// fired or `shutdown` fires.
+pub async fn drive_outages(
+    proxy: Arc<Proxy>,
+    schedules: Vec<OutageSchedule>,
+    start: Instant,
+    shutdown: CancellationToken,
+) {
+    let drivers = schedules.into_iter().map(|schedule| {
+        let proxy = proxy.clone();
+        let shutdown = shutdown.clone();
+        async move {
+            let mode = runtime_mode(schedule.mode);
+            for (at, length) in schedule.windows() {
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    () = tokio::time::sleep_until(start + at) => {}
+                }
+                tracing::info!(proxy = %proxy.name(), length_ms = length.as_millis() as u64, mode = ?mode, "outage window");
+                proxy.begin_outage(length, mode);
+            }
+        }
+    });
+    futures_util::future::join_all(drivers).await;
+}

@@ -1,0 +1,179 @@
+//! Turns the phases of a replay into one [`Report`]: run facts, cuts, the proxy's findings, each
+//! policy's counters and histograms, the proxy's histograms, the timeline and the story.
+//!
+//! Invariants: every number in the report comes from a phase's recorded outcome (nothing is
+//! estimated); findings of both phases are summed by kind and each example names its policy;
+//! histogram names are `<policy>.<name>` for the proxy's own histograms so the two phases stay
+//! apart.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+use super::phase::PhaseOutcome;
+use super::tap::Moment;
+use crate::load::Counters as LoadCounters;
+use crate::report::{Counters, FindingExample, Report, RunFacts, Target, TimelineKind};
+
+/// Examples kept per finding kind and policy.
+const EXAMPLES_PER_POLICY: usize = 3;
+
+/// What the report says about the run as a whole.
+pub struct RunDescription {
+    /// The seed in force.
+    pub seed: u64,
+    /// Profile name (file name or built-in label) and its text.
+    pub profile_name: String,
+    /// The profile's TOML text.
+    pub profile_text: String,
+    /// Lab or user server.
+    pub target: Target,
+    /// Wall time of the whole run.
+    pub elapsed: Duration,
+}
+
+/// The report of a finished replay.
+pub fn assemble(run: RunDescription, phases: &[PhaseOutcome], story: Vec<String>) -> Report {
+    let mut facts = RunFacts::new(run.seed, run.profile_name, run.target);
+    facts.profile_text = run.profile_text;
+    facts.duration_ms = millis(run.elapsed);
+    let mut report = Report::new(facts);
+
+    let mut by_class = BTreeMap::new();
+    let mut by_action = BTreeMap::new();
+    let mut finding_counts: BTreeMap<String, u64> = BTreeMap::new();
+    let mut examples: BTreeMap<String, Vec<FindingExample>> = BTreeMap::new();
+    // Phases run one after the other; the timeline places each after the previous one.
+    let mut phase_start_ms = 0u64;
+    for phase in phases {
+        let policy = phase.policy.as_str();
+        add_all(&mut by_class, phase.tap.cuts_by_class());
+        add_all(&mut by_action, phase.tap.cuts_by_action());
+        add_all(&mut finding_counts, phase.auditor.counts());
+        for f in phase.auditor.findings() {
+            let list = examples.entry(f.kind.as_str().to_owned()).or_default();
+            let mine = list
+                .iter()
+                .filter(|e| e.detail.starts_with(&format!("[{policy}]")))
+                .count();
+            if mine < EXAMPLES_PER_POLICY {
+                list.push(FindingExample {
+                    session: f
+                        .session
+                        .clone()
+                        .unwrap_or_else(|| format!("conn {}", f.stream.conn)),
+                    stream: format!("{} {}", f.stream.request, f.stream.rpc_ids.join(",")),
+                    ids: f.ids.clone(),
+                    detail: format!("[{policy}] {}", f.detail),
+                });
+            }
+        }
+
+        let histograms: BTreeMap<String, Histogram<u64>> = phase
+            .load
+            .histograms
+            .iter()
+            .map(|(k, h)| ((*k).to_owned(), h.clone()))
+            .collect();
+        let elapsed = phase.load.elapsed;
+        for (name, h) in &histograms {
+            report.add_interval(
+                Report::policy_tag(policy, name),
+                Duration::from_millis(phase_start_ms),
+                elapsed,
+                h.clone(),
+            );
+        }
+        report.add_policy(policy, counters(&phase.load.counters), histograms);
+        for (name, h) in phase.auditor.histograms() {
+            let label = format!("{policy}.{name}");
+            report.add_interval(
+                Report::proxy_tag(&label),
+                Duration::from_millis(phase_start_ms),
+                elapsed,
+                h.clone(),
+            );
+            report.add_proxy_histogram(&label, h);
+        }
+        add_timeline(&mut report, policy, phase_start_ms, &phase.tap.moments());
+        phase_start_ms += millis(elapsed);
+    }
+    report.set_cuts(by_class, by_action);
+    for (kind, count) in finding_counts {
+        let ex = examples.remove(&kind).unwrap_or_default();
+        report.set_findings(&kind, count, ex);
+    }
+    report.story = story;
+    report
+}
+
+fn add_all<K: Ord>(into: &mut BTreeMap<K, u64>, from: BTreeMap<K, u64>) {
+    for (k, v) in from {
+        *into.entry(k).or_default() += v;
+    }
+}
+
+fn add_timeline(report: &mut Report, policy: &str, offset_ms: u64, moments: &[Moment]) {
+    for m in moments {
+        match m {
+            Moment::Cut {
+                t_ms,
+                action,
+                point,
+                outage,
+            } => {
+                let class = point.class.map_or("outside-sse", |c| c.as_str());
+                let detail = format!(
+                    "[{policy}] {action} at {class}, raw offset {}, pending id {}",
+                    point.raw_offset,
+                    point.pending_id.as_deref().unwrap_or("-")
+                );
+                report.add_timeline(offset_ms + t_ms, TimelineKind::Cut, 0, &detail);
+                if let Some(d) = outage {
+                    report.add_timeline(
+                        offset_ms + t_ms,
+                        TimelineKind::Outage,
+                        millis(*d),
+                        &format!("[{policy}] new connections held"),
+                    );
+                }
+            }
+            Moment::Resume {
+                t_ms,
+                last_event_id,
+                session,
+            } => {
+                let detail = format!(
+                    "[{policy}] Last-Event-ID {last_event_id} (session {})",
+                    session.as_deref().unwrap_or("-")
+                );
+                report.add_timeline(offset_ms + t_ms, TimelineKind::Resume, 0, &detail);
+            }
+        }
+    }
+}
+
+/// The report's counters for a load client's counters.
+pub fn counters(c: &LoadCounters) -> Counters {
+    Counters {
+        calls: c.calls,
+        ok: c.ok,
+        failed: c.failed,
+        silent_loss: c.silently_lost,
+        torn_detections: c.torn_detections,
+        resumes: c.resumes,
+        renegotiations: c.renegotiations,
+        reissues: c.reissues,
+        fresh_streams: c.fresh_streams,
+        events: c.events,
+        duplicates: c.duplicates,
+        gaps: c.gaps,
+        reorders: c.reorders,
+        explicit_errors: c.explicit_errors,
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,171 @@
+//! One phase of a replay: one client policy against a fresh stack (lab server unless the user
+//! brings one, a proxy with the profile's faults and the HTTP/SSE observer, an auditor), torn
+//! down when the load finishes.
+//!
+//! Why a fresh stack per policy: findings, cuts and histograms are then attributable to one
+//! policy without guessing, and one policy's sessions cannot evict the other's ring buffers.
+//! Both phases use the same proxy name and seed, so connection `i` of each phase draws the same
+//! fault decisions.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::tap::Tap;
+use super::{ReplayConfig, ReplayError};
+use crate::audit::{AuditConfig, Auditor};
+use crate::lab::LabConfig;
+use crate::load::{LoadConfig, LoadOutcome, Policy, Target};
+use crate::profile::Profile;
+use crate::proxy::{Proxy, ProxyConfig, StatsSnapshot};
+use crate::wire::ObservationSink;
+
+/// Name of the replay's proxy (it feeds the per-connection RNG derivation).
+pub const PROXY_NAME: &str = "replay";
+
+/// How long a phase's servers may take to stop after the load finished.
+const STOP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What one phase produced.
+pub struct PhaseOutcome {
+    /// The client policy.
+    pub policy: Policy,
+    /// The load client's outcome.
+    pub load: LoadOutcome,
+    /// The proxy's audit of the phase.
+    pub auditor: Arc<Auditor>,
+    /// Cuts and resumes as the proxy saw them.
+    pub tap: Arc<Tap>,
+    /// The server the proxy relayed to.
+    pub upstream: String,
+    /// The proxy's counters at the end.
+    pub proxy_stats: StatsSnapshot,
+}
+
+/// Runs one policy's phase to completion.
+pub async fn run_phase(
+    cfg: &ReplayConfig,
+    profile: &Profile,
+    policy: Policy,
+    findings_log: Option<PathBuf>,
+    shutdown: &CancellationToken,
+) -> Result<PhaseOutcome, ReplayError> {
+    let token = shutdown.child_token();
+    let mut servers = Vec::new();
+
+    let upstream = match &cfg.upstream {
+        Some(addr) => addr.clone(),
+        None => {
+            let (addr, task) = start_lab(cfg.lab.clone(), token.clone()).await?;
+            servers.push(task);
+            addr.to_string()
+        }
+    };
+
+    let auditor = Arc::new(Auditor::new(AuditConfig::default()));
+    if let Some(path) = &findings_log {
+        auditor
+            .log_to_file(path)
+            .map_err(|source| ReplayError::Audit { source })?;
+    }
+    let tap = Arc::new(Tap::new(auditor.clone(), profile_outage(profile)));
+
+    let mut pcfg = ProxyConfig::new(PROXY_NAME, upstream.clone());
+    pcfg.seed = cfg.seed;
+    let proxy = Proxy::with_faults(pcfg, profile.factories_for(None));
+    let sink: Arc<dyn ObservationSink> = tap.clone();
+    let observer_sink = sink.clone();
+    proxy.set_observer_factory(Arc::new(move |conn| {
+        crate::wire::http1::observer_pair(conn, observer_sink.clone())
+    }));
+    proxy.set_sink(Some(sink));
+    let listener = bind_loopback().await?;
+    let proxy_addr = local_addr(&listener)?;
+    {
+        let proxy = proxy.clone();
+        let token = token.clone();
+        servers.push(tokio::spawn(async move {
+            if let Err(e) = crate::proxy::run(listener, proxy, token).await {
+                tracing::warn!(error = %e, "replay proxy ended with an error");
+            }
+        }));
+    }
+    tokio::spawn(crate::proxy::schedule::drive_outages(
+        proxy.clone(),
+        profile.outages_for(None),
+        Instant::now(),
+        token.clone(),
+    ));
+
+    let target = Target {
+        host: proxy_addr.ip().to_string(),
+        port: proxy_addr.port(),
+        path: cfg.target_path.clone(),
+    };
+    let args = serde_json::json!({ "size": cfg.size, "lines": cfg.lines });
+    let mut lcfg = LoadConfig::new(target, "blob", args);
+    lcfg.sessions = cfg.sessions;
+    lcfg.stop = cfg.stop.clone();
+    lcfg.policy = policy;
+    lcfg.call_timeout = cfg.call_timeout;
+    lcfg.progress = cfg.progress;
+    let load = crate::load::run(lcfg, token.clone()).await;
+
+    token.cancel();
+    for task in servers {
+        // A server that does not stop in time is abandoned; the process exits anyway.
+        let _ = tokio::time::timeout(STOP_TIMEOUT, task).await;
+    }
+    let load = load.map_err(|source| ReplayError::Load { source })?;
+    auditor.finish();
+    Ok(PhaseOutcome {
+        policy,
+        load,
+        auditor,
+        tap,
+        upstream,
+        proxy_stats: proxy.stats().snapshot(),
+    })
+}
+
+/// The outage each cut of the profile opens (the first `outage_ms` found), for the timeline.
+fn profile_outage(profile: &Profile) -> Option<Duration> {
+    profile
+        .faults
+        .iter()
+        .filter_map(|f| f.def.get("outage_ms"))
+        .find_map(|p| p.value.as_integer())
+        .and_then(|ms| u64::try_from(ms).ok())
+        .map(Duration::from_millis)
+}
+
+async fn start_lab(
+    config: LabConfig,
+    token: CancellationToken,
+) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), ReplayError> {
+    let listener = bind_loopback().await?;
+    let addr = local_addr(&listener)?;
+    let task = tokio::spawn(async move {
+        if let Err(e) = crate::lab::serve(listener, config, token).await {
+            tracing::warn!(error = %e, "lab server ended with an error");
+        }
+    });
+    Ok((addr, task))
+}
+
+async fn bind_loopback() -> Result<TcpListener, ReplayError> {
+    TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|source| ReplayError::Bind { source })
+}
+
+fn local_addr(listener: &TcpListener) -> Result<SocketAddr, ReplayError> {
+    listener
+        .local_addr()
+        .map_err(|source| ReplayError::Bind { source })
+}

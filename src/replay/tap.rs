@@ -1,0 +1,140 @@
+//! The replay's observation tap: forwards every observation to the auditor and keeps the few
+//! facts the report needs that the auditor does not keep (cuts by class and action, the
+//! timeline of cuts, outages and resumes).
+//!
+//! Invariant: it never blocks the data path for long (one short critical section per cut or
+//! request head) and keeps at most [`MAX_TIMELINE`] timeline entries.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::audit::Auditor;
+use crate::wire::{CutPoint, Observation, ObservationSink};
+
+/// Timeline entries kept per run; later ones are counted but not listed.
+pub const MAX_TIMELINE: usize = 2_000;
+
+/// One moment of the run, in milliseconds since the tap was made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Moment {
+    /// The proxy cut a connection.
+    Cut {
+        /// Since start.
+        t_ms: u64,
+        /// `reset`, `fin` or `clean-end`.
+        action: &'static str,
+        /// Where it fell.
+        point: CutPoint,
+        /// The outage the cut opened, if any.
+        outage: Option<Duration>,
+    },
+    /// A client asked to resume a stream (`GET` with `Last-Event-ID`).
+    Resume {
+        /// Since start.
+        t_ms: u64,
+        /// The cursor sent.
+        last_event_id: String,
+        /// The session, if any.
+        session: Option<String>,
+    },
+}
+
+#[derive(Debug, Default)]
+struct Facts {
+    cuts_by_class: BTreeMap<String, u64>,
+    cuts_by_action: BTreeMap<String, u64>,
+    moments: Vec<Moment>,
+}
+
+/// Forwards to an [`Auditor`] and records cuts and resumes.
+pub struct Tap {
+    auditor: Arc<Auditor>,
+    start: Instant,
+    outage_after_cut: Option<Duration>,
+    facts: Mutex<Facts>,
+}
+
+impl Tap {
+    /// A tap in front of `auditor`; `outage_after_cut` is the outage the profile opens after each
+    /// cut (for the timeline).
+    pub fn new(auditor: Arc<Auditor>, outage_after_cut: Option<Duration>) -> Self {
+        Tap {
+            auditor,
+            start: Instant::now(),
+            outage_after_cut,
+            facts: Mutex::new(Facts::default()),
+        }
+    }
+
+    /// Cuts by SSE class (`outside-sse` for cuts outside an SSE body).
+    pub fn cuts_by_class(&self) -> BTreeMap<String, u64> {
+        self.lock().cuts_by_class.clone()
+    }
+
+    /// Cuts by action.
+    pub fn cuts_by_action(&self) -> BTreeMap<String, u64> {
+        self.lock().cuts_by_action.clone()
+    }
+
+    /// The recorded moments, in time order.
+    pub fn moments(&self) -> Vec<Moment> {
+        self.lock().moments.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Facts> {
+        self.facts.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn since_start(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+}
+
+impl ObservationSink for Tap {
+    fn record(&self, obs: Observation) {
+        match &obs {
+            Observation::Cut { action, point, .. } => {
+                let t_ms = self.since_start();
+                let class = point
+                    .class
+                    .map_or("outside-sse", |c| c.as_str())
+                    .to_owned();
+                let mut facts = self.lock();
+                *facts.cuts_by_class.entry(class).or_default() += 1;
+                *facts
+                    .cuts_by_action
+                    .entry(action.as_str().to_owned())
+                    .or_default() += 1;
+                if facts.moments.len() < MAX_TIMELINE {
+                    facts.moments.push(Moment::Cut {
+                        t_ms,
+                        action: action.as_str(),
+                        point: point.clone(),
+                        outage: self.outage_after_cut,
+                    });
+                }
+            }
+            Observation::Request {
+                method,
+                last_event_id: Some(id),
+                session,
+                ..
+            } if method == "GET" => {
+                let t_ms = self.since_start();
+                let mut facts = self.lock();
+                if facts.moments.len() < MAX_TIMELINE {
+                    facts.moments.push(Moment::Resume {
+                        t_ms,
+                        last_event_id: id.clone(),
+                        session: session.clone(),
+                    });
+                }
+            }
+            _ => {}
+        }
+        self.auditor.record(obs);
+    }
+}
