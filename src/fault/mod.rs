@@ -19,6 +19,7 @@ pub mod registry;
 pub mod reset;
 pub mod slicer;
 pub mod slow_close;
+pub mod sse_cut;
 pub mod stall;
 pub mod timeout;
 pub mod toxiproxy;

@@ -106,6 +106,21 @@ pub(super) fn rpc_request_id(body: &[u8]) -> Option<String> {
     o.get("id").map(|id| id.to_string())
 }
 
+/// True if and only if `data` is a JSON-RPC response (result or error) with id `id` (JSON text).
+pub(super) fn is_response_to(data: &[u8], id: &str) -> bool {
+    let first = data.iter().find(|b| !b.is_ascii_whitespace());
+    if first != Some(&b'{') {
+        return false;
+    }
+    let (Ok(v), Ok(id)) = (
+        serde_json::from_slice::<serde_json::Value>(data),
+        serde_json::from_str::<serde_json::Value>(id),
+    ) else {
+        return false;
+    };
+    v.get("id") == Some(&id) && (v.get("result").is_some() || v.get("error").is_some())
+}
+
 enum UpState {
     Head,
     Body {

@@ -11,28 +11,22 @@
 //!   after the response head gets the class of payload point 0 (`boundary`). A payload cut
 //!   point whose class waits for the next payload byte is reported by the chunk that brings
 //!   that byte, as cut point 0 when it is the chunk's first byte (hence `start` may be 0).
-//! - `clean_end` (chunked bodies only): at a chunk boundary it returns exactly the bytes that
-//!   end the body (`0\r\n\r\n`, preceded by the missing `\r\n` / `\n` after chunk data). Inside
-//!   chunk data the size line already promised more bytes, so it first completes that chunk with
-//!   SSE-inert filler (spaces: no line end, so the event in progress stays incomplete and the
-//!   client's SSE state at the end is the one at the cut), at most [`FILLER_LIMIT`] bytes.
-//!   Inside a size line or trailers, for other framings, and outside bodies it is empty (FIN).
+//! - `clean_end` follows `http1_clean`.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::http1::{BODY_LIMIT, Outbox, ReqInfo, ReqQueue, fnv1a};
+use super::http1::{BODY_LIMIT, Outbox, ReqInfo, ReqQueue, fnv1a, is_response_to};
 use super::http1_body::{BodyDecoder, ChunkSpot, Piece};
+use super::http1_clean::{Spot, clean_end_bytes};
 use super::http1_head::{Framing, HeadBuf, HeadKind, HeadStatus, is_event_stream, parse_response};
 use super::position::SseClass;
 use super::sse::{EventSpan, SseEvent, SseScanner};
 use super::sse_class::Classified;
-use super::{ChunkPositions, CutPoint, Observation, ObservationSink, PositionRun, WireObserver};
-
-/// `clean_end` pads an HTTP chunk with at most this many filler bytes.
-pub const FILLER_LIMIT: u64 = 16 * 1024 * 1024;
-
-const TERMINATOR: &[u8] = b"0\r\n\r\n";
+use super::{
+    ChunkPositions, CutPoint, Observation, ObservationSink, PositionRun, StreamInfo, StreamSpan,
+    WireObserver,
+};
 
 #[derive(Debug, Clone, Copy)]
 enum DownState {
@@ -50,29 +44,13 @@ struct SseCtx {
 
 struct Resp {
     seq: u64,
+    /// Set for SSE responses.
+    stream: Option<Arc<StreamInfo>>,
     req: Option<Arc<ReqInfo>>,
     session: Option<String>,
     sse: Option<Box<SseCtx>>,
     body: Vec<u8>,
     body_over: bool,
-}
-
-/// Where the cut points of a chunk stand in the body framing, for `clean_end`.
-#[derive(Debug, Clone, Copy)]
-enum Spot {
-    /// Payload bytes `start..end` with `left` bytes of their HTTP chunk after `end` (`None`
-    /// outside chunked bodies).
-    Data {
-        start: usize,
-        end: usize,
-        left: Option<u64>,
-    },
-    /// Framing bytes `start..end`, with the chunk spot after `end`.
-    Framing {
-        start: usize,
-        end: usize,
-        after: Option<ChunkSpot>,
-    },
 }
 
 /// The response (and its request) that bytes from cut point `from` on belong to.
@@ -193,8 +171,23 @@ impl Http1Downstream {
                 events: 0,
             })
         });
+        let stream = sse.is_some().then(|| {
+            Arc::new(StreamInfo {
+                seq,
+                method: method.to_string(),
+                path: req.as_ref().map_or_else(String::new, |r| r.path.clone()),
+                session: session.clone(),
+            })
+        });
+        if let Some(stream) = &stream {
+            self.positions.streams.push(StreamSpan {
+                from: at,
+                stream: stream.clone(),
+            });
+        }
         self.resp = Some(Resp {
             seq,
+            stream,
             req,
             session,
             sse,
@@ -415,21 +408,6 @@ impl Http1Downstream {
     }
 }
 
-/// True if and only if `data` is a JSON-RPC response (result or error) with id `id` (JSON text).
-fn is_response_to(data: &[u8], id: &str) -> bool {
-    let first = data.iter().find(|b| !b.is_ascii_whitespace());
-    if first != Some(&b'{') {
-        return false;
-    }
-    let (Ok(v), Ok(id)) = (
-        serde_json::from_slice::<serde_json::Value>(data),
-        serde_json::from_str::<serde_json::Value>(id),
-    ) else {
-        return false;
-    };
-    v.get("id") == Some(&id) && (v.get("result").is_some() || v.get("error").is_some())
-}
-
 impl WireObserver for Http1Downstream {
     fn observe(&mut self, chunk: &[u8]) -> Option<&ChunkPositions> {
         self.out.release_all(&*self.sink);
@@ -446,6 +424,10 @@ impl WireObserver for Http1Downstream {
             session: r.session.clone(),
         });
         self.owners.extend(owner);
+        let span = self.resp.as_ref().and_then(|r| r.stream.clone());
+        if let Some(stream) = span {
+            self.positions.streams.push(StreamSpan { from: 0, stream });
+        }
         if let Some(sse) = self.resp.as_ref().and_then(|r| r.sse.as_ref()) {
             self.map = (sse.scanner.payload_offset(), 0);
         }
@@ -533,41 +515,6 @@ impl WireObserver for Http1Downstream {
     }
 
     fn clean_end(&mut self, delivered: usize) -> Vec<u8> {
-        let spot = if delivered == 0 {
-            self.spot_at_start
-        } else {
-            self.spots.iter().find_map(|s| match *s {
-                Spot::Data { start, end, left } if start < delivered && delivered <= end => {
-                    let left = left? + (end - delivered) as u64;
-                    Some(if left == 0 {
-                        ChunkSpot::AfterData
-                    } else {
-                        ChunkSpot::InData(left)
-                    })
-                }
-                Spot::Framing { start, end, after } if start < delivered && delivered <= end => {
-                    Some(if delivered == end {
-                        after?
-                    } else {
-                        ChunkSpot::Other
-                    })
-                }
-                Spot::Framing { end, after, .. } if end == delivered => after,
-                _ => None,
-            })
-        };
-        let mut bytes = Vec::new();
-        match spot {
-            Some(ChunkSpot::BeforeSize) => {}
-            Some(ChunkSpot::AfterData) => bytes.extend_from_slice(b"\r\n"),
-            Some(ChunkSpot::AfterDataCr) => bytes.push(b'\n'),
-            Some(ChunkSpot::InData(left)) if left <= FILLER_LIMIT => {
-                bytes.resize(left as usize, b' ');
-                bytes.extend_from_slice(b"\r\n");
-            }
-            _ => return Vec::new(),
-        }
-        bytes.extend_from_slice(TERMINATOR);
-        bytes
+        clean_end_bytes(&self.spots, self.spot_at_start, delivered)
     }
 }

@@ -7,15 +7,18 @@
 
 pub mod http1;
 mod http1_body;
+mod http1_clean;
 mod http1_down;
 mod http1_head;
 pub mod observe;
 pub mod position;
+pub mod record;
 pub mod sse;
 pub mod sse_class;
 
 pub use observe::{
-    ChunkPositions, CutPoint, Observation, ObservationSink, PositionRun, WireObserver,
+    ChunkPositions, CutPoint, Observation, ObservationSink, PositionRun, StreamInfo, StreamSpan,
+    WireObserver,
 };
 pub use position::SseClass;
 

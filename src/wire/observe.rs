@@ -22,6 +22,31 @@ use crate::fault::CutAction;
 pub struct ChunkPositions {
     /// Runs of equal class, `start..end` over cut points (chunk-relative, 1-based as above).
     pub runs: Vec<PositionRun>,
+    /// The SSE response streams the runs belong to, in order: a run belongs to the last span
+    /// whose `from` is at most its `start`.
+    pub streams: Vec<StreamSpan>,
+}
+
+/// The SSE response stream that owns the cut points from `from` on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamSpan {
+    /// First cut point (chunk-relative) of the stream in this chunk.
+    pub from: usize,
+    /// The stream's facts (shared, not copied per chunk).
+    pub stream: std::sync::Arc<StreamInfo>,
+}
+
+/// What a fault may know of an SSE response stream: its request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamInfo {
+    /// Per-connection response sequence number (pairs with `Observation::Request::seq`).
+    pub seq: u64,
+    /// Request method (`GET` when the response had no visible request).
+    pub method: String,
+    /// Request target.
+    pub path: String,
+    /// `Mcp-Session-Id` of the response or its request.
+    pub session: Option<String>,
 }
 
 /// Consecutive cut points that hit the same class in the same event.
@@ -43,6 +68,16 @@ impl ChunkPositions {
     /// Empties the annotation, keeping its allocation.
     pub fn clear(&mut self) {
         self.runs.clear();
+        self.streams.clear();
+    }
+
+    /// The stream that owns the run starting at cut point `start`.
+    pub fn stream_at(&self, start: usize) -> Option<&StreamInfo> {
+        self.streams
+            .iter()
+            .rev()
+            .find(|s| s.from <= start)
+            .map(|s| &*s.stream)
     }
 }
 

@@ -1,0 +1,341 @@
+//! `sse_cut`: one cut per SSE response stream at a chosen SSE position (or payload byte), then
+//! RST, FIN or a clean end of the chunked body.
+//!
+//! Observable effect (downstream): when a new SSE response stream begins (a new response on the
+//! connection), the fault decides from the connection RNG, in this order: whether it fires on
+//! this stream (`probability`, one `f64` draw), the target class (by `at` weights, one `f64`
+//! draw; none for `any-byte`), a payload offset `U` uniform in `range` (both ends included;
+//! default `[0, 0]`), and an event index `E` uniform in `events` (default: no limit). It then
+//! cuts at the FIRST cut point of that stream whose class is the target class (any payload cut
+//! point for `any-byte`, chunk framing excluded), whose payload offset is at least `U`, and whose
+//! event index is in `E..=M`. The client receives exactly the bytes before that point, then the
+//! `action`. A stream that ends before such a point is not cut; the next stream on the
+//! connection decides afresh. With `stall_ms = S`, the bytes before the cut leave on time and
+//! the action follows S ms after the chunk arrived (a zero-length slice at that time, which the
+//! pump waits for before cutting). With `outage_ms = D` the cut opens a D ms proxy outage.
+//! Streams are matched by their request: `method` exactly, `path` exactly or, when it ends in
+//! `*`, by prefix.
+//!
+//! Profile keys: `at` (required: a table of class weights such as `{ mid-value = 3,
+//! after-id = 1 }`, a single class name, or `"any-byte"`), `range = [a, b]` (payload offsets;
+//! required for `any-byte`), `events = [n, m]`, `method`, `path`, `action` (`reset` default,
+//! `fin`, `clean-end`), `stall_ms`, `outage_ms`, `probability` (per stream, default 1),
+//! `direction` (only `downstream`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::RngExt;
+use tokio::time::Instant;
+
+use super::{Chunk, ConnRng, Cut, CutAction, Fault, FaultFactory, Plan, Slice};
+use crate::wire::position::UnknownClass;
+use crate::wire::{ChunkPositions, Direction, SseClass, StreamInfo};
+
+/// The fault kind's name.
+pub const KIND: &str = "sse_cut";
+
+/// Why an `sse_cut` definition is invalid.
+#[derive(Debug, thiserror::Error)]
+pub enum SseCutError {
+    /// A class name in `at` is not a known class.
+    #[error("sse_cut 'at': {0}")]
+    UnknownClass(#[source] UnknownClass),
+    /// No class weight is positive (or one is negative or not finite).
+    #[error("sse_cut 'at' needs at least one positive weight, and no negative or non-finite one")]
+    BadWeights,
+    /// `any-byte` without `range`.
+    #[error("sse_cut at = \"any-byte\" needs 'range = [a, b]' (payload byte offsets)")]
+    MissingRange,
+    /// A range whose start exceeds its end.
+    #[error("sse_cut '{key}' must be [a, b] with a <= b, got [{a}, {b}]")]
+    BadRange { key: &'static str, a: u64, b: u64 },
+    /// Probability outside 0..=1.
+    #[error("sse_cut 'probability' must be between 0 and 1, got {0}")]
+    BadProbability(f64),
+    /// `direction = "upstream"`: there are no SSE positions upstream.
+    #[error("sse_cut acts on the downstream direction only (SSE responses)")]
+    Upstream,
+}
+
+/// Where the cut aims.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CutTarget {
+    /// Uniform over payload byte offsets in `range`.
+    AnyByte,
+    /// One class per stream, chosen with these weights (positive, sorted by class).
+    Classes(Vec<(SseClass, f64)>),
+}
+
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum RawTarget {
+    Name(String),
+    Weights(BTreeMap<String, f64>),
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    at: RawTarget,
+    range: Option<[u64; 2]>,
+    events: Option<[u64; 2]>,
+    method: Option<String>,
+    path: Option<String>,
+    action: Option<CutAction>,
+    stall_ms: Option<u64>,
+    outage_ms: Option<u64>,
+    probability: Option<f64>,
+    direction: Option<Direction>,
+}
+
+/// The validated configuration of `sse_cut` (see the module doc for the keys).
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(try_from = "RawConfig")]
+pub struct SseCutConfig {
+    /// Where the cut aims.
+    pub at: CutTarget,
+    /// Payload offsets the cut is drawn from (inclusive).
+    pub range: (u64, u64),
+    /// Event indexes the cut may fall in (inclusive), if limited.
+    pub events: Option<(u64, u64)>,
+    /// Only streams whose request has this method.
+    pub method: Option<String>,
+    /// Only streams whose request path is this (or has this prefix, when it ends in `*`).
+    pub path: Option<String>,
+    /// How the connection ends.
+    pub action: CutAction,
+    /// Pause before the action.
+    pub stall: Option<Duration>,
+    /// Proxy outage opened by the cut.
+    pub outage: Option<Duration>,
+    /// Chance per stream that the fault fires.
+    pub probability: f64,
+}
+
+impl TryFrom<RawConfig> for SseCutConfig {
+    type Error = SseCutError;
+
+    fn try_from(raw: RawConfig) -> Result<Self, SseCutError> {
+        if raw.direction == Some(Direction::Upstream) {
+            return Err(SseCutError::Upstream);
+        }
+        let at = match raw.at {
+            RawTarget::Name(n) if n == "any-byte" => CutTarget::AnyByte,
+            RawTarget::Name(n) => {
+                CutTarget::Classes(vec![(n.parse().map_err(SseCutError::UnknownClass)?, 1.0)])
+            }
+            RawTarget::Weights(w) => {
+                let mut v = Vec::new();
+                for (name, weight) in w {
+                    let class: SseClass = name.parse().map_err(SseCutError::UnknownClass)?;
+                    if !weight.is_finite() || weight < 0.0 {
+                        return Err(SseCutError::BadWeights);
+                    }
+                    if weight > 0.0 {
+                        v.push((class, weight));
+                    }
+                }
+                if v.is_empty() {
+                    return Err(SseCutError::BadWeights);
+                }
+                v.sort_by_key(|c| c.0);
+                CutTarget::Classes(v)
+            }
+        };
+        let range = match (raw.range, &at) {
+            (None, CutTarget::AnyByte) => return Err(SseCutError::MissingRange),
+            (None, _) => (0, 0),
+            (Some([a, b]), _) if a > b => return Err(SseCutError::BadRange { key: "range", a, b }),
+            (Some([a, b]), _) => (a, b),
+        };
+        let events = match raw.events {
+            Some([a, b]) if a > b => {
+                return Err(SseCutError::BadRange {
+                    key: "events",
+                    a,
+                    b,
+                });
+            }
+            e => e.map(|[a, b]| (a, b)),
+        };
+        let probability = raw.probability.unwrap_or(1.0);
+        if !(0.0..=1.0).contains(&probability) {
+            return Err(SseCutError::BadProbability(probability));
+        }
+        Ok(SseCutConfig {
+            at,
+            range,
+            events,
+            method: raw.method,
+            path: raw.path,
+            action: raw.action.unwrap_or(CutAction::Reset),
+            stall: raw.stall_ms.map(Duration::from_millis),
+            outage: raw.outage_ms.map(Duration::from_millis),
+            probability,
+        })
+    }
+}
+
+impl SseCutConfig {
+    fn matches(&self, s: &StreamInfo) -> bool {
+        let method = self.method.as_ref().is_none_or(|m| *m == s.method);
+        let path = self
+            .path
+            .as_ref()
+            .is_none_or(|p| match p.strip_suffix('*') {
+                Some(prefix) => s.path.starts_with(prefix),
+                None => *p == s.path,
+            });
+        method && path
+    }
+}
+
+/// The `sse_cut` factory for `cfg`.
+pub fn factory(cfg: SseCutConfig) -> Arc<dyn FaultFactory> {
+    Arc::new(SseCutFactory(Arc::new(cfg)))
+}
+
+struct SseCutFactory(Arc<SseCutConfig>);
+
+impl FaultFactory for SseCutFactory {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn direction(&self) -> Direction {
+        Direction::Downstream
+    }
+
+    fn instantiate(&self, _rng: &mut ConnRng, _now: Instant) -> Option<Box<dyn Fault>> {
+        Some(Box::new(SseCut {
+            cfg: self.0.clone(),
+            stream: None,
+            aim: None,
+        }))
+    }
+}
+
+/// What one stream aims at.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Aim {
+    /// `None` for any payload byte.
+    class: Option<SseClass>,
+    min_payload: u64,
+    events: (u64, u64),
+}
+
+/// One connection's `sse_cut`.
+pub struct SseCut {
+    cfg: Arc<SseCutConfig>,
+    /// Sequence number of the current stream.
+    stream: Option<u64>,
+    /// The current stream's target, until it is cut.
+    aim: Option<Aim>,
+}
+
+impl SseCut {
+    /// The decisions for a new stream, in the documented draw order.
+    fn begin(&mut self, s: &StreamInfo, rng: &mut ConnRng) {
+        self.stream = Some(s.seq);
+        let cfg = &*self.cfg;
+        let fire = rng.random::<f64>() < cfg.probability;
+        let class = match &cfg.at {
+            CutTarget::AnyByte => None,
+            CutTarget::Classes(w) => Some(pick(w, rng.random::<f64>())),
+        };
+        let min_payload = rng.random_range(cfg.range.0..=cfg.range.1);
+        let events = match cfg.events {
+            Some((n, m)) => (rng.random_range(n..=m), m),
+            None => (0, u64::MAX),
+        };
+        self.aim = (fire && cfg.matches(s)).then_some(Aim {
+            class,
+            min_payload,
+            events,
+        });
+    }
+
+    /// The first cut point of `pos` the current aim accepts (starting new streams as met).
+    fn find(&mut self, pos: &ChunkPositions, rng: &mut ConnRng) -> Option<usize> {
+        for run in &pos.runs {
+            if let Some(s) = pos.stream_at(run.start)
+                && self.stream != Some(s.seq)
+            {
+                self.begin(s, rng);
+            }
+            let Some(aim) = self.aim else { continue };
+            let class_ok = match aim.class {
+                Some(c) => run.class == c,
+                None => run.class != SseClass::ChunkFraming,
+            };
+            if !class_ok || run.event_index < aim.events.0 || run.event_index > aim.events.1 {
+                continue;
+            }
+            let framing = run.class == SseClass::ChunkFraming;
+            let last_payload = if framing {
+                run.payload_offset
+            } else {
+                run.payload_offset + (run.end - run.start - 1) as u64
+            };
+            if last_payload < aim.min_payload {
+                continue;
+            }
+            let skip = aim.min_payload.saturating_sub(run.payload_offset);
+            let k = if framing {
+                run.start
+            } else {
+                run.start + skip as usize
+            };
+            self.aim = None;
+            return Some(k);
+        }
+        None
+    }
+}
+
+/// The class whose cumulative weight first exceeds `u` × total.
+fn pick(weights: &[(SseClass, f64)], u: f64) -> SseClass {
+    let total: f64 = weights.iter().map(|w| w.1).sum();
+    let mut x = u * total;
+    for &(c, w) in weights {
+        if x < w {
+            return c;
+        }
+        x -= w;
+    }
+    weights.last().map_or(SseClass::Boundary, |w| w.0)
+}
+
+impl Fault for SseCut {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn on_chunk(&mut self, chunk: &Chunk<'_>, plan: &mut Plan, rng: &mut ConnRng) {
+        let Some(pos) = chunk.positions else { return };
+        let Some(k) = self.find(pos, rng) else { return };
+        plan.cut_at(Cut {
+            at: k,
+            action: self.cfg.action,
+            outage: self.cfg.outage,
+            by: KIND,
+        });
+        if let Some(stall) = self.cfg.stall
+            && plan.cut().is_some_and(|c| c.at == k)
+        {
+            let last = plan.slices().last().map(|s| s.at);
+            let until = last.map_or(chunk.arrived + stall, |t| t.max(chunk.arrived + stall));
+            plan.slices_mut().push(Slice {
+                start: k,
+                end: k,
+                at: until,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "sse_cut_tests.rs"]
+mod tests;
