@@ -12,21 +12,19 @@
 
 use std::sync::Arc;
 
-use rand::RngExt;
-use tokio::time::Instant;
 
 use super::bandwidth::BandwidthConfig;
-use super::common::{Common, Factory, KindConfig};
+use super::common::{Common, Factory};
 use super::keys::{FaultConfigError, FaultDef, KeyReader};
 use super::latency::LatencyConfig;
 use super::limit_data::LimitDataConfig;
 use super::outage::OutageSchedule;
-use super::reset::{ByteCut, ResetConfig};
+use super::reset::ResetConfig;
 use super::slicer::SlicerConfig;
 use super::slow_close::SlowCloseConfig;
 use super::stall::StallConfig;
 use super::timeout::TimeoutConfig;
-use super::{ConnRng, CutAction, Fault, FaultFactory};
+use super::FaultFactory;
 
 pub use super::toxiproxy::{TOXIPROXY_TYPES, from_toxiproxy};
 
@@ -265,18 +263,14 @@ pub fn build(def: &FaultDef) -> Result<Built, FaultConfigError> {
     Ok(Built::Conn(factory))
 }
 
-/// The slot of the `sse_cut` kind.
-///
-/// Until the wire helper's `crate::fault::sse_cut` module lands, `sse_cut` is served by
-/// [`AnyByteCutConfig`], which implements `at = "any-byte"` (a cut at a byte offset drawn
-/// uniformly from `range`) and rejects SSE position classes. To wire the real module, replace
-/// the body with:
-/// `Ok(crate::fault::sse_cut::factory(params_as::<crate::fault::sse_cut::SseCutConfig>(r.def())?))`
+/// The `sse_cut` kind: the SSE-position fault of [`crate::fault::sse_cut`].
 fn sse_cut_slot(
-    common: Common,
+    _common: Common,
     r: &mut KeyReader<'_>,
 ) -> Result<Arc<dyn FaultFactory>, FaultConfigError> {
-    Ok(Factory::shared(common, AnyByteCutConfig::read(r)?))
+    // The SSE-position fault validates its own keys (direction and probability included).
+    let cfg = params_as::<crate::fault::sse_cut::SseCutConfig>(r.def())?;
+    Ok(crate::fault::sse_cut::factory(cfg))
 }
 
 /// Deserializes a definition's keys (all of them, common keys included) into a serde type;
@@ -295,51 +289,3 @@ pub fn params_as<T: serde::de::DeserializeOwned>(def: &FaultDef) -> Result<T, Fa
     })
 }
 
-/// `sse_cut` with `at = "any-byte"`: one cut per connection at a byte offset drawn uniformly
-/// from `range` (both ends included) by the connection RNG.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AnyByteCutConfig {
-    /// Inclusive byte range.
-    pub range: (u64, u64),
-    /// How the connection ends.
-    pub action: CutAction,
-    /// Outage opened by the cut.
-    pub outage: Option<std::time::Duration>,
-}
-
-impl AnyByteCutConfig {
-    fn read(r: &mut KeyReader<'_>) -> Result<Self, FaultConfigError> {
-        let at = r.str("at")?.ok_or_else(|| r.missing("at"))?;
-        if at.0 != "any-byte" {
-            return Err(FaultConfigError::at_value(
-                at.1,
-                format!(
-                    "sse_cut at '{}' needs the SSE-position module, not in this build; this build knows: 'any-byte'",
-                    at.0
-                ),
-            ));
-        }
-        let range = r.range("range")?.ok_or_else(|| r.missing("range"))?;
-        let action = match r.choice("action", &["reset", "fin", "clean-end"])? {
-            Some("reset") => CutAction::Reset,
-            Some("fin") => CutAction::Fin,
-            Some(_) => CutAction::CleanEnd,
-            None => return Err(r.missing("action")),
-        };
-        let outage = r.millis("outage_ms")?;
-        Ok(AnyByteCutConfig {
-            range,
-            action,
-            outage,
-        })
-    }
-}
-
-impl KindConfig for AnyByteCutConfig {
-    const KIND: &'static str = "sse_cut";
-
-    fn make(&self, rng: &mut ConnRng, _now: Instant) -> Box<dyn Fault> {
-        let n = rng.random_range(self.range.0..=self.range.1);
-        Box::new(ByteCut::new(n, self.action, self.outage, Self::KIND))
-    }
-}
