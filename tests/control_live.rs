@@ -234,3 +234,59 @@ async fn disabling_closes_the_port_and_enabling_reopens_it_with_the_same_address
     .await
     .expect("test timed out");
 }
+
+/// Whether one echo round trip through `listen` succeeds.
+async fn echoes(listen: &str) -> bool {
+    let Ok(mut s) = TcpStream::connect(listen).await else {
+        return false;
+    };
+    if s.write_all(b"hi").await.is_err() {
+        return false;
+    }
+    let mut b = [0u8; 2];
+    matches!(
+        tokio::time::timeout(Duration::from_secs(2), s.read_exact(&mut b)).await,
+        Ok(Ok(_))
+    ) && &b == b"hi"
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outage_toxic_refuses_connections_for_its_window_then_service_resumes() {
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let live = start_live().await;
+        let listen = create(live.addr, "o", echo_server().await).await;
+        assert!(echoes(&listen).await);
+        let bad = json!({"type": "outage", "toxicity": 0.5, "attributes": {"duration_ms": 100}});
+        let r = call(live.addr, Method::POST, "/proxies/o/toxics", Some(bad)).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
+        let bad = json!({"type": "outage", "attributes": {"duration_ms": 0}});
+        let r = call(live.addr, Method::POST, "/proxies/o/toxics", Some(bad)).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
+
+        let t = json!({"type": "outage", "attributes": {"duration_ms": 1500}});
+        let r = call(live.addr, Method::POST, "/proxies/o/toxics", Some(t)).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+        assert_eq!(r.json()["name"], json!("outage_downstream"));
+        assert!(!echoes(&listen).await, "served inside the outage window");
+        let mut resumed = false;
+        for _ in 0..100 {
+            if echoes(&listen).await {
+                resumed = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(resumed, "service did not resume after the window");
+        let r = call(
+            live.addr,
+            Method::DELETE,
+            "/proxies/o/toxics/outage_downstream",
+            None,
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::NO_CONTENT);
+        live.shutdown.cancel();
+    })
+    .await
+    .expect("test timed out");
+}

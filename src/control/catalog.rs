@@ -4,15 +4,18 @@
 //! `limit_data`) take Toxiproxy's attribute names and units
 //! ([`from_toxiproxy`](crate::fault::registry::from_toxiproxy)); tearline's own per-connection
 //! kinds (`reset`, `stall`, `sse_cut`, …) take their profile keys as attributes, with the
-//! toxic's `stream` as `direction` and its `toxicity` as `probability`. A name both know
+//! toxic's `stream` as `direction` and its `toxicity` as `probability`; the proxy-wide
+//! `outage` takes its profile keys and becomes a schedule whose clock starts when the toxic is
+//! added (or the proxy enabled). A name both know
 //! (`latency`) means Toxiproxy's type. Invariant: [`FaultCatalog::known_types`] lists exactly
-//! the types [`FaultCatalog::build`] accepts.
+//! the types [`FaultCatalog::build`] and [`FaultCatalog::build_outage`] accept.
 
 use std::sync::Arc;
 
 use super::hub::{CatalogError, FaultCatalog};
 use crate::fault::FaultFactory;
 use crate::fault::keys::FaultDef;
+use crate::fault::outage::OutageSchedule;
 use crate::fault::registry::{Built, KINDS, Scope, TOXIPROXY_TYPES, build, from_toxiproxy};
 use crate::wire::Direction;
 
@@ -109,16 +112,46 @@ impl FaultCatalog for RegistryCatalog {
         }
     }
 
+    fn build_outage(
+        &self,
+        type_: &str,
+        attributes: &serde_json::Value,
+    ) -> Option<Result<OutageSchedule, CatalogError>> {
+        if is_toxiproxy(type_)
+            || !KINDS
+                .iter()
+                .any(|k| k.name == type_ && k.scope == Scope::Proxy)
+        {
+            return None;
+        }
+        let mut pairs = vec![("kind".to_owned(), toml::Value::String(type_.to_owned()))];
+        if let Some(map) = attributes.as_object() {
+            for (k, v) in map {
+                if RESERVED.contains(&k.as_str()) {
+                    return Some(Err(CatalogError::Invalid(format!(
+                        "attribute '{k}' does not apply to the proxy-wide '{type_}'"
+                    ))));
+                }
+                match toml_value(k, v) {
+                    Ok(v) => pairs.push((k.clone(), v)),
+                    Err(e) => return Some(Err(e)),
+                }
+            }
+        }
+        Some(match build(&FaultDef::from_pairs(pairs)) {
+            Ok(Built::Outage(s)) => Ok(s),
+            Ok(Built::Conn(_)) => Err(CatalogError::Invalid(format!(
+                "'{type_}' is not proxy-wide"
+            ))),
+            Err(e) => Err(CatalogError::Invalid(e.to_string())),
+        })
+    }
+
     fn known_types(&self) -> Vec<String> {
         let mut known: Vec<String> = TOXIPROXY_TYPES
             .iter()
             .map(|(t, _)| (*t).to_owned())
-            .chain(
-                KINDS
-                    .iter()
-                    .filter(|k| k.scope == Scope::Connection)
-                    .map(|k| k.name.to_owned()),
-            )
+            .chain(KINDS.iter().map(|k| k.name.to_owned()))
             .collect();
         known.sort();
         known.dedup();

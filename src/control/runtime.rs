@@ -4,7 +4,8 @@
 //! disable/enable cycles; each start runs it on a fresh listener under a child of the hub's
 //! shutdown token. Invariants: at most one relay loop per name; `stop` disables the proxy
 //! (connections accepted in the race window are refused), closes its connections with FIN as
-//! Toxiproxy does, and resolves once the relay loop (and so its listener) has ended.
+//! Toxiproxy does, stops its outage schedules, and resolves once the relay loop (and so its
+//! listener) has ended.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -15,11 +16,55 @@ use tokio_util::task::TaskTracker;
 
 use super::hub::{HistogramSnapshot, HubError, ProxyHub, ProxyStats, RESIDENCE_BOUNDS, Stopped};
 use crate::fault::FaultFactory;
-use crate::proxy::{Proxy, ProxyConfig, run};
+use crate::fault::outage::{OutageMode as FaultOutageMode, OutageSchedule};
+use crate::proxy::{OutageMode, Proxy, ProxyConfig, run};
 
 struct Slot {
     proxy: Arc<Proxy>,
     run: Option<(CancellationToken, tokio::task::JoinHandle<()>)>,
+    /// Running outage schedules by toxic name.
+    outages: BTreeMap<String, (OutageSchedule, CancellationToken)>,
+}
+
+impl Slot {
+    fn new(proxy: Arc<Proxy>) -> Self {
+        Slot {
+            proxy,
+            run: None,
+            outages: BTreeMap::new(),
+        }
+    }
+
+    fn stop_outages(&mut self) {
+        for (_, (_, token)) in std::mem::take(&mut self.outages) {
+            token.cancel();
+        }
+    }
+}
+
+fn mode(schedule: &OutageSchedule) -> OutageMode {
+    match schedule.mode {
+        FaultOutageMode::Refuse => OutageMode::Refuse,
+        FaultOutageMode::Hold => OutageMode::Hold,
+    }
+}
+
+/// Drives one outage schedule on `proxy` from `t0`, skipping the first `skip` windows (already
+/// begun by the caller).
+async fn drive_outage(
+    proxy: Arc<Proxy>,
+    schedule: OutageSchedule,
+    t0: tokio::time::Instant,
+    skip: usize,
+    stop: CancellationToken,
+) {
+    let mode = mode(&schedule);
+    for (start, duration) in schedule.windows().skip(skip) {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep_until(t0 + start) => proxy.begin_outage(duration, mode),
+        }
+    }
 }
 
 /// The relay runtime as the control API drives it.
@@ -60,13 +105,9 @@ impl RuntimeHub {
             token.cancel();
         }
         let run = self.spawn(listener, Arc::clone(&proxy));
-        slots.insert(
-            name,
-            Slot {
-                proxy,
-                run: Some(run),
-            },
-        );
+        let mut slot = Slot::new(proxy);
+        slot.run = Some(run);
+        slots.insert(name, slot);
     }
 
     /// The proxy of a name, if the hub knows it.
@@ -127,13 +168,7 @@ impl ProxyHub for RuntimeHub {
                 config.name = name.to_owned();
                 config.upstream = upstream.to_owned();
                 let proxy = Proxy::with_faults(config, faults);
-                slots.insert(
-                    name.to_owned(),
-                    Slot {
-                        proxy: Arc::clone(&proxy),
-                        run: None,
-                    },
-                );
+                slots.insert(name.to_owned(), Slot::new(Arc::clone(&proxy)));
                 proxy
             }
         };
@@ -146,6 +181,7 @@ impl ProxyHub for RuntimeHub {
 
     fn stop(&self, name: &str) -> Stopped {
         let run = self.slots().get_mut(name).and_then(|slot| {
+            slot.stop_outages();
             slot.proxy.set_enabled(false);
             slot.run.take()
         });
@@ -175,12 +211,61 @@ impl ProxyHub for RuntimeHub {
         Ok(())
     }
 
+    fn set_outages(
+        &self,
+        name: &str,
+        outages: Vec<(String, OutageSchedule)>,
+    ) -> Result<(), HubError> {
+        let mut slots = self.slots();
+        let slot = slots
+            .get_mut(name)
+            .ok_or_else(|| HubError::NotRunning(name.to_owned()))?;
+        let keep: BTreeMap<String, OutageSchedule> = outages.into_iter().collect();
+        let stale: Vec<String> = slot
+            .outages
+            .iter()
+            .filter(|(n, (s, _))| keep.get(*n) != Some(s))
+            .map(|(n, _)| n.clone())
+            .collect();
+        for n in stale {
+            if let Some((_, token)) = slot.outages.remove(&n) {
+                token.cancel();
+            }
+        }
+        for (n, schedule) in keep {
+            if slot.outages.contains_key(&n) {
+                continue;
+            }
+            // A window that starts now begins before the API answers, so a client that
+            // connects right after the answer is already inside it.
+            let t0 = tokio::time::Instant::now();
+            let mut skip = 0;
+            if let Some((start, duration)) = schedule.windows().next()
+                && start.is_zero()
+            {
+                slot.proxy.begin_outage(duration, mode(&schedule));
+                skip = 1;
+            }
+            let token = self.shutdown.child_token();
+            self.tracker.spawn(drive_outage(
+                Arc::clone(&slot.proxy),
+                schedule,
+                t0,
+                skip,
+                token.clone(),
+            ));
+            slot.outages.insert(n, (schedule, token));
+        }
+        Ok(())
+    }
+
     fn remove(&self, name: &str) {
-        if let Some(slot) = self.slots().remove(name)
-            && let Some((token, _)) = slot.run
-        {
-            slot.proxy.set_enabled(false);
-            token.cancel();
+        if let Some(mut slot) = self.slots().remove(name) {
+            slot.stop_outages();
+            if let Some((token, _)) = slot.run {
+                slot.proxy.set_enabled(false);
+                token.cancel();
+            }
         }
     }
 
