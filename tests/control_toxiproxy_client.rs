@@ -1,5 +1,5 @@
-//! A published Toxiproxy client (PyPI `toxiproxy-python`) drives tearline's control API:
-//! create a proxy, add latency, observe the delay, remove it, reset, delete.
+//! A published Toxiproxy client (PyPI `toxiproxy-python`) drives tearline's control API over
+//! the real relay: create a proxy, add latency, observe the delay, remove it, reset, delete.
 //!
 //! Needs `python3` with the client installed (`python3 -m pip install toxiproxy-python`, done by
 //! `.ci/run`); without it the test fails and says so.
@@ -9,7 +9,8 @@ mod control_support;
 use std::net::SocketAddr;
 use std::process::Stdio;
 
-use control_support::{TEST_TIMEOUT, echo_server, start_api};
+use control_support::live::start_live;
+use control_support::{TEST_TIMEOUT, echo_server};
 
 const SCRIPT: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -48,14 +49,16 @@ async fn run_client(api: SocketAddr, upstream: SocketAddr, extra: &[&str]) -> (i
     (code, text)
 }
 
-#[tokio::test]
-async fn toxiproxy_python_client_drives_the_api() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn toxiproxy_python_client_adds_latency_observes_it_and_removes_it() {
     tokio::time::timeout(TEST_TIMEOUT, async {
-        let api = start_api(|_| {}).await;
+        let live = start_live().await;
         let upstream = echo_server().await;
-        let (code, text) = run_client(api.addr, upstream, &["--no-delay-check"]).await;
+        let (code, text) = run_client(live.addr, upstream, &[]).await;
         assert_eq!(code, 0, "{text}");
         assert!(text.starts_with("OK "), "{text}");
+        println!("{text}");
+        live.shutdown.cancel();
     })
     .await
     .expect("test timed out");

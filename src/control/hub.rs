@@ -13,6 +13,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::fault::FaultFactory;
+use crate::fault::outage::OutageSchedule;
 use crate::wire::Direction;
 
 /// Why the hub could not carry out a change.
@@ -29,6 +30,9 @@ pub enum HubError {
     /// The proxy is not known to the hub.
     #[error("proxy '{0}' is not running")]
     NotRunning(String),
+    /// The runtime cannot do this.
+    #[error("this proxy runtime does not support {0}")]
+    Unsupported(&'static str),
     /// Any other runtime failure.
     #[error("proxy runtime: {0}")]
     Runtime(#[source] std::io::Error),
@@ -58,6 +62,22 @@ pub trait ProxyHub: Send + Sync {
 
     /// Replaces the fault chain of a running proxy (both directions, in order).
     fn set_faults(&self, name: &str, faults: Vec<Arc<dyn FaultFactory>>) -> Result<(), HubError>;
+
+    /// Sets the outage schedules of a running proxy, by toxic name. A schedule whose name and
+    /// value are unchanged keeps running; a new or changed one starts its clock now; a missing
+    /// one stops. Stopping the proxy stops them all.
+    fn set_outages(
+        &self,
+        name: &str,
+        outages: Vec<(String, OutageSchedule)>,
+    ) -> Result<(), HubError> {
+        let _ = name;
+        if outages.is_empty() {
+            Ok(())
+        } else {
+            Err(HubError::Unsupported("outage toxics"))
+        }
+    }
 
     /// Forgets a stopped proxy (its counters disappear from `/metrics`).
     fn remove(&self, name: &str);
@@ -93,7 +113,18 @@ pub trait FaultCatalog: Send + Sync {
         toxicity: f64,
     ) -> Result<Arc<dyn FaultFactory>, CatalogError>;
 
-    /// Every type `build` accepts, sorted.
+    /// Builds a proxy-wide outage schedule when `type_` is a proxy-wide kind (`outage`);
+    /// `None` when it is not one.
+    fn build_outage(
+        &self,
+        type_: &str,
+        attributes: &serde_json::Value,
+    ) -> Option<Result<OutageSchedule, CatalogError>> {
+        let _ = (type_, attributes);
+        None
+    }
+
+    /// Every type `build` and `build_outage` accept, sorted.
     fn known_types(&self) -> Vec<String>;
 }
 

@@ -13,13 +13,16 @@
 //!
 //! Files: [`server`] (hyper loop), [`routes`] (paths → handlers), [`store`] and `toxics.rs` (Toxiproxy
 //! semantics), [`model`] (JSON shapes), [`safety`] (origin, token, body limit), [`metrics`]
-//! (exposition format), [`hub`] (the seams), [`errors`].
+//! (exposition format), [`hub`] (the seams), [`runtime`] (the hub over [`crate::proxy`]),
+//! [`catalog`] (the catalogue over [`crate::fault::registry`]), [`errors`].
 
+pub mod catalog;
 pub mod errors;
 pub mod hub;
 pub mod metrics;
 pub mod model;
 pub mod routes;
+pub mod runtime;
 pub mod safety;
 pub mod server;
 pub mod store;

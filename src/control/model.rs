@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::errors::ApiError;
+use crate::fault::registry::TOXIPROXY_TYPES;
 use crate::wire::Direction;
 
 /// Body of `POST /proxies` and one element of `POST /populate`.
@@ -89,20 +90,12 @@ pub struct ProxyDoc {
     pub toxics: Vec<ToxicDoc>,
 }
 
-/// Toxiproxy's toxic types and their (integer) attributes.
-pub const TOXIPROXY_TYPES: &[(&str, &[&str])] = &[
-    ("bandwidth", &["rate"]),
-    ("latency", &["latency", "jitter"]),
-    ("limit_data", &["bytes"]),
-    ("noop", &[]),
-    ("reset_peer", &["timeout"]),
-    ("slicer", &["average_size", "size_variation", "delay"]),
-    ("slow_close", &["delay"]),
-    ("timeout", &["timeout"]),
-];
-
-/// The attribute names of a Toxiproxy type, if it is one.
+/// The attribute names of a Toxiproxy type (the fault registry's table, plus `noop`), if it is
+/// one.
 pub fn toxiproxy_attributes(type_: &str) -> Option<&'static [&'static str]> {
+    if type_ == "noop" {
+        return Some(&[]);
+    }
     TOXIPROXY_TYPES
         .iter()
         .find(|(t, _)| *t == type_)

@@ -18,6 +18,7 @@ use super::errors::ApiError;
 use super::hub::{FaultCatalog, HubError, ProxyHub};
 use super::model::{ProxyDoc, ProxyInput, ProxyPatch, ToxicDoc, check_address};
 use crate::fault::FaultFactory;
+use crate::fault::outage::OutageSchedule;
 use crate::wire::Direction;
 
 /// How long a stop waits for the proxy's listener to close.
@@ -33,8 +34,19 @@ pub(super) struct ToxicEntry {
     pub(super) stream: Direction,
     pub(super) toxicity: f64,
     pub(super) attributes: Map<String, Value>,
-    /// `None` for `noop`.
-    pub(super) factory: Option<Arc<dyn FaultFactory>>,
+    /// What the toxic does.
+    pub(super) fault: ToxicFault,
+}
+
+/// What a toxic does.
+#[derive(Clone)]
+pub(super) enum ToxicFault {
+    /// Nothing (`noop`).
+    Nothing,
+    /// A per-connection fault.
+    Conn(Arc<dyn FaultFactory>),
+    /// A proxy-wide outage schedule.
+    Outage(OutageSchedule),
 }
 
 /// One proxy as the API keeps it.
@@ -94,7 +106,22 @@ impl ProxyEntry {
     }
 
     pub(super) fn chain(&self) -> Vec<Arc<dyn FaultFactory>> {
-        self.ordered().filter_map(|t| t.factory.clone()).collect()
+        self.ordered()
+            .filter_map(|t| match &t.fault {
+                ToxicFault::Conn(f) => Some(Arc::clone(f)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    pub(super) fn outages(&self) -> Vec<(String, OutageSchedule)> {
+        self.toxics
+            .iter()
+            .filter_map(|t| match t.fault {
+                ToxicFault::Outage(s) => Some((t.name.clone(), s)),
+                _ => None,
+            })
+            .collect()
     }
 
     fn doc(&self, name: &str) -> ProxyDoc {
@@ -266,6 +293,7 @@ impl Store {
             entry.toxics.clear();
             if entry.enabled {
                 self.hub.set_faults(name, Vec::new()).map_err(hub_error)?;
+                self.hub.set_outages(name, Vec::new()).map_err(hub_error)?;
             } else {
                 self.start(name, entry).await?;
             }
@@ -293,6 +321,9 @@ impl Store {
         })?;
         self.hub
             .start(name, listener, &entry.upstream, entry.chain())
+            .map_err(hub_error)?;
+        self.hub
+            .set_outages(name, entry.outages())
             .map_err(hub_error)?;
         entry.listen = addr.to_string();
         entry.enabled = true;

@@ -5,16 +5,13 @@
 //! `stream` never change after it is added; every accepted change rebuilds the proxy's whole
 //! fault chain and hands it to the hub, and a change the hub or the catalogue refuses is undone.
 
-use std::sync::Arc;
-
 use http::StatusCode;
 use serde_json::{Map, Value};
 
 use super::errors::ApiError;
 use super::hub::CatalogError;
 use super::model::{ToxicDoc, ToxicInput, check_toxicity, merge_attributes, parse_stream};
-use super::store::{ProxyEntry, Store, ToxicEntry, hub_error, toxic_doc};
-use crate::fault::FaultFactory;
+use super::store::{ProxyEntry, Store, ToxicEntry, ToxicFault, hub_error, toxic_doc};
 use crate::wire::Direction;
 
 impl Store {
@@ -54,14 +51,14 @@ impl Store {
         }
         let toxicity = check_toxicity(input.toxicity.unwrap_or(1.0))?;
         let attributes = merge_attributes(&type_, None, input.attributes.as_ref())?;
-        let factory = self.build(&type_, &attributes, stream, toxicity)?;
+        let fault = self.build(&type_, &attributes, stream, toxicity)?;
         let toxic = ToxicEntry {
             name: toxic_name,
             type_,
             stream,
             toxicity,
             attributes,
-            factory,
+            fault,
         };
         let doc = toxic_doc(&toxic);
         entry.toxics.push(toxic);
@@ -113,14 +110,14 @@ impl Store {
             Some(&current.attributes),
             input.attributes.as_ref(),
         )?;
-        let factory = self.build(&current.type_, &attributes, current.stream, toxicity)?;
+        let fault = self.build(&current.type_, &attributes, current.stream, toxicity)?;
         let updated = ToxicEntry {
             name: current.name.clone(),
             type_: current.type_.clone(),
             stream: current.stream,
             toxicity,
             attributes,
-            factory,
+            fault,
         };
         let doc = toxic_doc(&updated);
         let old = std::mem::replace(&mut entry.toxics[idx], updated);
@@ -179,13 +176,24 @@ impl Store {
         attributes: &Map<String, Value>,
         stream: Direction,
         toxicity: f64,
-    ) -> Result<Option<Arc<dyn FaultFactory>>, ApiError> {
+    ) -> Result<ToxicFault, ApiError> {
         if type_ == "noop" {
-            return Ok(None);
+            return Ok(ToxicFault::Nothing);
         }
         let attrs = Value::Object(attributes.clone());
+        if let Some(outage) = self.catalog.build_outage(type_, &attrs) {
+            if toxicity != 1.0 {
+                return Err(ApiError::bad_body(format!(
+                    "'{type_}' is proxy-wide: it has no toxicity (send 1 or leave it out)"
+                )));
+            }
+            return match outage {
+                Ok(s) => Ok(ToxicFault::Outage(s)),
+                Err(e) => Err(ApiError::bad_body(e)),
+            };
+        }
         match self.catalog.build(type_, &attrs, stream, toxicity) {
-            Ok(f) => Ok(Some(f)),
+            Ok(f) => Ok(ToxicFault::Conn(f)),
             Err(e @ CatalogError::UnknownType { .. }) => {
                 Err(ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))
             }
@@ -197,6 +205,9 @@ impl Store {
         if entry.enabled {
             self.hub
                 .set_faults(name, entry.chain())
+                .map_err(hub_error)?;
+            self.hub
+                .set_outages(name, entry.outages())
                 .map_err(hub_error)?;
         }
         Ok(())

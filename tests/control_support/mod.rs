@@ -3,6 +3,7 @@
 //! and a minimal HTTP/1.1 client.
 #![allow(dead_code)]
 
+pub mod live;
 pub mod prom;
 
 use std::collections::BTreeMap;
