@@ -90,7 +90,7 @@ impl Ledger {
             return;
         };
         if let Some(b) = body {
-            self.on_server_messages(now, key, &b, false);
+            self.on_server_messages(now, key, &b, true, false);
         }
         self.end_leg(now, conn, seq, false, true);
     }
@@ -143,7 +143,8 @@ impl Ledger {
             }
         }
         if let Some(data) = &ev.data {
-            self.on_server_messages(now, key, data, copy);
+            let whole = data.len() as u64 >= ev.data_len;
+            self.on_server_messages(now, key, data, whole, copy);
         }
     }
 

@@ -301,12 +301,18 @@ impl Ledger {
         now: Instant,
         key: StreamKey,
         data: &[u8],
+        whole: bool,
         replayed_copy: bool,
     ) {
         let Some(session) = self.streams.get(&key).map(|s| s.session.clone()) else {
             return;
         };
-        for m in rpc::parse(data) {
+        let messages = if whole {
+            rpc::parse(data)
+        } else {
+            rpc::parse_head(data).into_iter().collect()
+        };
+        for m in messages {
             let RpcMessage::Response {
                 id,
                 error,

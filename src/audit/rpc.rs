@@ -53,6 +53,118 @@ pub fn parse(bytes: &[u8]) -> Vec<RpcMessage> {
     }
 }
 
+/// Reads the response facts from the head of a message too long to keep whole (a 4 MiB tool
+/// result): the top-level `id` and whether `result` or `error` follows, scanning only the
+/// object's first level. `None` unless the head shows a response with an id.
+pub fn parse_head(bytes: &[u8]) -> Option<RpcMessage> {
+    let mut i = skip_ws(bytes, 0);
+    if bytes.get(i) != Some(&b'{') {
+        return None;
+    }
+    i += 1;
+    let (mut id, mut kind) = (None, None);
+    loop {
+        i = skip_ws(bytes, i);
+        let (_, after) = string_end(bytes, i)?;
+        let key = &bytes[i + 1..after - 1];
+        i = skip_ws(bytes, after);
+        if bytes.get(i) != Some(&b':') {
+            return None;
+        }
+        i = skip_ws(bytes, i + 1);
+        match key {
+            b"result" | b"error" => {
+                kind = Some(key == b"error");
+                // The value is the large part: what follows it is not needed.
+                if id.is_some() {
+                    break;
+                }
+            }
+            _ => {}
+        }
+        let end = value_end(bytes, i)?;
+        if key == b"id" {
+            let v: Value = serde_json::from_slice(&bytes[i..end]).ok()?;
+            id = Some(v.to_string());
+        }
+        i = skip_ws(bytes, end);
+        match bytes.get(i) {
+            Some(b',') => i += 1,
+            _ => break,
+        }
+        if id.is_some() && kind.is_some() {
+            break;
+        }
+    }
+    Some(RpcMessage::Response {
+        id: id?,
+        error: kind?,
+        protocol_version: None,
+    })
+}
+
+fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    while b.get(i).is_some_and(|c| c.is_ascii_whitespace()) {
+        i += 1;
+    }
+    i
+}
+
+/// The index after the JSON string starting at `i`, if it is complete.
+fn string_end(b: &[u8], i: usize) -> Option<(usize, usize)> {
+    if b.get(i) != Some(&b'"') {
+        return None;
+    }
+    let mut j = i + 1;
+    while j < b.len() {
+        match b[j] {
+            b'\\' => j += 2,
+            b'"' => return Some((i, j + 1)),
+            _ => j += 1,
+        }
+    }
+    None
+}
+
+/// The index after the JSON value starting at `i`, if it is complete within `b`.
+fn value_end(b: &[u8], i: usize) -> Option<usize> {
+    match b.get(i)? {
+        b'"' => string_end(b, i).map(|(_, e)| e),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut j = i;
+            while j < b.len() {
+                match b[j] {
+                    b'"' => {
+                        j = string_end(b, j)?.1;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(j + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+            None
+        }
+        _ => {
+            let mut j = i;
+            while b
+                .get(j)
+                .is_some_and(|c| !matches!(c, b',' | b'}' | b']') && !c.is_ascii_whitespace())
+            {
+                j += 1;
+            }
+            (j < b.len()).then_some(j)
+        }
+    }
+}
+
 fn message(v: &Value) -> Option<RpcMessage> {
     let obj = v.as_object()?;
     let id = obj
@@ -183,5 +295,33 @@ mod tests {
         assert_eq!(ha, hb);
         assert!(is_stateless_version("2026-07-28"));
         assert!(!is_stateless_version("2025-11-25"));
+    }
+
+    #[test]
+    fn head_of_a_long_response_yields_its_id_and_kind() {
+        let head = br#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"abcabc"#;
+        assert_eq!(
+            parse_head(head),
+            Some(RpcMessage::Response {
+                id: "7".to_owned(),
+                error: false,
+                protocol_version: None
+            })
+        );
+        let err = br#"{"error":{"code":-1,"message":"x"},"id":"a-1","jsonrpc":"2.0"#;
+        assert_eq!(
+            parse_head(err),
+            Some(RpcMessage::Response {
+                id: "\"a-1\"".to_owned(),
+                error: true,
+                protocol_version: None
+            })
+        );
+        assert_eq!(
+            parse_head(br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"#),
+            None
+        );
+        assert_eq!(parse_head(b"not json"), None);
+        assert_eq!(parse_head(br#"{"id":"#), None);
     }
 }

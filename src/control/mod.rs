@@ -25,6 +25,7 @@ pub mod routes;
 pub mod runtime;
 pub mod safety;
 pub mod server;
+pub mod sources;
 pub mod store;
 mod toxics;
 

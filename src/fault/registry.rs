@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-
+use super::FaultFactory;
 use super::bandwidth::BandwidthConfig;
 use super::common::{Common, Factory};
 use super::keys::{FaultConfigError, FaultDef, KeyReader};
@@ -24,7 +24,6 @@ use super::slicer::SlicerConfig;
 use super::slow_close::SlowCloseConfig;
 use super::stall::StallConfig;
 use super::timeout::TimeoutConfig;
-use super::FaultFactory;
 
 pub use super::toxiproxy::{TOXIPROXY_TYPES, from_toxiproxy};
 
@@ -288,4 +287,3 @@ pub fn params_as<T: serde::de::DeserializeOwned>(def: &FaultDef) -> Result<T, Fa
         message: e.message().to_owned(),
     })
 }
-

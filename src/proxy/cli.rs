@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use super::stack::Observe;
 use super::{ProxyConfig, ProxyError, ProxySpec};
 
 /// Relay TCP from a listen address to an upstream, through faults.
@@ -27,7 +28,18 @@ use super::{ProxyConfig, ProxyError, ProxySpec};
       --buffer-size 4KiB --drain-timeout 500ms
 
 Sizes accept B, KiB, MiB (and K, M, KB, MB); durations accept ms, s, m.
-SIGINT/SIGTERM stop accepting, let open connections drain for --drain-timeout, then close.")]
+  # The documents' test (one SSE cut per stream, 250 ms outage) in front of your server
+  tearline proxy --listen 127.0.0.1:7000 --upstream 127.0.0.1:8080 \\
+      --profile profiles/reset-250ms.toml --cuts-log cuts.jsonl --findings-log findings.jsonl
+
+  # Several named proxies from a profile, control API off
+  tearline proxy --profile my-proxies.toml --api off
+
+The control API (Toxiproxy-compatible, plus /cuts, /findings, /metrics) listens on
+127.0.0.1:8474 unless --api says otherwise; browser-originated requests are refused.
+Sizes accept B, KiB, MiB (and K, M, KB, MB); durations accept ms, s, m.
+SIGINT/SIGTERM stop accepting, let open connections drain for --drain-timeout, then close;
+the audit's summary is printed at the end.")]
 pub struct Args {
     /// Address to listen on (ip:port). Required unless a profile names its proxies.
     #[arg(long, value_name = "ADDR", value_parser = parse_addr)]
@@ -53,9 +65,43 @@ pub struct Args {
     /// Byte budget of each direction's delay queue (data a fault holds back).
     #[arg(long, value_name = "SIZE", default_value = "32MiB", value_parser = parse_size)]
     pub max_inflight: usize,
-    /// Seed of every random fault decision (random when absent; printed at start).
+    /// Seed of every random fault decision (default: the profile's, else random; printed).
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
+    /// Fault profile (TOML): faults for this proxy, or named proxies with their faults.
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<std::path::PathBuf>,
+    /// Control API address, or `off`.
+    #[arg(long, value_name = "ADDR|off", default_value = "127.0.0.1:8474", value_parser = parse_api)]
+    pub api: ApiAddr,
+    /// Bearer token the control API requires.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "TEARLINE_API_TOKEN",
+        hide_env_values = true
+    )]
+    pub api_token: Option<String>,
+    /// Parse HTTP/SSE (positions, audit) or relay bytes only.
+    #[arg(long, value_enum, default_value_t = Observe::Http)]
+    pub observe: Observe,
+    /// Append every cut record to this JSONL file.
+    #[arg(long, value_name = "FILE")]
+    pub cuts_log: Option<std::path::PathBuf>,
+    /// Append every audit finding to this JSONL file.
+    #[arg(long, value_name = "FILE")]
+    pub findings_log: Option<std::path::PathBuf>,
+}
+
+/// The control API's address, or off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiAddr(pub Option<SocketAddr>);
+
+fn parse_api(s: &str) -> Result<ApiAddr, String> {
+    if s == "off" {
+        return Ok(ApiAddr(None));
+    }
+    parse_addr(s).map(|a| ApiAddr(Some(a)))
 }
 
 /// Errors of `tearline proxy`.
@@ -70,6 +116,37 @@ pub enum CliError {
     /// The signal handlers could not be installed.
     #[error("cannot install signal handlers")]
     Signals(#[source] std::io::Error),
+    /// The profile is unreadable or invalid.
+    #[error(transparent)]
+    Profile(#[from] crate::profile::ProfileError),
+    /// A profile's proxy has an unusable listen address.
+    #[error("proxy '{proxy}': listen address '{listen}' is not ip:port")]
+    ProfileListen {
+        /// The proxy.
+        proxy: String,
+        /// The address as written.
+        listen: String,
+    },
+    /// The control API could not bind.
+    #[error(
+        "cannot bind the control API on {addr} (use --api ADDR to move it, --api off to disable it)"
+    )]
+    ApiBind {
+        /// The address.
+        addr: SocketAddr,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A proxy could not be registered with the control API.
+    #[error("control API: {0}")]
+    Api(#[source] crate::control::errors::ApiError),
+    /// The findings log could not be opened.
+    #[error("--findings-log")]
+    FindingsLog(#[source] crate::audit::AuditError),
+    /// The cut log could not be opened.
+    #[error("--cuts-log")]
+    CutLog(#[source] crate::wire::record::CutLogError),
 }
 
 impl Args {
@@ -106,27 +183,52 @@ impl Args {
 
 /// Runs `tearline proxy` until SIGINT or SIGTERM, then drains.
 pub async fn run(args: Args) -> Result<ExitCode, CliError> {
-    let seed = args.seed.unwrap_or_else(rand::random);
-    serve(vec![args.spec(seed)?], seed).await
-}
-
-/// Binds every proxy (all or none), prints the seed and addresses, serves until SIGINT or
-/// SIGTERM, then drains. The place a profile's proxies (with their faults) are started from.
-pub async fn serve(specs: Vec<ProxySpec>, seed: u64) -> Result<ExitCode, CliError> {
-    let bound = super::bind_all(specs).await?;
-    println!("tearline proxy: seed {seed}");
-    for (l, p) in &bound {
-        if let Ok(addr) = l.local_addr() {
-            println!(
-                "tearline proxy: {} listening on {addr} → {}",
-                p.name(),
-                p.upstream()
-            );
+    let profile = match &args.profile {
+        Some(path) => Some(crate::profile::load(path)?),
+        None => None,
+    };
+    let seed = args
+        .seed
+        .or(profile.as_ref().and_then(|p| p.seed))
+        .unwrap_or_else(rand::random);
+    let mut proxies = Vec::new();
+    match &profile {
+        Some(p) if !p.proxies.is_empty() => {
+            for def in &p.proxies {
+                let listen = parse_addr(&def.listen).map_err(|_| CliError::ProfileListen {
+                    proxy: def.name.clone(),
+                    listen: def.listen.clone(),
+                })?;
+                let mut config = args.config(def.upstream.clone(), seed);
+                config.name = def.name.clone();
+                let spec = ProxySpec {
+                    listen,
+                    config,
+                    faults: p.factories_for(Some(&def.name)),
+                };
+                proxies.push((spec, p.outages_for(Some(&def.name)), def.enabled));
+            }
+        }
+        _ => {
+            let mut spec = args.spec(seed)?;
+            let mut outages = Vec::new();
+            if let Some(p) = &profile {
+                spec.faults = p.factories_for(None);
+                outages = p.outages_for(None);
+            }
+            proxies.push((spec, outages, true));
         }
     }
-    let shutdown = CancellationToken::new();
-    spawn_signal_watch(shutdown.clone())?;
-    super::run_bound(bound, shutdown).await?;
+    super::stack::serve(super::stack::Stack {
+        proxies,
+        seed,
+        observe: args.observe,
+        api: args.api.0,
+        api_token: args.api_token.clone(),
+        cuts_log: args.cuts_log.clone(),
+        findings_log: args.findings_log.clone(),
+    })
+    .await?;
     Ok(ExitCode::SUCCESS)
 }
 

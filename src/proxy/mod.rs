@@ -23,6 +23,7 @@ mod listener;
 mod pump;
 pub mod schedule;
 mod sendq;
+pub mod stack;
 mod state;
 mod stats;
 

@@ -244,7 +244,11 @@ impl<'a> Pump<'a> {
         }
         let fast = self.queue.is_empty() && self.plan.slices().iter().all(|s| s.at <= now);
         let result = if fast {
-            self.write_direct(now).await
+            let r = self.write_direct(now).await;
+            if r.is_ok() && self.plan.cut().is_none() {
+                self.observer.delivered();
+            }
+            r
         } else {
             for s in self.plan.slices() {
                 let len = s.end - s.start;

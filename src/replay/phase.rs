@@ -110,7 +110,7 @@ pub async fn run_phase(
     let args = serde_json::json!({ "size": cfg.size, "lines": cfg.lines });
     let mut lcfg = LoadConfig::new(target, "blob", args);
     lcfg.sessions = cfg.sessions;
-    lcfg.stop = cfg.stop.clone();
+    lcfg.stop = cfg.stop;
     lcfg.policy = policy;
     lcfg.call_timeout = cfg.call_timeout;
     lcfg.progress = cfg.progress;

@@ -221,6 +221,10 @@ impl Http1Upstream {
 }
 
 impl WireObserver for Http1Upstream {
+    fn delivered(&mut self) {
+        self.out.release_all(&*self.sink);
+    }
+
     fn observe(&mut self, chunk: &[u8]) -> Option<&super::ChunkPositions> {
         self.out.release_all(&*self.sink);
         self.chunk_start = self.raw;

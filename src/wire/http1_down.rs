@@ -250,7 +250,10 @@ impl Http1Downstream {
             }
             let index = *events;
             *events += 1;
-            let data = (e.data.len() <= BODY_LIMIT).then(|| bytes::Bytes::copy_from_slice(e.data));
+            // Longer data is cut to its head: enough for the audit to read a JSON-RPC id.
+            let data = Some(bytes::Bytes::copy_from_slice(
+                &e.data[..e.data.len().min(BODY_LIMIT)],
+            ));
             let is_final = rpc_id
                 .as_deref()
                 .is_some_and(|id| data.is_some() && is_response_to(e.data, id));
@@ -409,6 +412,10 @@ impl Http1Downstream {
 }
 
 impl WireObserver for Http1Downstream {
+    fn delivered(&mut self) {
+        self.out.release_all(&*self.sink);
+    }
+
     fn observe(&mut self, chunk: &[u8]) -> Option<&ChunkPositions> {
         self.out.release_all(&*self.sink);
         self.chunk_start = self.raw;

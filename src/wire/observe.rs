@@ -157,7 +157,8 @@ pub enum Observation {
         /// FNV-1a 64 of the data buffer; the payload itself is not kept.
         data_hash: u64,
         data_len: u64,
-        /// The data when at most the observer's body limit (JSON-RPC messages), else `None`.
+        /// The data, or its first body-limit bytes when longer (`data_len` tells which): a
+        /// JSON-RPC message's id and kind are at its head.
         data: Option<bytes::Bytes>,
         raw_start: u64,
         raw_end: u64,
@@ -179,6 +180,20 @@ pub trait ObservationSink: Send + Sync {
     fn record(&self, obs: Observation);
 }
 
+/// Sends every observation to each of several sinks, in order (the audit, a cut log, …).
+pub struct FanOut(pub Vec<std::sync::Arc<dyn ObservationSink>>);
+
+impl ObservationSink for FanOut {
+    fn record(&self, obs: Observation) {
+        if let Some((last, rest)) = self.0.split_last() {
+            for sink in rest {
+                sink.record(obs.clone());
+            }
+            last.record(obs);
+        }
+    }
+}
+
 /// Observes one direction of one connection.
 pub trait WireObserver: Send {
     /// Reads a chunk before faults decide; returns its positions when any byte of it is in an
@@ -188,6 +203,11 @@ pub trait WireObserver: Send {
     fn cut_point(&mut self, delivered: usize) -> CutPoint;
     /// The source sent EOF.
     fn eof(&mut self);
+
+    /// Every byte of the last observed chunk has been written: what was learned from it may be
+    /// reported now rather than at the next chunk (a request head must not wait for the
+    /// client's next bytes).
+    fn delivered(&mut self) {}
 
     /// The bytes that end the current HTTP message as if normally, written after a `clean-end`
     /// cut that delivered exactly `delivered` bytes of the last observed chunk (for a chunked
