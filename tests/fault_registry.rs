@@ -321,3 +321,38 @@ async fn toxiproxy_bandwidth_rate_is_in_kilobytes_per_second() {
         Some(now + Duration::from_millis(990))
     );
 }
+
+/// Which faults of `factories` fire on each of 300 connections, and the first `u64` each
+/// connection's RNG yields afterwards (which exposes any draw a fault made).
+fn profile_decisions(factories: &[Arc<dyn FaultFactory>], seed: u64) -> Vec<(Vec<bool>, u64)> {
+    use rand::RngExt;
+    let now = Instant::now();
+    (0..300)
+        .map(|index| {
+            let mut rng = conn_rng(seed, "api", index);
+            let fired = factories
+                .iter()
+                .map(|f| f.instantiate(&mut rng, now).is_some())
+                .collect();
+            (fired, rng.random())
+        })
+        .collect()
+}
+
+#[test]
+fn same_seed_and_profile_give_the_same_decisions() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles/flaky-mobile.toml");
+    let a = tearline::profile::load(&path).expect("valid");
+    let b = tearline::profile::load(&path).expect("valid");
+    let (fa, fb) = (a.factories_for(None), b.factories_for(None));
+    assert_eq!(profile_decisions(&fa, 9), profile_decisions(&fb, 9));
+    assert_ne!(profile_decisions(&fa, 9), profile_decisions(&fa, 10));
+    let resets = profile_decisions(&fa, 9)
+        .iter()
+        .filter(|(f, _)| f[3])
+        .count();
+    assert!(
+        (3..=30).contains(&resets),
+        "the 5% reset fired on {resets} of 300"
+    );
+}

@@ -181,42 +181,85 @@ async fn shutdown_resets_connections_left_after_the_drain_timeout() {
     .unwrap();
 }
 
-/// A reader taking 1 KiB every 10 ms while the server pushes as fast as it can: the proxy's
-/// user-space buffering stays within one read buffer per direction (here 64 KiB), because a
-/// blocked write stops the pump from reading.
+/// A reader taking 1 KiB every 10 ms while the server pushes as fast as it can. Without faults
+/// the proxy holds at most one read buffer per direction (64 KiB), because a blocked write stops
+/// the pump from reading; with a delaying fault, at most the queue budget plus two chunks.
+async fn slow_reader_case(delay: Option<Duration>, bound: u64) {
+    let (server_addr, mut accepted) = accepting_server().await;
+    let p = start_proxy(server_addr, |c| c.max_inflight_bytes = MIB as usize).await;
+    if let Some(d) = delay {
+        p.proxy.set_faults(proxy_support::faults::scripted(
+            tearline::wire::Direction::Downstream,
+            &[proxy_support::faults::Act::Delay(d)],
+        ));
+    }
+    let mut client = TcpStream::connect(p.addr).await.unwrap();
+    let mut server = accepted.recv().await.unwrap();
+    let pushed = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let pushed2 = pushed.clone();
+    let pusher = tokio::spawn(async move {
+        let chunk = vec![0x5a_u8; 64 * 1024];
+        while server.write_all(&chunk).await.is_ok() {
+            pushed2.fetch_add(chunk.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    let mut buf = [0u8; 1024];
+    let mut read = 0u64;
+    let mut peak = 0u64;
+    for _ in 0..100 {
+        client.read_exact(&mut buf).await.unwrap();
+        read += buf.len() as u64;
+        peak = peak.max(p.proxy.stats().bytes_buffered());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(peak <= bound, "proxy buffered {peak} bytes, bound {bound}");
+    if delay.is_some() {
+        assert!(peak >= MIB / 2, "the queue was never used ({peak} bytes)");
+    }
+    // The server is held back too: it got no further than the kernel buffers allow.
+    let pushed = pushed.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        pushed < read + 64 * MIB,
+        "server pushed {pushed} bytes for {read} read"
+    );
+    pusher.abort();
+}
+
 #[tokio::test]
-async fn slow_reader_keeps_proxy_buffering_bounded() {
-    timeout(Duration::from_secs(30), async {
+async fn slow_reader_keeps_proxy_buffering_within_one_read_buffer() {
+    timeout(Duration::from_secs(30), slow_reader_case(None, 64 * 1024))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn slow_reader_behind_a_delay_keeps_buffering_within_the_queue_budget() {
+    let bound = MIB + 2 * 64 * 1024;
+    timeout(
+        Duration::from_secs(30),
+        slow_reader_case(Some(Duration::from_millis(1)), bound),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn upstream_reset_resets_the_client_promptly() {
+    timeout(Duration::from_secs(10), async {
         let (server_addr, mut accepted) = accepting_server().await;
         let p = start_proxy(server_addr, |_| {}).await;
-        let bound = p.proxy.config().buffer_size as u64;
         let mut client = TcpStream::connect(p.addr).await.unwrap();
-        let mut server = accepted.recv().await.unwrap();
-        let pushed = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let pushed2 = pushed.clone();
-        let pusher = tokio::spawn(async move {
-            let chunk = vec![0x5a_u8; 64 * 1024];
-            while server.write_all(&chunk).await.is_ok() {
-                pushed2.fetch_add(chunk.len() as u64, std::sync::atomic::Ordering::Relaxed);
-            }
-        });
-        let mut buf = [0u8; 1024];
-        let mut read = 0u64;
-        let mut peak = 0u64;
-        for _ in 0..100 {
-            client.read_exact(&mut buf).await.unwrap();
-            read += buf.len() as u64;
-            peak = peak.max(p.proxy.stats().bytes_buffered());
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        assert!(peak <= bound, "proxy buffered {peak} bytes, bound {bound}");
-        // The server is held back too: it got no further than the kernel buffers allow.
-        let pushed = pushed.load(std::sync::atomic::Ordering::Relaxed);
-        assert!(
-            pushed < read + 64 * MIB,
-            "server pushed {pushed} bytes for {read} read"
-        );
-        pusher.abort();
+        let server = accepted.recv().await.unwrap();
+        client.write_all(b"hello").await.unwrap();
+        let started = Instant::now();
+        socket2::SockRef::from(&server)
+            .set_linger(Some(Duration::ZERO))
+            .unwrap();
+        drop(server);
+        let (got, err) = read_until_end(&mut client).await;
+        assert!(got.is_empty());
+        assert_eq!(err, Some(std::io::ErrorKind::ConnectionReset));
+        assert!(started.elapsed() < Duration::from_secs(1));
     })
     .await
     .unwrap();

@@ -199,3 +199,87 @@ async fn connection_rngs_come_from_seed_name_and_index() {
     .await
     .unwrap();
 }
+
+#[tokio::test]
+async fn killed_connections_release_their_buffered_bytes() {
+    timeout(Duration::from_secs(10), async {
+        let (server_addr, mut accepted) = accepting_server().await;
+        let p = start_proxy(server_addr, |_| {}).await;
+        p.proxy.set_faults(scripted(
+            Direction::Downstream,
+            &[Act::Delay(Duration::from_secs(60))],
+        ));
+        let mut client = TcpStream::connect(p.addr).await.unwrap();
+        let mut server = accepted.recv().await.unwrap();
+        server.write_all(&[3u8; 1 << 20]).await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while p.proxy.stats().bytes_buffered() < 1 << 20 {
+            assert!(Instant::now() < deadline, "delayed bytes never queued");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        p.proxy.set_enabled(false);
+        let (got, _) = read_until_end(&mut client).await;
+        assert!(got.is_empty());
+        while p.proxy.stats().connections_open() > 0 {
+            assert!(Instant::now() < deadline, "connection not closed");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(p.proxy.stats().bytes_buffered(), 0);
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn run_bound_serves_several_named_proxies_until_shutdown() {
+    timeout(Duration::from_secs(10), async {
+        use tearline::proxy::{ProxyConfig, ProxyError, ProxySpec, bind_all, run_bound};
+        let echo = echo_server().await;
+        let spec = |name: &str| ProxySpec {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            config: ProxyConfig::new(name, echo.to_string()),
+            faults: Vec::new(),
+        };
+        let dup = bind_all(vec![spec("api"), spec("api")]).await;
+        assert!(matches!(dup, Err(ProxyError::DuplicateName(n)) if n == "api"));
+        let bound = bind_all(vec![spec("api"), spec("web")]).await.unwrap();
+        let addrs: Vec<_> = bound.iter().map(|(l, _)| l.local_addr().unwrap()).collect();
+        let proxies: Vec<_> = bound.iter().map(|(_, p)| p.clone()).collect();
+        let shutdown = tearline::proxy::CancellationToken::new();
+        let task = tokio::spawn(run_bound(bound, shutdown.clone()));
+        for addr in &addrs {
+            let mut c = TcpStream::connect(addr).await.unwrap();
+            c.write_all(b"hi").await.unwrap();
+            let mut b = [0u8; 2];
+            c.read_exact(&mut b).await.unwrap();
+            assert_eq!(&b, b"hi");
+        }
+        assert_eq!(proxies[1].name(), "web");
+        assert_eq!(proxies[1].listen_addr(), Some(addrs[1]));
+        shutdown.cancel();
+        task.await.unwrap().unwrap();
+        assert!(proxies.iter().all(|p| p.listen_addr().is_none()));
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn connection_limit_makes_extra_clients_wait_for_a_slot() {
+    timeout(Duration::from_secs(10), async {
+        let p = start_proxy(echo_server().await, |c| c.max_connections = 2).await;
+        let mut first = open_echo(&p).await;
+        let _second = open_echo(&p).await;
+        let mut third = TcpStream::connect(p.addr).await.unwrap();
+        third.write_all(b"3").await.unwrap();
+        let mut one = [0u8; 1];
+        let early = timeout(Duration::from_millis(200), third.read_exact(&mut one)).await;
+        assert!(early.is_err(), "third connection served beyond the limit");
+        first.shutdown().await.unwrap();
+        let _ = read_until_end(&mut first).await;
+        third.read_exact(&mut one).await.unwrap();
+        assert_eq!(&one, b"3");
+    })
+    .await
+    .unwrap();
+}

@@ -1,1 +1,118 @@
 //! The Toxiproxy-compatible control API and Prometheus metrics.
+//!
+//! Teams drive Toxiproxy from their test suites through its REST API and its published clients;
+//! answering the same API (same paths, methods, JSON shapes, status codes and error texts) lets
+//! those suites switch to tearline by changing a port. On top of it: `GET /cuts`,
+//! `GET /findings` and `GET /metrics` (Prometheus text format 0.0.4).
+//!
+//! The API keeps the Toxiproxy bookkeeping itself ([`store`]) and drives the relays through the
+//! narrow [`ProxyHub`] seam and builds faults through [`FaultCatalog`], so it is tested without
+//! the real runtime. Invariants: a request either applies completely or leaves proxies and
+//! toxics as they were (except a failed rebind, which leaves the proxy disabled, as Toxiproxy
+//! does); browser-originated requests never change anything (see [`safety`]).
+//!
+//! Files: [`server`] (hyper loop), [`routes`] (paths → handlers), [`store`] and `toxics.rs` (Toxiproxy
+//! semantics), [`model`] (JSON shapes), [`safety`] (origin, token, body limit), [`metrics`]
+//! (exposition format), [`hub`] (the seams), [`errors`].
+
+pub mod errors;
+pub mod hub;
+pub mod metrics;
+pub mod model;
+pub mod routes;
+pub mod safety;
+pub mod server;
+pub mod store;
+mod toxics;
+
+use std::sync::Arc;
+
+pub use errors::{ApiError, ControlError};
+pub use hub::{
+    CatalogError, CutCount, CutsSource, FaultCatalog, FindingsSource, HistogramSnapshot, HubError,
+    ProxyHub, ProxyStats, Stopped,
+};
+pub use server::serve_api;
+
+use metrics::ApiCounters;
+use store::Store;
+
+/// How the API is set up; `ApiConfig::new(hub, catalog)` gives the defaults.
+pub struct ApiConfig {
+    /// The proxy runtime.
+    pub hub: Arc<dyn ProxyHub>,
+    /// The fault catalogue that turns toxics into faults.
+    pub catalog: Arc<dyn FaultCatalog>,
+    /// Bearer token every request must carry, if set (`--api-token`).
+    pub token: Option<String>,
+    /// Largest request body accepted (bytes).
+    pub max_body: usize,
+    /// Cut records for `/cuts` and `/metrics`.
+    pub cuts: Option<Arc<dyn CutsSource>>,
+    /// Audit findings for `/findings` and `/metrics`.
+    pub findings: Option<Arc<dyn FindingsSource>>,
+}
+
+impl ApiConfig {
+    /// No token, [`safety::DEFAULT_MAX_BODY`], no cut or finding sources.
+    pub fn new(hub: Arc<dyn ProxyHub>, catalog: Arc<dyn FaultCatalog>) -> Self {
+        ApiConfig {
+            hub,
+            catalog,
+            token: None,
+            max_body: safety::DEFAULT_MAX_BODY,
+            cuts: None,
+            findings: None,
+        }
+    }
+}
+
+/// Shared state of the API; cheap to clone.
+#[derive(Clone)]
+pub struct ApiState {
+    inner: Arc<ApiInner>,
+}
+
+/// What handlers see.
+pub struct ApiInner {
+    store: Store,
+    hub: Arc<dyn ProxyHub>,
+    token: Option<String>,
+    max_body: usize,
+    cuts: Option<Arc<dyn CutsSource>>,
+    findings: Option<Arc<dyn FindingsSource>>,
+    counters: ApiCounters,
+}
+
+impl ApiState {
+    /// State for one API server.
+    pub fn new(config: ApiConfig) -> Self {
+        ApiState {
+            inner: Arc::new(ApiInner {
+                store: Store::new(Arc::clone(&config.hub), config.catalog),
+                hub: config.hub,
+                token: config.token.filter(|t| !t.is_empty()),
+                max_body: config.max_body,
+                cuts: config.cuts,
+                findings: config.findings,
+                counters: ApiCounters::default(),
+            }),
+        }
+    }
+
+    /// Lists a proxy the hub already runs (started from the command line or a profile) so the
+    /// API shows and manages it; `listen` is its bound address.
+    pub async fn adopt_proxy(
+        &self,
+        name: &str,
+        listen: &str,
+        upstream: &str,
+    ) -> Result<(), ApiError> {
+        self.inner.store.adopt(name, listen, upstream).await
+    }
+
+    /// The toxic types the API accepts, sorted.
+    pub fn known_types(&self) -> Vec<String> {
+        self.inner.store.known_types()
+    }
+}

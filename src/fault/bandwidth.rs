@@ -49,7 +49,7 @@ impl KindConfig for BandwidthConfig {
     fn make(&self, _rng: &mut ConnRng, _now: Instant) -> Box<dyn Fault> {
         Box::new(Bandwidth {
             rate: self.rate.max(1),
-            free_at: None,
+            busy_since: None,
             carried: 0,
             scratch: Vec::new(),
         })
@@ -64,8 +64,8 @@ const MAX_SLICES: usize = 4096;
 pub struct Bandwidth {
     rate: u64,
     /// Start of the current busy period of the link.
-    free_at: Option<Instant>,
-    /// Bytes carried since `free_at` (the busy period's start).
+    busy_since: Option<Instant>,
+    /// Bytes carried since `busy_since`.
     carried: u64,
     scratch: Vec<Slice>,
 }
@@ -80,13 +80,13 @@ impl Bandwidth {
     /// Departure time of a piece of `len` bytes ready at `ready`; advances the bucket.
     fn depart(&mut self, ready: Instant, len: u64) -> Instant {
         let busy_until = self
-            .free_at
+            .busy_since
             .map(|start| start + self.transmit(self.carried));
         let at = match busy_until {
             Some(until) if until > ready => until,
             _ => {
                 // The link was idle: a new busy period starts now.
-                self.free_at = Some(ready);
+                self.busy_since = Some(ready);
                 self.carried = 0;
                 ready
             }

@@ -135,3 +135,21 @@ fn value_error(r: &mut KeyReader<'_>, key: &'static str, message: String) -> Fau
         None => FaultConfigError::at_def(r.def(), Some(key), message),
     }
 }
+
+impl From<OutageMode> for crate::proxy::OutageMode {
+    fn from(mode: OutageMode) -> Self {
+        match mode {
+            OutageMode::Refuse => crate::proxy::OutageMode::Refuse,
+            OutageMode::Hold => crate::proxy::OutageMode::Hold,
+        }
+    }
+}
+
+impl From<crate::proxy::OutageMode> for OutageMode {
+    fn from(mode: crate::proxy::OutageMode) -> Self {
+        match mode {
+            crate::proxy::OutageMode::Refuse => OutageMode::Refuse,
+            crate::proxy::OutageMode::Hold => OutageMode::Hold,
+        }
+    }
+}

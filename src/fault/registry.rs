@@ -17,7 +17,7 @@ use tokio::time::Instant;
 
 use super::bandwidth::BandwidthConfig;
 use super::common::{Common, Factory, KindConfig};
-use super::keys::{FaultConfigError, FaultDef, KeyReader, quoted};
+use super::keys::{FaultConfigError, FaultDef, KeyReader};
 use super::latency::LatencyConfig;
 use super::limit_data::LimitDataConfig;
 use super::outage::OutageSchedule;
@@ -342,9 +342,4 @@ impl KindConfig for AnyByteCutConfig {
         let n = rng.random_range(self.range.0..=self.range.1);
         Box::new(ByteCut::new(n, self.action, self.outage, Self::KIND))
     }
-}
-
-/// `'upstream' or 'downstream'` — for messages of callers that parse a stream name.
-pub fn directions() -> String {
-    quoted(&["upstream", "downstream"])
 }

@@ -104,6 +104,8 @@ impl Worker {
         let mut step = Step::Issue;
         let mut open_trace: Option<usize> = None;
         let mut had_session = self.session.is_some();
+        // The reconnection time persists across the call's connections (WHATWG).
+        let mut retry: Option<u64> = None;
         for _ in 0..cfg.max_attempts.max(1) {
             if Instant::now() >= deadline {
                 break;
@@ -250,6 +252,7 @@ impl Worker {
                 self.answer(open_trace, answer);
             }
             cursor.clone_from(&got.cursor);
+            retry = got.retry.or(retry);
             match got.stop {
                 Stop::Answered => {
                     let judged = rq.judge(&cfg.args);
@@ -283,7 +286,7 @@ impl Worker {
                 step = Step::Resume {
                     cursor: cursor.clone(),
                     from: got.at,
-                    retry: got.retry,
+                    retry,
                 };
             }
         }

@@ -146,15 +146,15 @@ async fn relay(
     };
     let how = match outcome {
         Outcome::Done => "closed",
-        Outcome::Cut(a) | Outcome::Killed(a) => {
+        Outcome::Cut(a) => {
             close_as(client, upstream, a).await;
-            if matches!(outcome, Outcome::Killed(_)) {
-                "killed"
-            } else {
-                "cut"
-            }
+            a.as_str()
         }
-        Outcome::Broken(side, ref e) => {
+        Outcome::Killed(a) => {
+            close_as(client, upstream, a).await;
+            "killed"
+        }
+        Outcome::Broken(side, e) => {
             tracing::debug!(?side, error = %e, "i/o error; other side reset");
             reset(client);
             reset(upstream);

@@ -23,6 +23,9 @@ use super::state::{OutageMode, Proxy};
 use super::{FaultList, ProxyConfig, ProxyError};
 use crate::fault::CutAction;
 
+/// Largest read buffer accepted (each connection allocates two).
+const MAX_BUFFER: usize = 16 * 1024 * 1024;
+
 /// One proxy to start: where it listens, its configuration and its initial faults.
 pub struct ProxySpec {
     /// Listen address.
@@ -83,8 +86,8 @@ fn check(cfg: &ProxyConfig) -> Result<(), ProxyError> {
             problem: problem.to_owned(),
         })
     };
-    if cfg.buffer_size == 0 {
-        return bad("buffer_size must be at least 1 byte");
+    if cfg.buffer_size == 0 || cfg.buffer_size > MAX_BUFFER {
+        return bad("buffer_size must be between 1 byte and 16 MiB");
     }
     if cfg.max_connections == 0 || cfg.max_connections > Semaphore::MAX_PERMITS {
         return bad("max_connections must be between 1 and 2^61");
@@ -105,7 +108,10 @@ pub async fn run(
     let tracker = TaskTracker::new();
     let slots = Arc::new(Semaphore::new(proxy.config().max_connections));
     let local = listener.local_addr().ok();
-    tracing::info!(proxy = %proxy.name(), listen = ?local, upstream = %proxy.upstream(), "listening");
+    proxy.set_listen_addr(local);
+    if let Some(addr) = local {
+        tracing::info!(proxy = %proxy.name(), listen = %addr, upstream = %proxy.upstream(), "listening");
+    }
     let mut backoff = Duration::from_millis(5);
     loop {
         let permit = tokio::select! {
@@ -157,6 +163,7 @@ pub async fn run(
         );
     }
     drop(listener);
+    proxy.set_listen_addr(None);
     tracker.close();
     let drain = proxy.config().drain_timeout;
     if tokio::time::timeout(drain, tracker.wait()).await.is_err() {

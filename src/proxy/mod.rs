@@ -14,6 +14,8 @@
 //!   read buffer plus `max_inflight_bytes` (+ one chunk) in its timed queue; a slow reader stops
 //!   the pump from reading (backpressure), it never grows a buffer.
 //! - An I/O error on one side resets the other side at once.
+//! - A cut that carries an outage (the documents' 250 ms window) starts it in
+//!   [`OutageMode::Hold`]: open connections are reset, new ones wait until the window ends.
 
 pub mod cli;
 mod conn;

@@ -13,9 +13,11 @@
 //!   error value the connection task turns into RST or FIN; EOF is passed on (write shutdown)
 //!   after every queued byte and no earlier than every fault's `on_eof` time.
 //! - `bytes_buffered` counts exactly the bytes this pump holds (read chunk in flight + queue).
+//! - Writes go straight to the socket (no user-space write buffer, TCP_NODELAY set), so a chunk
+//!   is on the wire when its write returns and there is nothing left to flush when reads go
+//!   pending.
 
 use std::collections::VecDeque;
-use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
@@ -34,7 +36,7 @@ pub(crate) enum Stop {
     /// A fault cut the connection; close both sides this way.
     Cut(CutAction),
     /// Reading or writing failed on this side; the other side is reset.
-    Io(Side, io::Error),
+    Io(Side, std::io::Error),
 }
 
 /// One of the connection's two sockets.
@@ -80,6 +82,8 @@ pub(crate) struct Pump<'a> {
     plan: Plan,
     queue: VecDeque<Timed>,
     queued: usize,
+    /// Bytes of the current read chunk not yet written or queued.
+    held: usize,
     read_total: u64,
     last_chunk: usize,
     residence: ResidenceBatch,
@@ -112,18 +116,17 @@ impl<'a> Pump<'a> {
             plan: Plan::default(),
             queue: VecDeque::new(),
             queued: 0,
+            held: 0,
             read_total: 0,
             last_chunk: 0,
             residence: ResidenceBatch::new(),
         }
     }
 
-    /// Runs the direction to its end: `Ok` after EOF was passed on.
+    /// Runs the direction to its end: `Ok` after EOF was passed on. Dropping the future
+    /// (the other direction failed, or the connection was killed) releases the gauges too.
     pub(crate) async fn run(mut self) -> Result<(), Stop> {
-        let r = self.pump().await;
-        self.residence.flush(self.proxy.stats());
-        self.proxy.stats().buffer_sub(self.queued);
-        r
+        self.pump().await
     }
 
     async fn pump(&mut self) -> Result<(), Stop> {
@@ -148,44 +151,30 @@ impl<'a> Pump<'a> {
     /// Writes queued slices as they fall due while reading (if the budget allows) and watching
     /// the deadline; returns at the first read, the deadline, or an empty queue.
     async fn wait(&mut self, deadline: Option<Deadline>) -> Result<Event, Stop> {
+        enum Timer {
+            Write,
+            Deadline(Deadline),
+        }
         loop {
-            let Some(due) = self.queue.front().map(|t| t.at) else {
-                if deadline.is_none() {
-                    return Ok(Event::Drained);
-                }
-                // Only the deadline (and reads) remain.
-                let d = deadline.map_or_else(Instant::now, |d| d.at);
-                return tokio::select! {
-                    biased;
-                    () = sleep_until(d) => Ok(deadline.map_or(Event::Drained, Event::Deadline)),
-                    r = self.src.read(&mut self.buf) => {
-                        Ok(Event::Read(r.map_err(|e| Stop::Io(self.src_side(), e))?))
-                    }
-                };
+            // The earliest timer: the front slice, or the deadline when it comes first.
+            let (at, timer) = match (self.queue.front().map(|t| t.at), deadline) {
+                (Some(due), Some(d)) if d.at < due => (d.at, Timer::Deadline(d)),
+                (Some(due), _) => (due, Timer::Write),
+                (None, Some(d)) => (d.at, Timer::Deadline(d)),
+                (None, None) => return Ok(Event::Drained),
             };
             let can_read = self.queued < self.proxy.config().max_inflight_bytes;
-            let dl = deadline.map(|d| d.at);
-            enum Step {
-                Write,
-                Deadline,
-                Read(io::Result<usize>),
-            }
-            let step = tokio::select! {
+            let read = tokio::select! {
                 biased;
-                () = sleep_until(dl.unwrap_or(due)), if dl.is_some_and(|d| d < due) => Step::Deadline,
-                () = sleep_until(due) => Step::Write,
-                r = self.src.read(&mut self.buf), if can_read => Step::Read(r),
+                () = sleep_until(at) => None,
+                r = self.src.read(&mut self.buf), if can_read => Some(r),
             };
-            match step {
-                Step::Write => self.write_front().await?,
-                Step::Deadline => {
-                    if let Some(d) = deadline {
-                        return Ok(Event::Deadline(d));
-                    }
-                }
-                Step::Read(r) => {
+            match (read, timer) {
+                (Some(r), _) => {
                     return Ok(Event::Read(r.map_err(|e| Stop::Io(self.src_side(), e))?));
                 }
+                (None, Timer::Write) => self.write_front().await?,
+                (None, Timer::Deadline(d)) => return Ok(Event::Deadline(d)),
             }
         }
     }
@@ -234,6 +223,7 @@ impl<'a> Pump<'a> {
         let now = Instant::now();
         let stats = self.proxy.stats();
         stats.buffer_add(n);
+        self.held = n;
         let offset = self.read_total;
         self.read_total += n as u64;
         self.last_chunk = n;
@@ -268,6 +258,7 @@ impl<'a> Pump<'a> {
             Ok(())
         };
         stats.buffer_sub(n);
+        self.held = 0;
         result?;
         match self.plan.cut() {
             Some(cut) => Err(self.cut(cut).await),
@@ -284,8 +275,9 @@ impl<'a> Pump<'a> {
         }
         if written > 0 {
             self.account(written);
+            let done = Instant::now();
             self.residence
-                .record(self.proxy.stats(), now.elapsed(), Instant::now());
+                .record(self.proxy.stats(), done.duration_since(now), done);
         }
         Ok(())
     }
@@ -387,5 +379,13 @@ impl<'a> Pump<'a> {
                 point: self.observer.cut_point(at),
             });
         }
+    }
+}
+
+impl Drop for Pump<'_> {
+    fn drop(&mut self) {
+        let stats = self.proxy.stats();
+        stats.buffer_sub(self.queued + self.held);
+        self.residence.flush(stats);
     }
 }

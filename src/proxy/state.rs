@@ -10,6 +10,7 @@
 //!   connections accepted afterwards are unaffected. State (disabled, outage window) is set
 //!   before the signal fires, so an accept racing with a kill either is killed or sees the state.
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
@@ -73,6 +74,7 @@ pub struct Proxy {
     observers: RwLock<Arc<ObserverFactory>>,
     sink: RwLock<Option<Arc<dyn ObservationSink>>>,
     next_conn: AtomicU64,
+    listen: Mutex<Option<SocketAddr>>,
     stats: Stats,
 }
 
@@ -124,6 +126,7 @@ impl Proxy {
             observers: RwLock::new(Arc::new(byte_mode)),
             sink: RwLock::new(None),
             next_conn: AtomicU64::new(0),
+            listen: Mutex::new(None),
             stats: Stats::new(),
         })
     }
@@ -141,6 +144,15 @@ impl Proxy {
     /// Live counters.
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// The address [`run`](super::run) is serving this proxy on, while it runs.
+    pub fn listen_addr(&self) -> Option<SocketAddr> {
+        *lock(&self.listen)
+    }
+
+    pub(crate) fn set_listen_addr(&self, addr: Option<SocketAddr>) {
+        *lock(&self.listen) = addr;
     }
 
     /// The upstream new connections go to.

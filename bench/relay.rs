@@ -1,0 +1,326 @@
+//! Relay benchmark: direct loopback vs through tearline, in one run, printed side by side.
+//!
+//! Sections: one 1 GiB stream, 8 and 64 parallel streams (1 GiB in total each), echo
+//! ping-pong round trips (p50/p99 and what the proxy adds), and one 1 GiB stream through a
+//! 100 ms latency fault vs no fault (latency must shift the stream, not cap it). Load and proxy
+//! run in separate tokio runtimes (two worker threads each), as separate processes would.
+//!
+//! Run: `cargo bench --bench relay` (`-- --quick` for a 64 MiB smoke run, `-- --buffer-kib N`
+//! for the proxy's read buffer size, default 64).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use tearline::fault::{Chunk, ConnRng, Fault, FaultFactory, Plan};
+use tearline::proxy::{self, CancellationToken, Proxy, ProxyConfig};
+use tearline::wire::Direction;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::runtime::Runtime;
+use tokio::time::Instant;
+
+const MIB: u64 = 1024 * 1024;
+const IO_BUF: usize = 256 * 1024;
+
+/// A fixed latency: every byte leaves `delay` after its chunk arrived.
+struct Latency(Duration);
+
+impl Fault for Latency {
+    fn kind(&self) -> &'static str {
+        "bench-latency"
+    }
+    fn on_chunk(&mut self, chunk: &Chunk<'_>, plan: &mut Plan, _rng: &mut ConnRng) {
+        for s in plan.slices_mut() {
+            s.at = chunk.arrived + self.0;
+        }
+    }
+}
+
+struct LatencyFactory(Duration);
+
+impl FaultFactory for LatencyFactory {
+    fn kind(&self) -> &'static str {
+        "bench-latency"
+    }
+    fn direction(&self) -> Direction {
+        Direction::Upstream
+    }
+    fn instantiate(&self, _rng: &mut ConnRng, _now: Instant) -> Option<Box<dyn Fault>> {
+        Some(Box::new(Latency(self.0)))
+    }
+}
+
+fn runtime(name: &str, workers: usize) -> Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .thread_name(name)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// Reads every connection to EOF, then closes it (the sender's signal that all arrived).
+async fn sink_server() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.expect("bind sink");
+    let addr = l.local_addr().expect("sink addr");
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let _ = s.set_nodelay(true);
+                let mut buf = vec![0u8; IO_BUF];
+                while let Ok(n) = s.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                }
+                let _ = s.shutdown().await;
+            });
+        }
+    });
+    addr
+}
+
+/// Echoes every connection.
+async fn echo_server() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.expect("bind echo");
+    let addr = l.local_addr().expect("echo addr");
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let _ = s.set_nodelay(true);
+                let (mut r, mut w) = s.split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+            });
+        }
+    });
+    addr
+}
+
+/// Sends `bytes` on one connection and waits until the server closed after reading them all.
+async fn one_stream(addr: SocketAddr, bytes: u64) {
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    let _ = s.set_nodelay(true);
+    let buf = vec![0xa5u8; IO_BUF];
+    let mut left = bytes;
+    while left > 0 {
+        let n = (left as usize).min(buf.len());
+        s.write_all(&buf[..n]).await.expect("write");
+        left -= n as u64;
+    }
+    s.shutdown().await.expect("shutdown");
+    let mut b = [0u8; 16];
+    while s.read(&mut b).await.map(|n| n > 0).unwrap_or(false) {}
+}
+
+/// CPU seconds used so far by this process's threads, split into (proxy runtime, the rest),
+/// from /proc/self/task/*/stat (utime + stime, USER_HZ = 100).
+fn cpu_seconds() -> (f64, f64) {
+    let (mut proxy, mut rest) = (0u64, 0u64);
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return (0.0, 0.0);
+    };
+    for t in tasks.flatten() {
+        let dir = t.path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
+        let fields: Vec<&str> = stat
+            .rfind(')')
+            .map_or("", |i| &stat[i + 1..])
+            .split_whitespace()
+            .collect();
+        let ticks: u64 = [11, 12]
+            .iter()
+            .filter_map(|&i| fields.get(i).and_then(|f| f.parse::<u64>().ok()))
+            .sum();
+        if comm.starts_with("proxy") {
+            proxy += ticks;
+        } else {
+            rest += ticks;
+        }
+    }
+    (proxy as f64 / 100.0, rest as f64 / 100.0)
+}
+
+/// One side of a comparison: best MiB/s and CPU seconds per GiB (proxy threads, the rest).
+#[derive(Default)]
+struct Side {
+    best: f64,
+    cpu_proxy: f64,
+    cpu_rest: f64,
+}
+
+/// Best of `rounds` (a, b) runs, measured alternately so both see the same machine load, with
+/// the CPU each side used per GiB.
+fn best_pair(
+    load: &Runtime,
+    (a, b): (SocketAddr, SocketAddr),
+    total: u64,
+    streams: u64,
+    rounds: usize,
+) -> (Side, Side) {
+    let (mut x, mut y) = (Side::default(), Side::default());
+    let gib = (total * rounds as u64) as f64 / (1024 * MIB) as f64;
+    for _ in 0..rounds {
+        for (addr, side) in [(a, &mut x), (b, &mut y)] {
+            let (p0, r0) = cpu_seconds();
+            side.best = side
+                .best
+                .max(load.block_on(throughput(addr, total, streams)));
+            let (p1, r1) = cpu_seconds();
+            side.cpu_proxy += (p1 - p0) / gib;
+            side.cpu_rest += (r1 - r0) / gib;
+        }
+    }
+    (x, y)
+}
+
+/// MiB/s for `total` bytes over `streams` parallel connections.
+async fn throughput(addr: SocketAddr, total: u64, streams: u64) -> f64 {
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..streams)
+        .map(|_| tokio::spawn(one_stream(addr, total / streams)))
+        .collect();
+    for t in tasks {
+        t.await.expect("stream task");
+    }
+    (total as f64 / MIB as f64) / started.elapsed().as_secs_f64()
+}
+
+/// Round-trip times (ns) of `n` 64-byte ping-pongs after a warm-up.
+async fn rtt(addr: SocketAddr, n: usize) -> Histogram<u64> {
+    let mut h = Histogram::new_with_bounds(1, 10_000_000_000, 3).expect("histogram");
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    let _ = s.set_nodelay(true);
+    let msg = [7u8; 64];
+    let mut back = [0u8; 64];
+    for i in 0..(n + 1_000) {
+        let t = Instant::now();
+        s.write_all(&msg).await.expect("ping");
+        s.read_exact(&mut back).await.expect("pong");
+        if i >= 1_000 {
+            h.saturating_record(t.elapsed().as_nanos() as u64);
+        }
+    }
+    h
+}
+
+struct Proxied {
+    addr: SocketAddr,
+    proxy: Arc<Proxy>,
+    shutdown: CancellationToken,
+}
+
+fn start_proxy(rt: &Runtime, upstream: SocketAddr, inflight: usize, buffer: usize) -> Proxied {
+    rt.block_on(async {
+        let l = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
+        let addr = l.local_addr().expect("proxy addr");
+        let mut cfg = ProxyConfig::new("bench", upstream.to_string());
+        cfg.max_inflight_bytes = inflight;
+        cfg.buffer_size = buffer;
+        let proxy = Proxy::new(cfg);
+        let shutdown = CancellationToken::new();
+        tokio::spawn(proxy::run(l, proxy.clone(), shutdown.clone()));
+        Proxied {
+            addr,
+            proxy,
+            shutdown,
+        }
+    })
+}
+
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1_000.0
+}
+
+/// The number after `name` on the command line, if any.
+fn flag(args: &[String], name: &str) -> Option<usize> {
+    let i = args.iter().position(|a| a == name)?;
+    args.get(i + 1)?.parse().ok()
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let buffer = flag(&args, "--buffer-kib").map_or(64 * 1024, |k| k.max(1) * 1024);
+    let total = if quick { 64 * MIB } else { 1024 * MIB };
+    let total = flag(&args, "--mib").map_or(total, |m| m.max(1) as u64 * MIB);
+    let rtts = if quick { 2_000 } else { 20_000 };
+    let rounds = if quick { 1 } else { 3 };
+    let load = runtime("load", 2);
+    let proxy_rt = runtime("proxy", flag(&args, "--proxy-threads").unwrap_or(2).max(1));
+    let (sink, echo) = load.block_on(async { (sink_server().await, echo_server().await) });
+    let p_sink = start_proxy(&proxy_rt, sink, 32 * MIB as usize, buffer);
+    let p_echo = start_proxy(&proxy_rt, echo, 32 * MIB as usize, buffer);
+    let gib = total as f64 / 1024.0 / MIB as f64;
+    println!(
+        "tearline relay benchmark: loopback, {} cores, proxy buffer {} KiB, {gib:.3} GiB per throughput case",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        p_sink.proxy.config().buffer_size / 1024
+    );
+    println!(
+        "{:<26} {:>12} {:>12} {:>8}   goal",
+        format!("throughput, best of {rounds}"),
+        "direct",
+        "proxied",
+        "ratio"
+    );
+    // Warm-up: connections, page faults, allocator.
+    best_pair(&load, (sink, p_sink.addr), 64 * MIB, 8, 1);
+    for (streams, goal) in [(1u64, "≥ 0.80"), (8, ""), (64, "")] {
+        let (ds, ps) = best_pair(&load, (sink, p_sink.addr), total, streams, rounds);
+        let (d, p) = (ds.best, ps.best);
+        println!(
+            "{:<26} {:>8.0} MiB/s {:>6.0} MiB/s {:>8.2}   {goal}",
+            format!("{streams} stream(s)"),
+            d,
+            p,
+            p / d
+        );
+        let (dc, pc) = (ds.cpu_proxy + ds.cpu_rest, ps.cpu_proxy + ps.cpu_rest);
+        println!(
+            "{:<26} CPU s/GiB: direct {dc:.2}, proxied {pc:.2} (proxy threads {:.2}); CPU-bound ratio {:.2}",
+            "",
+            ps.cpu_proxy,
+            if pc > 0.0 { dc / pc } else { 0.0 }
+        );
+    }
+    let hd = load.block_on(rtt(echo, rtts));
+    let hp = load.block_on(rtt(p_echo.addr, rtts));
+    println!("echo round trip, 64 B, {rtts} round trips (µs):");
+    for (q, name, goal) in [(0.5, "p50", 20.0), (0.99, "p99", 100.0)] {
+        let (d, p) = (hd.value_at_quantile(q), hp.value_at_quantile(q));
+        println!(
+            "  {name}: direct {:>7.1}   proxied {:>7.1}   added {:>7.1}   goal added ≤ {goal}",
+            us(d),
+            us(p),
+            us(p.saturating_sub(d))
+        );
+    }
+    // Through latency: the queue must hold bandwidth × latency, so this proxy gets a 256 MiB
+    // budget per direction (throughput ≤ budget / latency).
+    let budget = 256 * MIB as usize;
+    let p_lat = start_proxy(&proxy_rt, sink, budget, buffer);
+    p_lat
+        .proxy
+        .set_faults(vec![Arc::new(LatencyFactory(Duration::from_millis(100)))]);
+    let (base, lat) = best_pair(&load, (p_sink.addr, p_lat.addr), total, 1, rounds);
+    let (base, lat) = (base.best, lat.best);
+    println!(
+        "through 100 ms latency (client→server, queue budget {} MiB): no fault {base:.0} MiB/s, latency {lat:.0} MiB/s, ratio {:.2}   goal ≥ 0.50",
+        budget / MIB as usize,
+        lat / base
+    );
+    let residence = p_sink.proxy.stats().snapshot().residence_us;
+    println!(
+        "proxy residence time (no fault, µs): p50 {} p99 {} max {}",
+        residence.value_at_quantile(0.5),
+        residence.value_at_quantile(0.99),
+        residence.max()
+    );
+    for p in [p_sink, p_echo, p_lat] {
+        p.shutdown.cancel();
+    }
+    drop(proxy_rt);
+}

@@ -1,0 +1,267 @@
+//! `GET /metrics`: Prometheus text exposition format 0.0.4.
+//!
+//! Invariants of the output: every metric family has exactly one `# HELP` and one `# TYPE`
+//! line, before its samples, and its samples are contiguous; label values are escaped
+//! (`\\`, `\"`, `\n`); histogram buckets are cumulative, their bounds increase, and the
+//! `le="+Inf"` bucket equals `_count`. Families are written even when they have no samples, so
+//! a scraper sees every name from the start.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+
+use super::hub::{CutCount, HistogramSnapshot, ProxyStats};
+
+/// Requests answered by the API, by route and status.
+#[derive(Debug, Default)]
+pub struct ApiCounters {
+    by_route: Mutex<BTreeMap<(&'static str, u16), u64>>,
+}
+
+impl ApiCounters {
+    /// Counts one answered request.
+    pub fn record(&self, route: &'static str, status: u16) {
+        if let Ok(mut m) = self.by_route.lock() {
+            *m.entry((route, status)).or_insert(0) += 1;
+        }
+    }
+
+    fn snapshot(&self) -> Vec<((&'static str, u16), u64)> {
+        self.by_route
+            .lock()
+            .map(|m| m.iter().map(|(k, v)| (*k, *v)).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// Everything one scrape shows.
+pub struct Scrape<'a> {
+    /// Per-proxy counters from the hub.
+    pub proxies: &'a [ProxyStats],
+    /// Cuts by SSE class and action, when cut records are attached.
+    pub cut_positions: Option<&'a [CutCount]>,
+    /// Findings by kind, when the audit is attached.
+    pub findings: Option<&'a [(String, u64)]>,
+    /// The API's own request counters.
+    pub api: &'a ApiCounters,
+}
+
+/// Escapes a label value.
+fn esc(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+/// A float as Prometheus writes it.
+fn num(v: f64) -> String {
+    if v.is_infinite() {
+        if v > 0.0 { "+Inf" } else { "-Inf" }.to_owned()
+    } else if v.is_nan() {
+        "NaN".to_owned()
+    } else {
+        format!("{v}")
+    }
+}
+
+fn histogram(out: &mut String, name: &str, labels: &str, h: &HistogramSnapshot) {
+    let mut last = 0u64;
+    for (bound, count) in &h.buckets {
+        last = last.max(*count).min(h.count);
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{{labels},le=\"{}\"}} {last}",
+            num(*bound)
+        );
+    }
+    let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {}", h.count);
+    let _ = writeln!(out, "{name}_sum{{{labels}}} {}", num(h.sum_seconds));
+    let _ = writeln!(out, "{name}_count{{{labels}}} {}", h.count);
+}
+
+/// Renders one scrape.
+pub fn render(s: &Scrape<'_>) -> String {
+    let mut out = String::new();
+    family(
+        &mut out,
+        "tearline_proxy_bytes_total",
+        "counter",
+        "Bytes forwarded by a proxy, by direction (upstream = client to server).",
+    );
+    for p in s.proxies {
+        let n = esc(&p.name);
+        for (dir, v) in [
+            ("upstream", p.bytes_upstream),
+            ("downstream", p.bytes_downstream),
+        ] {
+            let _ = writeln!(
+                out,
+                "tearline_proxy_bytes_total{{proxy=\"{n}\",direction=\"{dir}\"}} {v}"
+            );
+        }
+    }
+    family(
+        &mut out,
+        "tearline_proxy_connections_open",
+        "gauge",
+        "Client connections a proxy holds open now.",
+    );
+    for p in s.proxies {
+        let _ = writeln!(
+            out,
+            "tearline_proxy_connections_open{{proxy=\"{}\"}} {}",
+            esc(&p.name),
+            p.connections_open
+        );
+    }
+    family(
+        &mut out,
+        "tearline_proxy_connections_total",
+        "counter",
+        "Client connections a proxy accepted.",
+    );
+    for p in s.proxies {
+        let _ = writeln!(
+            out,
+            "tearline_proxy_connections_total{{proxy=\"{}\"}} {}",
+            esc(&p.name),
+            p.connections_total
+        );
+    }
+    family(
+        &mut out,
+        "tearline_proxy_connections_refused_total",
+        "counter",
+        "Client connections a proxy refused at once (disabled, outage, upstream unreachable).",
+    );
+    for p in s.proxies {
+        let _ = writeln!(
+            out,
+            "tearline_proxy_connections_refused_total{{proxy=\"{}\"}} {}",
+            esc(&p.name),
+            p.connections_refused
+        );
+    }
+    family(
+        &mut out,
+        "tearline_proxy_cuts_total",
+        "counter",
+        "Connections cut by a fault, by action (reset, fin, clean-end).",
+    );
+    for p in s.proxies {
+        for (action, v) in &p.cuts_by_action {
+            let _ = writeln!(
+                out,
+                "tearline_proxy_cuts_total{{proxy=\"{}\",action=\"{}\"}} {v}",
+                esc(&p.name),
+                esc(action)
+            );
+        }
+    }
+    family(
+        &mut out,
+        "tearline_fault_activations_total",
+        "counter",
+        "Faults that fired on a connection, by fault kind.",
+    );
+    for p in s.proxies {
+        for (kind, v) in &p.fault_activations {
+            let _ = writeln!(
+                out,
+                "tearline_fault_activations_total{{proxy=\"{}\",kind=\"{}\"}} {v}",
+                esc(&p.name),
+                esc(kind)
+            );
+        }
+    }
+    family(
+        &mut out,
+        "tearline_proxy_residence_seconds",
+        "histogram",
+        "Time bytes stayed inside tearline when no fault delayed them.",
+    );
+    for p in s.proxies {
+        histogram(
+            &mut out,
+            "tearline_proxy_residence_seconds",
+            &format!("proxy=\"{}\"", esc(&p.name)),
+            &p.residence,
+        );
+    }
+    family(
+        &mut out,
+        "tearline_cuts_total",
+        "counter",
+        "Cuts by SSE position class and action.",
+    );
+    for c in s.cut_positions.into_iter().flatten() {
+        let _ = writeln!(
+            out,
+            "tearline_cuts_total{{class=\"{}\",action=\"{}\"}} {}",
+            esc(&c.class),
+            esc(&c.action),
+            c.count
+        );
+    }
+    family(
+        &mut out,
+        "tearline_findings_total",
+        "counter",
+        "Audit findings, by kind.",
+    );
+    for (kind, v) in s.findings.into_iter().flatten() {
+        let _ = writeln!(out, "tearline_findings_total{{kind=\"{}\"}} {v}", esc(kind));
+    }
+    family(
+        &mut out,
+        "tearline_api_requests_total",
+        "counter",
+        "Control API requests answered, by route and status.",
+    );
+    for ((route, status), v) in s.api.snapshot() {
+        let _ = writeln!(
+            out,
+            "tearline_api_requests_total{{route=\"{route}\",status=\"{status}\"}} {v}"
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(esc("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+
+    #[test]
+    fn histogram_buckets_are_cumulative_and_end_at_count() {
+        let h = HistogramSnapshot {
+            buckets: vec![(0.001, 2), (0.01, 1), (0.1, 9)],
+            sum_seconds: 0.5,
+            count: 5,
+        };
+        let mut out = String::new();
+        histogram(&mut out, "x", "proxy=\"p\"", &h);
+        let counts: Vec<&str> = out
+            .lines()
+            .filter(|l| l.starts_with("x_bucket"))
+            .filter_map(|l| l.rsplit(' ').next())
+            .collect();
+        assert_eq!(counts, ["2", "2", "5", "5"]);
+    }
+}

@@ -1,0 +1,158 @@
+//! The HTTP/1.1 server of the control API (hyper 1.x).
+//!
+//! Invariants: every request is answered (no input panics or hangs a handler: bodies are
+//! size-limited, headers must arrive within [`HEADER_TIMEOUT`]); the order of checks is
+//! browser refusal (403), token (401), route (404/405), body (413/400), handler; at most
+//! [`MAX_CONNECTIONS`] API connections are served at once; accept errors back off and never end
+//! the server; on shutdown the server stops accepting, lets in-flight requests finish for up to
+//! [`DRAIN_TIMEOUT`], then returns.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode, header};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::errors::{ApiError, ControlError};
+use super::routes::{Route, dispatch, error_response};
+use super::safety::{check_headers, read_body};
+use super::{ApiInner, ApiState};
+
+/// Time a client has to send a request's headers.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// API connections served at once.
+pub const MAX_CONNECTIONS: usize = 64;
+/// How long shutdown waits for in-flight requests.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Serves the control API on `listener` until `shutdown` is cancelled.
+pub async fn serve_api(
+    listener: TcpListener,
+    state: ApiState,
+    shutdown: CancellationToken,
+) -> Result<(), ControlError> {
+    let addr = listener.local_addr().map_err(ControlError::Listener)?;
+    tracing::info!(%addr, "control API listening");
+    let tracker = TaskTracker::new();
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut backoff = Duration::from_millis(5);
+    loop {
+        let permit = tokio::select! {
+            () = shutdown.cancelled() => break,
+            p = Arc::clone(&slots).acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+        };
+        let (stream, peer) = tokio::select! {
+            () = shutdown.cancelled() => break,
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::warn!(error = %e, "control API accept failed; backing off");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(1));
+                    continue;
+                }
+            },
+        };
+        backoff = Duration::from_millis(5);
+        let inner = Arc::clone(&state.inner);
+        let shutdown = shutdown.clone();
+        tracker.spawn(async move {
+            let _permit = permit;
+            let svc = service_fn(move |req| {
+                let inner = Arc::clone(&inner);
+                async move { Ok::<_, Infallible>(handle(&inner, req).await) }
+            });
+            let conn = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .serve_connection(TokioIo::new(stream), svc);
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                r = conn.as_mut() => {
+                    if let Err(e) = r {
+                        tracing::debug!(%peer, error = %e, "control API connection ended");
+                    }
+                }
+                () = shutdown.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(DRAIN_TIMEOUT, conn).await;
+                }
+            }
+        });
+    }
+    tracker.close();
+    let _ = tokio::time::timeout(DRAIN_TIMEOUT, tracker.wait()).await;
+    Ok(())
+}
+
+/// Answers one request; records it in the API counters.
+async fn handle(api: &ApiInner, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let (label, result) = answer(api, req).await;
+    let response = match result {
+        Ok(r) => r,
+        Err(e) => {
+            let mut r = error_response(&e);
+            if e.status == StatusCode::UNAUTHORIZED {
+                r.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    header::HeaderValue::from_static("Bearer"),
+                );
+            }
+            if e.status == StatusCode::PAYLOAD_TOO_LARGE {
+                r.headers_mut().insert(
+                    header::CONNECTION,
+                    header::HeaderValue::from_static("close"),
+                );
+            }
+            r
+        }
+    };
+    api.counters.record(label, response.status().as_u16());
+    response
+}
+
+async fn answer(
+    api: &ApiInner,
+    req: Request<Incoming>,
+) -> (&'static str, Result<Response<Full<Bytes>>, ApiError>) {
+    if let Err(e) = check_headers(req.headers(), api.token.as_deref()) {
+        return ("Refused", Err(e));
+    }
+    let Some(route) = Route::parse(req.uri().path()) else {
+        return (
+            "NotFound",
+            Err(ApiError::new(StatusCode::NOT_FOUND, "404 page not found")),
+        );
+    };
+    let method = req.method().clone();
+    let Some(label) = route.handler(&method) else {
+        let mut r = error_response(&ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("method {method} not allowed; allowed: {}", route.allowed()),
+        ));
+        r.headers_mut().insert(
+            header::ALLOW,
+            header::HeaderValue::from_static(route.allowed()),
+        );
+        return ("MethodNotAllowed", Ok(r));
+    };
+    let (parts, body) = req.into_parts();
+    let body = match read_body(&parts.headers, body, api.max_body).await {
+        Ok(b) => b,
+        Err(e) => return (label, Err(e)),
+    };
+    (label, dispatch(api, route, &method, body).await)
+}

@@ -1,0 +1,330 @@
+//! The proxies and toxics the API manages, with Toxiproxy's semantics, carried out on a
+//! [`ProxyHub`]. Toxic operations are in `toxics.rs`.
+//!
+//! Invariants: a proxy is `enabled` if and only if the hub runs it on the address in `listen`;
+//! the hub's fault chain of a running proxy always equals the proxy's toxics (upstream ones
+//! first, then downstream, each in the order added; `noop` toxics contribute nothing); a failed
+//! request leaves the toxics as they were. Every change is made under one lock, so concurrent
+//! requests are applied one after the other.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use http::StatusCode;
+use serde_json::{Map, Value};
+use tokio::net::TcpListener;
+
+use super::errors::ApiError;
+use super::hub::{FaultCatalog, HubError, ProxyHub};
+use super::model::{ProxyDoc, ProxyInput, ProxyPatch, ToxicDoc, check_address};
+use crate::fault::FaultFactory;
+use crate::wire::Direction;
+
+/// How long a stop waits for the proxy's listener to close.
+pub const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Listen address used when a create request gives none.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:0";
+
+/// One toxic as the API keeps it.
+pub(super) struct ToxicEntry {
+    pub(super) name: String,
+    pub(super) type_: String,
+    pub(super) stream: Direction,
+    pub(super) toxicity: f64,
+    pub(super) attributes: Map<String, Value>,
+    /// `None` for `noop`.
+    pub(super) factory: Option<Arc<dyn FaultFactory>>,
+}
+
+/// One proxy as the API keeps it.
+pub(super) struct ProxyEntry {
+    pub(super) listen: String,
+    pub(super) upstream: String,
+    pub(super) enabled: bool,
+    /// In insertion order, both streams.
+    pub(super) toxics: Vec<ToxicEntry>,
+}
+
+/// The managed proxies, behind one async lock.
+pub struct Store {
+    pub(super) hub: Arc<dyn ProxyHub>,
+    pub(super) catalog: Arc<dyn FaultCatalog>,
+    pub(super) proxies: tokio::sync::Mutex<BTreeMap<String, ProxyEntry>>,
+}
+
+pub(super) fn hub_error(e: HubError) -> ApiError {
+    match e {
+        HubError::Upstream { .. } => ApiError::bad_body(e),
+        other => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, other.to_string()),
+    }
+}
+
+async fn bind(listen: &str) -> Result<TcpListener, ApiError> {
+    TcpListener::bind(listen).await.map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("listen tcp {listen}: {e}"),
+        )
+    })
+}
+
+pub(super) fn toxic_doc(t: &ToxicEntry) -> ToxicDoc {
+    ToxicDoc {
+        attributes: t.attributes.clone(),
+        name: t.name.clone(),
+        type_: t.type_.clone(),
+        stream: t.stream.as_str().to_owned(),
+        toxicity: t.toxicity,
+    }
+}
+
+impl ProxyEntry {
+    /// Upstream toxics first, then downstream, each in insertion order.
+    pub(super) fn ordered(&self) -> impl Iterator<Item = &ToxicEntry> {
+        let up = self
+            .toxics
+            .iter()
+            .filter(|t| t.stream == Direction::Upstream);
+        let down = self
+            .toxics
+            .iter()
+            .filter(|t| t.stream == Direction::Downstream);
+        up.chain(down)
+    }
+
+    pub(super) fn chain(&self) -> Vec<Arc<dyn FaultFactory>> {
+        self.ordered().filter_map(|t| t.factory.clone()).collect()
+    }
+
+    fn doc(&self, name: &str) -> ProxyDoc {
+        ProxyDoc {
+            name: name.to_owned(),
+            listen: self.listen.clone(),
+            upstream: self.upstream.clone(),
+            enabled: self.enabled,
+            toxics: self.ordered().map(toxic_doc).collect(),
+        }
+    }
+}
+
+impl Store {
+    /// An empty store over `hub`, building toxics with `catalog`.
+    pub fn new(hub: Arc<dyn ProxyHub>, catalog: Arc<dyn FaultCatalog>) -> Self {
+        Store {
+            hub,
+            catalog,
+            proxies: tokio::sync::Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Records a proxy that the hub already runs (started by the CLI or a profile) so the API
+    /// lists and manages it. Its faults are replaced as soon as a toxic is added or removed.
+    pub async fn adopt(&self, name: &str, listen: &str, upstream: &str) -> Result<(), ApiError> {
+        let mut proxies = self.proxies.lock().await;
+        if proxies.contains_key(name) {
+            return Err(ApiError::proxy_exists());
+        }
+        proxies.insert(
+            name.to_owned(),
+            ProxyEntry {
+                listen: listen.to_owned(),
+                upstream: upstream.to_owned(),
+                enabled: true,
+                toxics: Vec::new(),
+            },
+        );
+        Ok(())
+    }
+
+    /// `GET /proxies`.
+    pub async fn list(&self) -> BTreeMap<String, ProxyDoc> {
+        let proxies = self.proxies.lock().await;
+        proxies.iter().map(|(n, p)| (n.clone(), p.doc(n))).collect()
+    }
+
+    /// `GET /proxies/{name}`.
+    pub async fn get(&self, name: &str) -> Result<ProxyDoc, ApiError> {
+        let proxies = self.proxies.lock().await;
+        let p = proxies.get(name).ok_or_else(ApiError::proxy_not_found)?;
+        Ok(p.doc(name))
+    }
+
+    /// `POST /proxies`.
+    pub async fn create(&self, input: ProxyInput) -> Result<ProxyDoc, ApiError> {
+        let (name, listen, upstream, enabled) = validate_new(&input, None)?;
+        let mut proxies = self.proxies.lock().await;
+        if proxies.contains_key(&name) {
+            return Err(ApiError::proxy_exists());
+        }
+        let mut entry = ProxyEntry {
+            listen,
+            upstream,
+            enabled: false,
+            toxics: Vec::new(),
+        };
+        if enabled {
+            self.start(&name, &mut entry).await?;
+        }
+        let doc = entry.doc(&name);
+        proxies.insert(name, entry);
+        Ok(doc)
+    }
+
+    /// `POST /populate`: validates every element first, then adds or replaces each proxy (a
+    /// proxy with the same name, listen and upstream is kept as it is, toxics included).
+    pub async fn populate(&self, inputs: Vec<ProxyInput>) -> Result<Vec<ProxyDoc>, ApiError> {
+        let mut checked: Vec<(String, String, String, bool)> = Vec::with_capacity(inputs.len());
+        for (i, input) in inputs.iter().enumerate() {
+            let v = validate_new(input, Some(i + 1))?;
+            if checked.iter().any(|(n, ..)| *n == v.0) {
+                return Err(ApiError::bad_body(format!(
+                    "duplicate proxy name \"{}\"",
+                    v.0
+                )));
+            }
+            checked.push(v);
+        }
+        let mut proxies = self.proxies.lock().await;
+        let mut out = Vec::with_capacity(checked.len());
+        for (name, listen, upstream, enabled) in checked {
+            if let Some(existing) = proxies.get(&name) {
+                if existing.listen == listen && existing.upstream == upstream {
+                    out.push(existing.doc(&name));
+                    continue;
+                }
+                self.stop(&name).await;
+                self.hub.remove(&name);
+                proxies.remove(&name);
+            }
+            let mut entry = ProxyEntry {
+                listen,
+                upstream,
+                enabled: false,
+                toxics: Vec::new(),
+            };
+            if enabled {
+                self.start(&name, &mut entry).await?;
+            }
+            out.push(entry.doc(&name));
+            proxies.insert(name, entry);
+        }
+        Ok(out)
+    }
+
+    /// `PATCH /proxies/{name}`: a listen change rebinds; an upstream-only change on a running
+    /// proxy is applied live (new connections go to the new upstream).
+    pub async fn update(&self, name: &str, patch: ProxyPatch) -> Result<ProxyDoc, ApiError> {
+        let mut proxies = self.proxies.lock().await;
+        let entry = proxies
+            .get_mut(name)
+            .ok_or_else(ApiError::proxy_not_found)?;
+        let listen = patch.listen.unwrap_or_else(|| entry.listen.clone());
+        let upstream = patch.upstream.unwrap_or_else(|| entry.upstream.clone());
+        let enabled = patch.enabled.unwrap_or(entry.enabled);
+        if listen != entry.listen {
+            check_address("listen", &listen)?;
+        }
+        if upstream != entry.upstream {
+            check_address("upstream", &upstream)?;
+        }
+        if listen != entry.listen {
+            if entry.enabled {
+                self.stop(name).await;
+                entry.enabled = false;
+            }
+            entry.listen = listen;
+        }
+        if upstream != entry.upstream {
+            if entry.enabled {
+                self.hub.set_upstream(name, &upstream).map_err(hub_error)?;
+            }
+            entry.upstream = upstream;
+        }
+        if enabled && !entry.enabled {
+            self.start(name, entry).await?;
+        } else if !enabled && entry.enabled {
+            self.stop(name).await;
+            entry.enabled = false;
+        }
+        Ok(entry.doc(name))
+    }
+
+    /// `DELETE /proxies/{name}`.
+    pub async fn delete(&self, name: &str) -> Result<(), ApiError> {
+        let mut proxies = self.proxies.lock().await;
+        proxies.remove(name).ok_or_else(ApiError::proxy_not_found)?;
+        self.stop(name).await;
+        self.hub.remove(name);
+        Ok(())
+    }
+
+    /// `POST /reset`: enables every proxy and removes every toxic.
+    pub async fn reset(&self) -> Result<(), ApiError> {
+        let mut proxies = self.proxies.lock().await;
+        for (name, entry) in proxies.iter_mut() {
+            entry.toxics.clear();
+            if entry.enabled {
+                self.hub.set_faults(name, Vec::new()).map_err(hub_error)?;
+            } else {
+                self.start(name, entry).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops a proxy and waits (bounded) until its listener is closed.
+    async fn stop(&self, name: &str) {
+        if tokio::time::timeout(STOP_WAIT, self.hub.stop(name))
+            .await
+            .is_err()
+        {
+            tracing::warn!(proxy = %name, "listener still open {STOP_WAIT:?} after stop");
+        }
+    }
+
+    async fn start(&self, name: &str, entry: &mut ProxyEntry) -> Result<(), ApiError> {
+        let listener = bind(&entry.listen).await?;
+        let addr = listener.local_addr().map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("listen tcp {}: {e}", entry.listen),
+            )
+        })?;
+        self.hub
+            .start(name, listener, &entry.upstream, entry.chain())
+            .map_err(hub_error)?;
+        entry.listen = addr.to_string();
+        entry.enabled = true;
+        Ok(())
+    }
+}
+
+/// Checks a new proxy; `index` (1-based) names the element of a populate request.
+fn validate_new(
+    input: &ProxyInput,
+    index: Option<usize>,
+) -> Result<(String, String, String, bool), ApiError> {
+    let at = |field: &str| match index {
+        Some(i) => format!("{field} at proxy {i}"),
+        None => field.to_owned(),
+    };
+    let name = input.name.clone().unwrap_or_default();
+    if name.is_empty() {
+        return Err(ApiError::missing_field(&at("name")));
+    }
+    let upstream = input.upstream.clone().unwrap_or_default();
+    if upstream.is_empty() {
+        return Err(ApiError::missing_field(&at("upstream")));
+    }
+    let listen = match input.listen.as_deref() {
+        None | Some("") => DEFAULT_LISTEN.to_owned(),
+        Some(l) => l.to_owned(),
+    };
+    let enabled = input.enabled.unwrap_or(true);
+    if enabled {
+        check_address("listen", &listen)?;
+        check_address("upstream", &upstream)?;
+    }
+    Ok((name, listen, upstream, enabled))
+}
