@@ -195,7 +195,9 @@ async fn read_request(s: &mut TcpStream) {
 /// record.
 async fn client(proxy: SocketAddr, request: String) -> Vec<u8> {
     let mut s = TcpStream::connect(proxy).await.expect("connect proxy");
-    s.write_all(request.as_bytes()).await.expect("write request");
+    s.write_all(request.as_bytes())
+        .await
+        .expect("write request");
     let _ = s.shutdown().await;
     let mut out = Vec::new();
     let mut tmp = [0u8; 4096];
@@ -276,7 +278,9 @@ async fn run(
     let proxy = Proxy::new(ProxyConfig::new("audit-e2e", upstream.to_string()));
     let sink: Arc<dyn ObservationSink> = tap.clone();
     proxy.set_sink(Some(sink.clone()));
-    proxy.set_observer_factory(Arc::new(move |conn| http1::observer_pair(conn, sink.clone())));
+    proxy.set_observer_factory(Arc::new(move |conn| {
+        http1::observer_pair(conn, sink.clone())
+    }));
     proxy.set_faults(vec![Arc::new(CutOnce {
         armed: AtomicBool::new(true),
         at: cut,
@@ -288,7 +292,9 @@ async fn run(
     for r in requests {
         client(addr, r).await;
     }
-    rx.wait_for(|closed| *closed >= n).await.expect("close count");
+    rx.wait_for(|closed| *closed >= n)
+        .await
+        .expect("close count");
     shutdown.cancel();
     let _ = task.await;
     tap.auditor.finish();
@@ -322,7 +328,10 @@ async fn e2e_clean_resume_across_chunk_boundaries_yields_only_replay_exact() {
             vec![first, replay],
             cut,
             CutAction::Reset,
-            vec![post(Some("s-1"), None, &call("7", "search")), resume("s-1", "2")],
+            vec![
+                post(Some("s-1"), None, &call("7", "search")),
+                resume("s-1", "2"),
+            ],
         )
         .await;
         assert_eq!(kinds, vec![K::ReplayExact], "{:#?}", tap.auditor.findings());
@@ -340,7 +349,11 @@ async fn e2e_seed_004_yields_torn_cut_cursor_ahead_fresh_stream() {
             crlf,
             Some("42"),
             None,
-            &[r#"{"jsonrpc":"2.0","id":7,"#, r#""result":{"content":"#, r#"[]}}"#],
+            &[
+                r#"{"jsonrpc":"2.0","id":7,"#,
+                r#""result":{"content":"#,
+                r#"[]}}"#,
+            ],
         );
         let first = Script::sse("")
             .chunk(&ev(crlf, Some("40"), None, &[&progress(40)]))
@@ -356,11 +369,18 @@ async fn e2e_seed_004_yields_torn_cut_cursor_ahead_fresh_stream() {
             vec![first, fresh],
             cut,
             CutAction::Reset,
-            vec![post(Some("s-1"), None, &call("7", "fetch")), resume("s-1", "42")],
+            vec![
+                post(Some("s-1"), None, &call("7", "fetch")),
+                resume("s-1", "42"),
+            ],
         )
         .await;
         let f = tap.auditor.findings();
-        assert_eq!(kinds, vec![K::TornCut, K::CursorAhead, K::FreshStream], "{f:#?}");
+        assert_eq!(
+            kinds,
+            vec![K::TornCut, K::CursorAhead, K::FreshStream],
+            "{f:#?}"
+        );
         assert_eq!(f[0].class.as_deref(), Some("mid-value"));
         assert_eq!(f[0].data_line, Some(1));
         assert_eq!(f[0].raw_offsets, vec![cut]);
@@ -426,7 +446,10 @@ async fn e2e_torn_event_missing_from_replay_yields_replay_gap() {
             vec![first, replay],
             cut,
             CutAction::Fin,
-            vec![post(Some("s-9"), None, &call("7", "search")), resume("s-9", U[1])],
+            vec![
+                post(Some("s-9"), None, &call("7", "search")),
+                resume("s-9", U[1]),
+            ],
         )
         .await;
         let f = tap.auditor.findings();
@@ -446,15 +469,24 @@ async fn e2e_refused_resume_yields_explicit_loss() {
             .chunk(&ev(lf, Some("2"), None, &[&progress(2)]))
             .end();
         let cut = first.offset_of("id: 2", 0, 0) - 2 - 2;
-        let refused = Script::raw("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        let refused =
+            Script::raw("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
         let (kinds, tap) = run(
             vec![first, refused],
             cut,
             CutAction::Reset,
-            vec![post(Some("s-1"), None, &call("7", "search")), resume("s-1", "1")],
+            vec![
+                post(Some("s-1"), None, &call("7", "search")),
+                resume("s-1", "1"),
+            ],
         )
         .await;
-        assert_eq!(kinds, vec![K::ExplicitLoss], "{:#?}", tap.auditor.findings());
+        assert_eq!(
+            kinds,
+            vec![K::ExplicitLoss],
+            "{:#?}",
+            tap.auditor.findings()
+        );
     })
     .await
     .expect("timeout");
@@ -474,7 +506,10 @@ async fn e2e_empty_replay_yields_silent_empty() {
             vec![first, empty],
             cut,
             CutAction::CleanEnd,
-            vec![post(Some("s-1"), None, &call("7", "search")), resume("s-1", "1")],
+            vec![
+                post(Some("s-1"), None, &call("7", "search")),
+                resume("s-1", "1"),
+            ],
         )
         .await;
         assert_eq!(kinds, vec![K::SilentEmpty], "{:#?}", tap.auditor.findings());
@@ -492,16 +527,26 @@ async fn e2e_stateless_call_sent_again_yields_reissued() {
             .chunk(&ev(lf, None, None, &[&progress(2)]))
             .end();
         let cut = first.offset_of("data: ", 1, 8);
-        let again = Script::sse("").chunk(&ev(lf, None, None, &[&result("8")])).end();
+        let again = Script::sse("")
+            .chunk(&ev(lf, None, None, &[&result("8")]))
+            .end();
         let v = Some("2026-07-28");
         let (kinds, tap) = run(
             vec![first, again],
             cut,
             CutAction::Reset,
-            vec![post(None, v, &call("7", "search")), post(None, v, &call("8", "search"))],
+            vec![
+                post(None, v, &call("7", "search")),
+                post(None, v, &call("8", "search")),
+            ],
         )
         .await;
-        assert_eq!(kinds, vec![K::TornCut, K::Reissued], "{:#?}", tap.auditor.findings());
+        assert_eq!(
+            kinds,
+            vec![K::TornCut, K::Reissued],
+            "{:#?}",
+            tap.auditor.findings()
+        );
     })
     .await
     .expect("timeout");
