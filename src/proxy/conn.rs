@@ -190,8 +190,21 @@ async fn close_as(mut client: TcpStream, upstream: TcpStream, action: CutAction)
         CutAction::Fin | CutAction::CleanEnd => {
             // The client may be gone already; its FIN then has no one to reach.
             let _ = client.shutdown().await;
+            discard_unread(&client);
             drop(client);
             drop(upstream);
+        }
+    }
+}
+
+/// Reads and discards what the client already sent: closing a socket with unread bytes makes
+/// the kernel send RST, which would turn an orderly FIN cut into a reset.
+fn discard_unread(s: &TcpStream) {
+    let mut buf = [0u8; 8192];
+    for _ in 0..128 {
+        match s.try_read(&mut buf) {
+            Ok(n) if n > 0 => {}
+            _ => break,
         }
     }
 }

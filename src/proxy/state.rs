@@ -264,3 +264,38 @@ impl Proxy {
         self.next_conn.fetch_add(1, Ordering::Relaxed)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Real time (the crate does not enable tokio's test-util); windows are short.
+    #[tokio::test]
+    async fn outage_window_ends_on_time_and_extends_not_shortens() {
+        let p = Proxy::new(ProxyConfig::new("t", "127.0.0.1:1"));
+        let kill = p.kill_signal();
+        p.begin_outage(Duration::from_millis(250), OutageMode::Refuse);
+        assert!(kill.token.is_cancelled(), "open connections are killed");
+        assert_eq!(kill.action(), CutAction::Reset);
+        assert!(
+            !p.kill_signal().token.is_cancelled(),
+            "later connections get a fresh signal"
+        );
+        let (until, _) = p.outage().expect("outage running");
+        // A shorter second outage does not cut the first one short.
+        p.begin_outage(Duration::from_millis(50), OutageMode::Hold);
+        assert_eq!(p.outage(), Some((until, OutageMode::Hold)));
+        tokio::time::sleep_until(until).await;
+        assert_eq!(p.outage(), None);
+    }
+
+    #[test]
+    fn set_faults_bumps_the_generation() {
+        let p = Proxy::new(ProxyConfig::new("t", "127.0.0.1:1"));
+        assert_eq!(p.fault_generation(), 0);
+        p.set_faults(Vec::new());
+        p.set_faults(Vec::new());
+        assert_eq!(p.fault_generation(), 2);
+        assert_eq!(p.faults_with_generation().0, 2);
+    }
+}
