@@ -551,3 +551,72 @@ async fn e2e_stateless_call_sent_again_yields_reissued() {
     .await
     .expect("timeout");
 }
+
+#[tokio::test]
+async fn e2e_delivered_event_sent_again_yields_replay_duplicate() {
+    within(async {
+        let lf = "\n";
+        let first = Script::sse("")
+            .chunk(&ev(lf, Some(U[0]), None, &[&progress(1)]))
+            .chunk(&ev(lf, Some(U[1]), None, &[&progress(2)]))
+            .chunk(&ev(lf, Some(U[2]), None, &[&progress(3)]))
+            .end();
+        let cut = first.offset_of("id: ", 2, 0) - 2 - 2;
+        let replay = Script::sse("")
+            .chunk(&ev(lf, Some(U[1]), None, &[&progress(2)]))
+            .chunk(&ev(lf, Some(U[2]), None, &[&progress(3)]))
+            .chunk(&ev(lf, Some(U[3]), None, &[&result("7")]))
+            .end();
+        let (kinds, tap) = run(
+            vec![first, replay],
+            cut,
+            CutAction::Fin,
+            vec![
+                post(Some("s-3"), None, &call("7", "search")),
+                resume("s-3", U[1]),
+            ],
+        )
+        .await;
+        let f = tap.auditor.findings();
+        assert_eq!(kinds, vec![K::ReplayDuplicate], "{f:#?}");
+        assert_eq!(f[0].ids, vec![U[1].to_string()]);
+    })
+    .await
+    .expect("timeout");
+}
+
+#[tokio::test]
+async fn e2e_older_cursor_yields_only_cursor_behind() {
+    within(async {
+        let crlf = "\r\n";
+        let first = Script::sse("")
+            .chunk(&ev(crlf, Some("1"), None, &[&progress(1)]))
+            .chunk(&ev(crlf, Some("2"), None, &[&progress(2)]))
+            .chunk(&ev(crlf, Some("3"), None, &[&progress(3)]))
+            .end();
+        // Right after event 2's blank line, before its HTTP chunk's trailing CRLF.
+        let cut = first.offset_of("id: 3", 0, 0) - 4 - 2;
+        let replay = Script::sse("")
+            .chunk(&ev(crlf, Some("2"), None, &[&progress(2)]))
+            .chunk(&ev(crlf, Some("3"), None, &[&result("7")]))
+            .end();
+        let (kinds, tap) = run(
+            vec![first, replay],
+            cut,
+            CutAction::Reset,
+            vec![
+                post(Some("s-1"), None, &call("7", "search")),
+                resume("s-1", "1"),
+            ],
+        )
+        .await;
+        assert_eq!(
+            kinds,
+            vec![K::CursorBehind],
+            "{:#?}",
+            tap.auditor.findings()
+        );
+    })
+    .await
+    .expect("timeout");
+}
