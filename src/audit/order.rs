@@ -73,7 +73,7 @@ impl Ledger {
                 ..
             } => {
                 let c = self.order.entry(conn).or_default();
-                c.requests = c.requests.max(seq + 1);
+                c.requests = c.requests.max(seq.saturating_add(1));
                 self.on_request(
                     now,
                     RequestFacts {
@@ -192,7 +192,7 @@ impl Ledger {
         if method != "POST" {
             return;
         }
-        c.requests = c.requests.max(seq + 1);
+        c.requests = c.requests.max(seq.saturating_add(1));
         let f = Finding::new(
             FindingKind::Unknown,
             self.ms(now),
