@@ -334,7 +334,7 @@ impl Ledger {
             let Some(call) = stream.calls.iter_mut().find(|c| c.id == id) else {
                 continue;
             };
-            call.answers += 1;
+            call.answers = call.answers.saturating_add(1);
             let answers = call.answers;
             let initialize = call.method == "initialize";
             if answers == 1 {

@@ -15,6 +15,14 @@
 //!   sessions are forgotten `grace` after they end, and at most `max_findings` findings are
 //!   kept in memory (counters and the log see every finding).
 //! - Where the proxy cannot know, the finding is `unknown` with the reason in `detail`.
+//! - Observations may arrive out of exchange order (a response before its request); [`order`]
+//!   holds them until their request, so every judgement sees request, response, events, cut in
+//!   that order.
+//!
+//! Files: [`ledger`] (state, indexes, forgetting), [`order`] (ordering), [`exchange`]
+//! (requests, resumes, JSON-RPC answers), [`events`] (responses, SSE events, cuts, leg ends),
+//! [`judge`] (replay rules), [`watch`] (what the client does after a cut), [`stream`] (one
+//! stream's bounded ledger), [`rpc`], [`histo`], [`log`], [`finding`].
 
 pub mod events;
 pub mod exchange;

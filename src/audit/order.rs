@@ -10,8 +10,9 @@
 //!   with its receipt time) and applied right after that request; at most
 //!   [`MAX_EARLY_PER_CONN`] are held per connection, later ones are dropped and reported.
 //! - At a cut, a held POST exchange whose request never came is opened from the cut record's
-//!   request facts (method, path, session, JSON-RPC id); anything else still held when the
-//!   connection closes is reported `unknown`, never guessed.
+//!   request facts (method, path, session, JSON-RPC id) and reported `unknown` (its calls'
+//!   methods are not known); anything else still held when the connection closes is reported
+//!   `unknown`, never guessed.
 //! - Latencies measured from a request that arrived after its response are not recorded.
 
 use super::events::EventFacts;
@@ -72,7 +73,7 @@ impl Ledger {
                 ..
             } => {
                 let c = self.order.entry(conn).or_default();
-                c.requests = c.requests.max(seq + 1);
+                c.requests = c.requests.max(seq.saturating_add(1));
                 self.on_request(
                     now,
                     RequestFacts {
@@ -191,7 +192,24 @@ impl Ledger {
         if method != "POST" {
             return;
         }
-        c.requests = c.requests.max(seq + 1);
+        c.requests = c.requests.max(seq.saturating_add(1));
+        let f = Finding::new(
+            FindingKind::Unknown,
+            self.ms(now),
+            p.session.clone(),
+            StreamRef {
+                request: format!("{method} {path}"),
+                rpc_ids: p.rpc_id.iter().cloned().collect(),
+                conn,
+                seq,
+            },
+        )
+        .detail(
+            "the request of this cut exchange never reached the auditor: its calls' methods \
+             and params are unknown, so pending-call, silent-empty and re-issues are not judged \
+             for it",
+        );
+        self.emit(f);
         self.on_request(
             now,
             RequestFacts {
