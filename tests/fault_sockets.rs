@@ -507,31 +507,3 @@ async fn sixty_four_mib_pass_byte_exact_through_each_non_destructive_fault() {
     .await
     .unwrap();
 }
-
-#[tokio::test]
-async fn reset_250ms_profile_cuts_each_stream_once_then_holds_new_connections_for_the_window() {
-    timeout(Duration::from_secs(20), async {
-        let path =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles/reset-250ms.toml");
-        let profile = tearline::profile::load(&path).unwrap();
-        let up = payload_server(4 * MIB + 1).await;
-        let p = start(up, profile.factories_for(None), 42).await;
-        let first = receive(p.addr).await;
-        assert_eq!(first.end_error, Some(std::io::ErrorKind::ConnectionReset));
-        assert!(first.bytes <= 4 * MIB);
-        // The next connection, opened right after the cut, is held until the 250 ms window ends.
-        let second = receive(p.addr).await;
-        let served_after = second.first_byte.unwrap_or(second.end);
-        assert!(
-            served_after >= Duration::from_millis(200),
-            "served after {served_after:?}"
-        );
-        assert_eq!(second.end_error, Some(std::io::ErrorKind::ConnectionReset));
-        assert_ne!(
-            first.bytes, second.bytes,
-            "each connection draws its own offset"
-        );
-    })
-    .await
-    .unwrap();
-}
