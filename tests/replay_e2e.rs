@@ -85,19 +85,32 @@ async fn small_replay_reproduces_the_failure_and_its_fix_and_writes_readable_rep
     for phase in &outcome.phases {
         let c = &phase.load.counters;
         assert_eq!(c.calls, 8, "{:?}", phase.policy);
-        assert_eq!(c.calls, c.ok + c.failed + c.silently_lost, "{:?}", phase.policy);
+        assert_eq!(
+            c.calls,
+            c.ok + c.failed + c.silently_lost,
+            "{:?}",
+            phase.policy
+        );
     }
     let strict = &outcome.phases[0];
     let naive = &outcome.phases[1];
     assert_eq!(strict.policy, Policy::Strict);
-    let strict_torn = strict.auditor.counts().get("torn-cut").copied().unwrap_or(0);
+    let strict_torn = strict
+        .auditor
+        .counts()
+        .get("torn-cut")
+        .copied()
+        .unwrap_or(0);
     assert!(strict_torn > 0);
     assert_eq!(
         strict.load.counters.torn_detections, strict_torn,
         "strict detections must equal the proxy's torn cuts"
     );
     assert_eq!(strict.load.counters.silently_lost, 0);
-    assert!(naive.load.counters.silently_lost > 0, "the documents' failure did not show");
+    assert!(
+        naive.load.counters.silently_lost > 0,
+        "the documents' failure did not show"
+    );
     let naive_findings = naive.auditor.counts();
     assert!(naive_findings.get("cursor-ahead").copied().unwrap_or(0) > 0);
 
@@ -123,7 +136,11 @@ async fn small_replay_reproduces_the_failure_and_its_fix_and_writes_readable_rep
                 .filter_map(|c| c.parse().ok())
                 .collect();
             if let [value, pct] = cols[..] {
-                assert!(value >= last.0 && pct >= last.1, "{} not monotone", hgrm.display());
+                assert!(
+                    value >= last.0 && pct >= last.1,
+                    "{} not monotone",
+                    hgrm.display()
+                );
                 last = (value, pct);
             }
         }
