@@ -28,4 +28,5 @@ pub mod profile;
 pub mod proxy;
 pub mod replay;
 pub mod report;
+pub mod units;
 pub mod wire;

@@ -10,6 +10,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::{Chunking, LabConfig, LineEnding, OnEvicted, OnUnauthorized, ProtocolVersion};
 
+pub use crate::units::parse_duration;
+
 /// Errors of `tearline serve`.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -95,21 +97,6 @@ pub struct Args {
     pub max_sessions: usize,
 }
 
-/// Parses `1500`, `1500ms`, `15s` or `2m` into a duration (a bare number is milliseconds).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration (e.g. 500ms, 15s, 2m)"))?;
-    match unit {
-        "" | "ms" => Ok(Duration::from_millis(n)),
-        "s" => Ok(Duration::from_secs(n)),
-        "m" => Ok(Duration::from_secs(n.saturating_mul(60))),
-        _ => Err(format!("unknown unit {unit:?} in {s:?} (use ms, s or m)")),
-    }
-}
-
 impl Args {
     /// The server configuration these flags describe.
     pub fn config(&self) -> LabConfig {
@@ -155,18 +142,4 @@ pub async fn run(args: Args) -> Result<ExitCode, ServeError> {
     tracing::info!(%addr, path = %config.path, protocol = config.protocol.as_str(), "lab server listening");
     super::serve(listener, config, shutdown).await?;
     Ok(ExitCode::SUCCESS)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_parse_with_units() {
-        assert_eq!(parse_duration("15s"), Ok(Duration::from_secs(15)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("250"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert!(parse_duration("s").is_err() && parse_duration("5h").is_err());
-    }
 }

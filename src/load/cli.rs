@@ -14,6 +14,8 @@ use tokio_util::sync::CancellationToken;
 use super::config::{LoadConfig, Policy, Stop, Target, TargetError};
 use super::{LoadError, summary};
 
+pub use crate::units::parse_duration;
+
 /// Drive MCP Streamable HTTP sessions against a server and measure them.
 #[derive(Debug, clap::Args)]
 #[command(after_long_help = "Examples:
@@ -101,23 +103,6 @@ pub enum CliError {
     Load(#[from] LoadError),
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let value: f64 = num.parse().map_err(|_| format!("bad duration {s:?}"))?;
-    let secs = match unit {
-        "ms" => value / 1000.0,
-        "s" | "" => value,
-        "m" => value * 60.0,
-        "h" => value * 3600.0,
-        _ => return Err(format!("bad duration unit in {s:?} (use ms, s, m, h)")),
-    };
-    Duration::try_from_secs_f64(secs).map_err(|_| format!("bad duration {s:?}"))
-}
-
 /// Builds the run configuration from the flags.
 pub fn config(args: &Args) -> Result<LoadConfig, CliError> {
     let target = Target::parse(&args.target)?;
@@ -181,17 +166,4 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
         print!("{}", summary::text(&outcomes));
     }
     Ok(ExitCode::SUCCESS)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_accept_common_units() {
-        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert!(parse_duration("3 weeks").is_err());
-    }
 }

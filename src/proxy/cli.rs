@@ -13,6 +13,8 @@ use tokio_util::sync::CancellationToken;
 use super::stack::Observe;
 use super::{ProxyConfig, ProxyError, ProxySpec};
 
+pub use crate::units::{parse_duration, parse_size};
+
 /// Relay TCP from a listen address to an upstream, through faults.
 #[derive(Debug, clap::Args)]
 #[command(after_long_help = "Examples:
@@ -273,66 +275,9 @@ fn parse_upstream(s: &str) -> Result<String, String> {
     Ok(s.to_owned())
 }
 
-/// Parses `64KiB`, `1MiB`, `4096`, `8K`, `2MB` (binary multiples) into bytes.
-pub fn parse_size(s: &str) -> Result<usize, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: usize = num
-        .parse()
-        .map_err(|_| format!("'{s}' is not a size (examples: 4096, 64KiB, 1MiB)"))?;
-    let mult: usize = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1024,
-        "m" | "mb" | "mib" => 1024 * 1024,
-        "g" | "gb" | "gib" => 1024 * 1024 * 1024,
-        _ => {
-            return Err(format!(
-                "'{s}' has an unknown size unit (use B, KiB, MiB, GiB)"
-            ));
-        }
-    };
-    let bytes = n
-        .checked_mul(mult)
-        .ok_or_else(|| format!("'{s}' is too large"))?;
-    if bytes == 0 {
-        return Err(format!("'{s}' must be at least 1 byte"));
-    }
-    Ok(bytes)
-}
-
-/// Parses `250ms`, `5s`, `2m` (a bare number is seconds) into a duration.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("'{s}' is not a duration (examples: 250ms, 5s, 2m)"))?;
-    match unit.trim() {
-        "ms" => Ok(Duration::from_millis(n)),
-        "" | "s" => Ok(Duration::from_secs(n)),
-        "m" | "min" => Ok(Duration::from_secs(n.saturating_mul(60))),
-        _ => Err(format!("'{s}' has an unknown duration unit (use ms, s, m)")),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_and_durations_parse() {
-        assert_eq!(parse_size("64KiB"), Ok(65536));
-        assert_eq!(parse_size("4096"), Ok(4096));
-        assert_eq!(parse_size("2M"), Ok(2 << 20));
-        assert!(parse_size("0").is_err());
-        assert!(parse_size("12parsecs").is_err());
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
-        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
-        assert!(parse_duration("5h").is_err());
-    }
 
     #[test]
     fn upstream_needs_host_and_port() {
