@@ -9,8 +9,9 @@
 //!   already came earlier on this leg;
 //! - reused: its id was delivered at or before the cursor with a *different* data hash (the
 //!   server's id counter restarted);
-//! - cross: its id belongs to another stream of the session, or (opaque, non-decimal ids only,
-//!   which are assumed globally unique) to a stream of another session;
+//! - cross: its id belongs to another stream of the session, or (for ids that look globally
+//!   unique: 16+ characters, not a counter — see `ledger::is_globally_unique`) to a stream of
+//!   another session;
 //! - unseen: an id (or no id) the stream never delivered; `resent` if its non-empty data hash
 //!   equals an event the stream already delivered, `empty` if its data is empty.
 //!

@@ -75,7 +75,8 @@ pub struct Ledger {
     pub streams: HashMap<StreamKey, Stream>,
     pub sessions: HashMap<Option<String>, Session>,
     pub legs: BTreeMap<(u64, u64), Leg>,
-    /// Opaque (non-decimal) event id → the stream that last delivered it, across sessions.
+    /// Globally unique-looking event id ([`is_globally_unique`]) → the stream that last
+    /// delivered it, across sessions.
     pub opaque: HashMap<String, StreamKey>,
     pub findings: Vec<Finding>,
     pub counts: BTreeMap<String, u64>,
@@ -84,6 +85,14 @@ pub struct Ledger {
     /// Ordering state per connection (see `order`).
     pub order: HashMap<u64, ConnOrder>,
     last_sweep: Instant,
+}
+
+/// True if and only if `id` looks globally unique: at least 16 characters and not a plain
+/// counter (uuids, `<uuid>_<ms>_<random>`). MCP requires ids to be unique only within a session,
+/// so short ids such as `<stream>-<seq>` may repeat in every session and are never compared
+/// across sessions.
+pub fn is_globally_unique(id: &str) -> bool {
+    id.len() >= 16 && !is_decimal(id)
 }
 
 /// True if and only if `id` is made of ASCII digits only (a per-stream or per-session counter
@@ -165,7 +174,7 @@ impl Ledger {
                 owners.push(key);
             }
         }
-        if !is_decimal(id) {
+        if is_globally_unique(id) {
             self.opaque.insert(id.to_string(), key);
         }
     }
@@ -264,5 +273,17 @@ impl Ledger {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_long_non_counter_ids_count_as_globally_unique() {
+        assert!(is_globally_unique("9b2f4c1e-7d3a-4e0b-8c55-1f2e3d4c5b6a"));
+        assert!(!is_globally_unique("1-5"), "per-session <stream>-<seq> ids repeat");
+        assert!(!is_globally_unique("12345678901234567890"), "a counter");
     }
 }

@@ -65,7 +65,8 @@ pub enum OnEvicted {
     #[default]
     Error,
     /// Seed 004's bug: a 200 stream that continues from the newest event (a new priming event
-    /// with the next id, then whatever the call still produces): continuation, not replay.
+    /// with the next id, a greeting notification, then whatever the call still produces):
+    /// continuation, not replay.
     Fresh,
     /// A silent gap: replay from the oldest event of that stream still in the ring.
     ReplayFromOldest,

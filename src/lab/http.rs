@@ -20,6 +20,10 @@ use super::delivery::{self, Delivery};
 use super::session::{Session, event_id, parse_event_id};
 use super::sse_body::LabBody;
 
+/// What an `on-evicted = fresh` resume sends after its new priming event: the log message a
+/// server that believes the stream is new might send. Not a replay of anything.
+pub const FRESH_STREAM_GREETING: &str = r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"stream started"}}"#;
+
 /// Header carrying the session id.
 pub const SESSION_HEADER: &str = "mcp-session-id";
 /// Header carrying the negotiated protocol revision.
@@ -283,12 +287,17 @@ fn get(shared: &Arc<Shared>, headers: &HeaderMap) -> Response<LabBody> {
                 );
             }
             OnEvicted::Fresh => {
+                // Seed 004's server: it starts over as if the stream were new — a priming
+                // event, then its greeting notification — and never mentions the lost events.
+                let enc = shared.enc;
                 if session.version.primes() {
-                    let (enc, retry) = (shared.enc, shared.cfg.retry);
+                    let retry = shared.cfg.retry;
                     session.push(stream, None, |id| {
                         enc.priming(id.unwrap_or(""), Some(retry))
                     });
                 }
+                let greeting = FRESH_STREAM_GREETING.as_bytes();
+                session.push(stream, None, |id| enc.message(id, &[greeting]));
                 next.checked_sub(1)
             }
             OnEvicted::ReplayFromOldest => first_retained.checked_sub(1),

@@ -34,8 +34,9 @@
 //! last event. Otherwise [`OnEvicted`] decides: `error` answers **HTTP 410** with JSON-RPC
 //! error -32010 whose `data` is `{"last_event_id": "<id>", "lost": {"from": "<id>", "to":
 //! "<id>"} | null}` (`null`: only the cursor event itself is gone); `fresh` answers 200 with a
-//! new priming event whose id continues after the newest one, then whatever the call still
-//! produces (seed 004's continuation-instead-of-replay); `replay-from-oldest` answers 200 from
+//! new priming event whose id continues after the newest one, a `notifications/message`
+//! greeting (`FRESH_STREAM_GREETING`), then whatever the call still produces (seed 004's
+//! continuation-instead-of-replay); `replay-from-oldest` answers 200 from
 //! the oldest retained event of that stream (a silent gap). A live reader that falls behind
 //! the ring gets `event: error` with data `{"error": "events-evicted", "lost_from",
 //! "lost_to"}` under `error`; the other modes skip the lost range silently.

@@ -35,15 +35,18 @@ pub fn tell(phases: &[PhaseOutcome], lines_per_result: u32) -> Vec<String> {
     out
 }
 
-/// The most telling trace: a torn event that ended silently lost, else any torn one, else any.
+/// The most telling trace: for the naive client a torn event that ended silently lost, for the
+/// strict one a torn event it still completed; else any torn one, else any.
 fn pick(traces: &[CallTrace], policy: Policy) -> Option<&CallTrace> {
-    let lost = |t: &&CallTrace| t.outcome == Some(CallEnd::SilentlyLost);
-    traces
-        .iter()
-        .filter(|t| t.policy == policy)
-        .find(|t| t.partial && lost(t))
-        .or_else(|| traces.iter().find(|t| t.policy == policy && t.partial))
-        .or_else(|| traces.iter().find(|t| t.policy == policy))
+    let telling = match policy {
+        Policy::Naive => CallEnd::SilentlyLost,
+        Policy::Strict => CallEnd::Ok,
+    };
+    let mine = || traces.iter().filter(move |t| t.policy == policy);
+    mine()
+        .find(|t| t.partial && t.outcome == Some(telling))
+        .or_else(|| mine().find(|t| t.partial))
+        .or_else(|| mine().next())
 }
 
 /// The proxy's record of the cut that broke this call: the cut whose event in progress had the
