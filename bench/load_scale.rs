@@ -35,7 +35,12 @@ fn cpu_of(prefix: &str) -> f64 {
         // Fields after the `(comm)`: state is field 3; utime, stime are fields 14 and 15.
         let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
         let fields: Vec<&str> = rest.split_whitespace().collect();
-        let get = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        let get = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
         ticks += get(11) + get(12);
     }
     ticks as f64 / TICKS
@@ -89,7 +94,10 @@ fn run_once(target: &Target, sessions: usize, secs: u64, size: u64) -> Figures {
 }
 
 fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn main() {
