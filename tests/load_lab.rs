@@ -9,10 +9,14 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 async fn lab() -> (Target, CancellationToken) {
+    lab_with(LabConfig::default()).await
+}
+
+async fn lab_with(config: LabConfig) -> (Target, CancellationToken) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let shutdown = CancellationToken::new();
-    tokio::spawn(serve(listener, LabConfig::default(), shutdown.clone()));
+    tokio::spawn(serve(listener, config, shutdown.clone()));
     let target = Target::parse(&format!("http://127.0.0.1:{port}/mcp")).unwrap();
     (target, shutdown)
 }
@@ -80,5 +84,23 @@ async fn progress_calls_against_the_lab_verify_the_whole_sequence() {
     .await;
     assert_clean(&o);
     assert_eq!(o.counters.events, 40 * 7);
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_2026_07_28_lab_without_sessions_or_ids_serves_every_call() {
+    let config = LabConfig {
+        protocol: tearline::lab::ProtocolVersion::V2026_07_28,
+        ..LabConfig::default()
+    };
+    let (target, shutdown) = lab_with(config).await;
+    let o = run(
+        target,
+        Policy::Strict,
+        "blob",
+        serde_json::json!({"size": 4096, "lines": 2}),
+    )
+    .await;
+    assert_clean(&o);
     shutdown.cancel();
 }
