@@ -4,7 +4,7 @@
 //! `/proc/self/task/*/{comm,stat}` apart from the server's.
 //!
 //! Prints, per run: calls/s, events/s, the client's CPU share (CPU seconds per wall second,
-//! 1.0 = one core) and CPU µs per event; then ratios of the large run against a 10-session
+//! 1.0 = one core), CPU µs per event and the lab's CPU share; then ratios of the large run against a 10-session
 //! baseline measured in the same process. Linux only (reads /proc).
 //!
 //! Run: `cargo bench --bench load_scale` (optional env: SESSIONS=1000 SECS=10 SIZE=16384).
@@ -35,7 +35,12 @@ fn cpu_of(prefix: &str) -> f64 {
         // Fields after the `(comm)`: state is field 3; utime, stime are fields 14 and 15.
         let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
         let fields: Vec<&str> = rest.split_whitespace().collect();
-        let get = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        let get = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
         ticks += get(11) + get(12);
     }
     ticks as f64 / TICKS
@@ -47,6 +52,7 @@ struct Figures {
     events_per_s: f64,
     cpu_share: f64,
     cpu_us_per_event: f64,
+    lab_cpu_share: f64,
     ok: u64,
     calls: u64,
     p99_call_ms: f64,
@@ -68,12 +74,14 @@ fn run_once(target: &Target, sessions: usize, secs: u64, size: u64) -> Figures {
     cfg.stop = Stop::Duration(Duration::from_secs(secs));
     cfg.connect_timeout = Duration::from_secs(10);
     let cpu0 = cpu_of("tl-load");
+    let lab0 = cpu_of("tl-lab");
     let t0 = Instant::now();
     let outcome = rt
         .block_on(load::run(cfg, CancellationToken::new()))
         .expect("load run");
     let wall = t0.elapsed().as_secs_f64();
     let cpu = cpu_of("tl-load") - cpu0;
+    let lab_cpu = cpu_of("tl-lab") - lab0;
     drop(rt);
     let c = outcome.counters;
     Figures {
@@ -82,6 +90,7 @@ fn run_once(target: &Target, sessions: usize, secs: u64, size: u64) -> Figures {
         events_per_s: c.events as f64 / wall,
         cpu_share: cpu / wall,
         cpu_us_per_event: cpu * 1e6 / (c.events.max(1) as f64),
+        lab_cpu_share: lab_cpu / wall,
         ok: c.ok,
         calls: c.calls,
         p99_call_ms: outcome.histograms["call"].value_at_quantile(0.99) as f64 / 1000.0,
@@ -89,7 +98,10 @@ fn run_once(target: &Target, sessions: usize, secs: u64, size: u64) -> Figures {
 }
 
 fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn main() {
@@ -114,17 +126,25 @@ fn main() {
     let big = run_once(&target, sessions, secs, size);
     println!("load_scale: blob size={size} lines=3, closed loop, lab in-process (own runtime)");
     println!(
-        "{:>9} {:>10} {:>11} {:>10} {:>12} {:>10} {:>12}",
-        "sessions", "calls/s", "events/s", "cpu-share", "cpu-us/event", "ok/calls", "p99-call-ms"
+        "{:>9} {:>10} {:>11} {:>10} {:>12} {:>10} {:>12} {:>12}",
+        "sessions",
+        "calls/s",
+        "events/s",
+        "cpu-share",
+        "cpu-us/event",
+        "lab-cpu",
+        "ok/calls",
+        "p99-call-ms"
     );
     for f in [&base, &big] {
         println!(
-            "{:>9} {:>10.0} {:>11.0} {:>10.2} {:>12.1} {:>10} {:>12.1}",
+            "{:>9} {:>10.0} {:>11.0} {:>10.2} {:>12.1} {:>10.2} {:>12} {:>12.1}",
             f.sessions,
             f.calls_per_s,
             f.events_per_s,
             f.cpu_share,
             f.cpu_us_per_event,
+            f.lab_cpu_share,
             format!("{}/{}", f.ok, f.calls),
             f.p99_call_ms
         );

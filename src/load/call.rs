@@ -11,6 +11,8 @@
 //! - Naive: resumes from the id line it saw last and accepts whatever comes; a clean stream
 //!   end or an invalid response is taken as completion, which counts as silently lost.
 //! - A call uses at most `max_attempts` connections and ends by `call_timeout` after its start.
+//! - `reissues` counts requests sent again after the previous one reached the server (a
+//!   response head came back); a POST that never connected is retried, not re-issued.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -100,6 +102,9 @@ impl Worker {
             resumed_from: None,
         };
         let mut req: Option<RequestStream> = None;
+        // True once the current request reached the server (a response head came back): only
+        // then does sending the call again count as a re-issue.
+        let mut reached = false;
         let mut cursor = String::new();
         let mut step = Step::Issue;
         let mut open_trace: Option<usize> = None;
@@ -153,9 +158,10 @@ impl Worker {
                     r
                 }
                 Step::Issue => {
-                    if req.is_some() {
+                    if req.is_some() && reached {
                         self.counters.reissues += 1;
                     }
+                    reached = false;
                     let id = session.next_request_id();
                     let r = RequestStream::new(policy, id);
                     let body = json!({
@@ -179,6 +185,7 @@ impl Worker {
             let mut resp = match sent {
                 Ok(resp) => {
                     step = Step::Issue;
+                    reached = true;
                     resp
                 }
                 Err(e) => {

@@ -1,0 +1,106 @@
+//! The load client against the lab server directly (no faults): every call of both policies
+//! completes with its verified result, and nothing is detected, resumed or re-issued.
+
+use std::time::Duration;
+
+use tearline::lab::{LabConfig, serve};
+use tearline::load::{self, LoadConfig, LoadOutcome, Policy, Stop, Target};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+async fn lab() -> (Target, CancellationToken) {
+    lab_with(LabConfig::default()).await
+}
+
+async fn lab_with(config: LabConfig) -> (Target, CancellationToken) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let shutdown = CancellationToken::new();
+    tokio::spawn(serve(listener, config, shutdown.clone()));
+    let target = Target::parse(&format!("http://127.0.0.1:{port}/mcp")).unwrap();
+    (target, shutdown)
+}
+
+async fn run(target: Target, policy: Policy, tool: &str, args: serde_json::Value) -> LoadOutcome {
+    let mut cfg = LoadConfig::new(target, tool, args);
+    cfg.policy = policy;
+    cfg.sessions = 8;
+    cfg.stop = Stop::Calls(40);
+    cfg.call_timeout = Duration::from_secs(10);
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        load::run(cfg, CancellationToken::new()),
+    )
+    .await
+    .expect("run finishes")
+    .expect("lab accepts sessions")
+}
+
+fn assert_clean(o: &LoadOutcome) {
+    let c = o.counters;
+    assert!(c.is_balanced());
+    assert_eq!((c.calls, c.ok), (40, 40), "{c:?} {:?}", o.errors);
+    assert_eq!(
+        (
+            c.torn_detections,
+            c.resumes,
+            c.reissues,
+            c.renegotiations,
+            c.silently_lost
+        ),
+        (0, 0, 0, 0, 0)
+    );
+    assert_eq!(
+        (c.duplicates, c.gaps, c.reorders, c.explicit_errors),
+        (0, 0, 0, 0)
+    );
+    assert!(o.traces.is_empty());
+    assert_eq!(o.histograms["call"].len(), 40);
+}
+
+#[tokio::test]
+async fn blob_calls_against_the_lab_are_all_ok_for_both_policies() {
+    let (target, shutdown) = lab().await;
+    let args = serde_json::json!({"size": 65536, "lines": 3});
+    for policy in [Policy::Strict, Policy::Naive] {
+        let o = run(target.clone(), policy, "blob", args.clone()).await;
+        assert_clean(&o);
+        // Per call: the priming event (its `data:` line makes an empty, dispatched event),
+        // 3 progress notifications and the result.
+        assert_eq!(o.counters.events, 40 * 5);
+    }
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn progress_calls_against_the_lab_verify_the_whole_sequence() {
+    let (target, shutdown) = lab().await;
+    let o = run(
+        target,
+        Policy::Strict,
+        "progress",
+        serde_json::json!({"n": 5, "interval": 0}),
+    )
+    .await;
+    assert_clean(&o);
+    assert_eq!(o.counters.events, 40 * 7);
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_2026_07_28_lab_without_sessions_or_ids_serves_every_call() {
+    let config = LabConfig {
+        protocol: tearline::lab::ProtocolVersion::V2026_07_28,
+        ..LabConfig::default()
+    };
+    let (target, shutdown) = lab_with(config).await;
+    let o = run(
+        target,
+        Policy::Strict,
+        "blob",
+        serde_json::json!({"size": 4096, "lines": 2}),
+    )
+    .await;
+    assert_clean(&o);
+    shutdown.cancel();
+}
