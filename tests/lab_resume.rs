@@ -67,7 +67,13 @@ async fn evicted_cursor_with_fresh_mode_silently_starts_a_fresh_stream() {
         let (sid, _) = evicted_progress_stream(&lab).await;
         let r = resume(&lab, &sid, "1-3", &[]).await;
         assert_eq!(r.status, 200);
-        assert_eq!(r.chunks, [b"id: 1-12\nretry: 1000\ndata: \n\n".to_vec()]);
+        assert_eq!(
+            r.chunks,
+            [
+                b"id: 1-12\nretry: 1000\ndata: \n\n".to_vec(),
+                greeting("1-13")
+            ]
+        );
         lab.stop().await;
     })
     .await;
@@ -129,7 +135,13 @@ async fn seed_004_sequence_with_fresh_mode_yields_a_fresh_stream_instead_of_repl
     within(async {
         let r = seed_004(OnEvicted::Fresh).await;
         assert_eq!(r.status, 200);
-        assert_eq!(r.chunks, [b"id: 1-5\nretry: 1000\ndata: \n\n".to_vec()]);
+        assert_eq!(
+            r.chunks,
+            [
+                b"id: 1-5\nretry: 1000\ndata: \n\n".to_vec(),
+                greeting("1-6")
+            ]
+        );
     })
     .await;
 }
@@ -210,4 +222,13 @@ async fn seed_000_with_silent_end_mode_ends_cleanly_at_the_unauthorized_event() 
         lab.stop().await;
     })
     .await;
+}
+
+/// The event a `fresh` resume sends after its priming event (a new stream's greeting).
+fn greeting(id: &str) -> Vec<u8> {
+    format!(
+        "event: message\nid: {id}\ndata: {}\n\n",
+        tearline::lab::FRESH_STREAM_GREETING
+    )
+    .into_bytes()
 }

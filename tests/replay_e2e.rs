@@ -113,6 +113,7 @@ async fn small_replay_reproduces_the_failure_and_its_fix_and_writes_readable_rep
     );
     let naive_findings = naive.auditor.counts();
     assert!(naive_findings.get("cursor-ahead").copied().unwrap_or(0) > 0);
+    assert!(naive_findings.get("fresh-stream").copied().unwrap_or(0) > 0);
 
     let dir = tempfile::tempdir().expect("tempdir");
     let written = tearline::report::write_all(report, dir.path()).expect("reports written");

@@ -283,7 +283,10 @@ mod tests {
     #[test]
     fn only_long_non_counter_ids_count_as_globally_unique() {
         assert!(is_globally_unique("9b2f4c1e-7d3a-4e0b-8c55-1f2e3d4c5b6a"));
-        assert!(!is_globally_unique("1-5"), "per-session <stream>-<seq> ids repeat");
+        assert!(
+            !is_globally_unique("1-5"),
+            "per-session <stream>-<seq> ids repeat"
+        );
         assert!(!is_globally_unique("12345678901234567890"), "a counter");
     }
 }

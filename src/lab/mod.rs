@@ -85,7 +85,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use config::{Chunking, LabConfig, LineEnding, OnEvicted, OnUnauthorized, ProtocolVersion};
-pub use http::{EVICTED_ERROR, SESSION_HEADER, TRANSPORT_ERROR, VERSION_HEADER};
+pub use http::{
+    EVICTED_ERROR, FRESH_STREAM_GREETING, SESSION_HEADER, TRANSPORT_ERROR, VERSION_HEADER,
+};
 
 /// Errors of the lab server.
 #[derive(Debug, thiserror::Error)]

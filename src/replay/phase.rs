@@ -113,6 +113,8 @@ pub async fn run_phase(
     lcfg.stop = cfg.stop;
     lcfg.policy = policy;
     lcfg.call_timeout = cfg.call_timeout;
+    // Half the streams are cut: eight attempts make a visible failure of a correct client rare.
+    lcfg.max_attempts = 8;
     lcfg.progress = cfg.progress;
     let load = crate::load::run(lcfg, token.clone()).await;
 
