@@ -16,7 +16,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::http1::{BODY_LIMIT, Outbox, ReqInfo, ReqQueue, fnv1a, is_response_to};
+use super::http1::{BODY_LIMIT, Outbox, ReqInfo, ReqQueue, data_hash, is_response_to};
 use super::http1_body::{BodyDecoder, ChunkSpot, Piece};
 use super::http1_clean::{Spot, clean_end_bytes};
 use super::http1_head::{Framing, HeadBuf, HeadKind, HeadStatus, is_event_stream, parse_response};
@@ -267,7 +267,7 @@ impl Http1Downstream {
                     last_event_id: (!e.last_event_id.is_empty())
                         .then(|| e.last_event_id.to_string()),
                     event_type: Some(e.event_type.to_string()),
-                    data_hash: fnv1a(e.data),
+                    data_hash: data_hash(e.data),
                     data_len: e.data.len() as u64,
                     data,
                     raw_start,

@@ -154,7 +154,7 @@ pub enum Observation {
         /// The last event ID string after dispatch (sticky ids).
         last_event_id: Option<String>,
         event_type: Option<String>,
-        /// FNV-1a 64 of the data buffer; the payload itself is not kept.
+        /// XXH3-64 of the data buffer (`wire::http1::data_hash`); the payload itself is not kept.
         data_hash: u64,
         data_len: u64,
         /// The data, or its first body-limit bytes when longer (`data_len` tells which): a
