@@ -18,14 +18,14 @@ pub use model::{FaultSpec, Profile, ProxyDef};
 /// A profile could not be read or is invalid.
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
-    /// The file could not be read.
-    #[error("{path}: cannot read: {source}")]
+    /// The file could not be read. The I/O error is part of the message (not a separate
+    /// source), so a one-line report names it once.
+    #[error("{path}: cannot read: {error}")]
     Read {
         /// The path as given.
         path: String,
         /// The I/O error.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The text is not a valid profile.
     #[error("{origin}:{line}:{column}: {message}")]
@@ -47,7 +47,7 @@ impl ProfileError {
     /// The error's message without the location.
     pub fn message(&self) -> String {
         match self {
-            ProfileError::Read { source, .. } => source.to_string(),
+            ProfileError::Read { error, .. } => error.to_string(),
             ProfileError::Invalid { message, .. } => message.clone(),
         }
     }
@@ -55,9 +55,9 @@ impl ProfileError {
 
 /// Reads and validates the profile at `path`.
 pub fn load(path: &Path) -> Result<Profile, ProfileError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Read {
+    let text = std::fs::read_to_string(path).map_err(|error| ProfileError::Read {
         path: path.display().to_string(),
-        source,
+        error,
     })?;
     parse(&text, &path.display().to_string())
 }

@@ -213,9 +213,9 @@ fn load_profile(path: Option<&std::path::Path>) -> Result<(Profile, String), Pro
             return Ok((profile, BUILTIN_PROFILE.to_owned()));
         }
     };
-    let text = std::fs::read_to_string(&path).map_err(|source| ProfileError::Read {
+    let text = std::fs::read_to_string(&path).map_err(|error| ProfileError::Read {
         path: path.display().to_string(),
-        source,
+        error,
     })?;
     let profile = profile::parse(&text, &path.display().to_string())?;
     Ok((profile, text))
