@@ -5,7 +5,7 @@
 //! Why here and not in the relay: the relay ([`super::run`]) knows nothing of profiles, audits
 //! or HTTP APIs; this is the one place the command line composes them. Invariants: every proxy
 //! is bound before anything is served (all or none); the control API listens on loopback unless
-//! told otherwise; the audit summary is printed once, at shutdown.
+//! told otherwise; the audit summary is printed at shutdown and on every SIGUSR1.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -110,6 +110,9 @@ pub async fn serve(stack: Stack) -> Result<(), CliError> {
     }
     let shutdown = CancellationToken::new();
     super::cli::spawn_signal_watch(shutdown.clone())?;
+    if stack.observe == Observe::Http {
+        spawn_summary_on_usr1(auditor.clone(), shutdown.clone());
+    }
     let started = Instant::now();
     for ((_, proxy), (outages, _)) in bound.iter().zip(schedules) {
         if !outages.is_empty() {
@@ -159,6 +162,37 @@ pub async fn serve(stack: Stack) -> Result<(), CliError> {
         eprintln!("{}", auditor.summary());
     }
     Ok(())
+}
+
+/// Prints the audit summary to stderr at every SIGUSR1 until `shutdown` (Unix only).
+fn spawn_summary_on_usr1(auditor: Arc<Auditor>, shutdown: CancellationToken) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut usr1) = signal(SignalKind::user_defined1()) else {
+            tracing::warn!(
+                "cannot install the SIGUSR1 handler; the summary prints at shutdown only"
+            );
+            return;
+        };
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    got = usr1.recv() => {
+                        if got.is_none() {
+                            return;
+                        }
+                        eprintln!("{}", auditor.summary());
+                    }
+                }
+            }
+        });
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (auditor, shutdown);
+    }
 }
 
 async fn adopt(
