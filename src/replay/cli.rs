@@ -29,8 +29,10 @@ use crate::report::{self, ReportError, Threshold, ThresholdError};
 
 Exit codes: 0 ok, 99 a --fail-on threshold failed, 2 error.")]
 pub struct Args {
-    /// Concurrent MCP sessions per client policy.
-    #[arg(long, default_value_t = 8)]
+    /// Concurrent MCP sessions per client policy. With one (the default) a seed reproduces the
+    /// run exactly; with more, connections reach the proxy in a varying order, so each
+    /// connection's decisions still follow the seed but which call meets which cut varies.
+    #[arg(long, default_value_t = 1)]
     pub sessions: usize,
     /// Calls per policy (over all sessions).
     #[arg(long, default_value_t = 24, conflicts_with = "duration")]
