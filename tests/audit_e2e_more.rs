@@ -1,6 +1,7 @@
 //! End to end, continued: the finding kinds judged from what the client and server do after a
 //! cut (`cross-stream`, `cursor-missing`, `abandoned`) and from the answers on one stream
-//! (`duplicate-response`), over real loopback sockets through the proxy and the auditor.
+//! (`duplicate-response`, `replay-reorder`), over real loopback sockets through the proxy and
+//! the auditor.
 
 #[path = "audit_support/e2e.rs"]
 mod e2e;
@@ -135,6 +136,39 @@ async fn e2e_stateless_call_left_unanswered_after_cut_yields_abandoned() {
         let f = tap.auditor.findings();
         assert_eq!(kinds, vec![K::Abandoned], "{f:#?}");
         assert_eq!(f[0].ids, vec!["7".to_string()]);
+    })
+    .await
+    .expect("timeout");
+}
+
+#[tokio::test]
+async fn e2e_replay_with_a_newer_event_before_the_torn_one_yields_replay_reorder() {
+    within(async {
+        let lf = "\n";
+        let first = Script::sse("")
+            .chunk(&ev(lf, Some("1"), None, &[&progress(1)]))
+            .chunk(&ev(lf, Some("2"), None, &[&progress(2)]))
+            .chunk(&ev(lf, Some("3"), None, &[&progress(3)]))
+            .end();
+        // Inside event 3's data line: event 3 is torn, so the resume from 2 owes it.
+        let cut = first.offset_of("id: 3", 0, 0) + 12;
+        let replay = Script::sse("")
+            .chunk(&ev(lf, Some("4"), None, &[&progress(4)]))
+            .chunk(&ev(lf, Some("3"), None, &[&progress(3)]))
+            .chunk(&ev(lf, Some("5"), None, &[&result("7")]))
+            .end();
+        let (kinds, tap) = run(
+            vec![first, replay],
+            cut,
+            CutAction::Reset,
+            vec![
+                post(Some("s-1"), None, &call("7", "search")),
+                resume("s-1", "2"),
+            ],
+        )
+        .await;
+        let f = tap.auditor.findings();
+        assert_eq!(kinds, vec![K::TornCut, K::ReplayReorder], "{f:#?}");
     })
     .await
     .expect("timeout");
