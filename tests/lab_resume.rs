@@ -4,7 +4,7 @@
 
 mod lab_client;
 
-use lab_client::{ACCEPT_BOTH, ACCEPT_SSE, Full, JSON, Lab, call, id_line, within};
+use lab_client::{ACCEPT_BOTH, ACCEPT_SSE, Full, JSON, Lab, call, event_id, scan, within};
 use serde_json::Value;
 use tearline::lab::{LabConfig, OnEvicted, OnUnauthorized};
 
@@ -179,7 +179,7 @@ async fn seed_000(on_unauthorized: OnUnauthorized) -> (Lab, String, Vec<Vec<u8>>
     );
     let full = post(&lab, &sid, batch.as_bytes(), &[AGGREGATE]).await;
     assert_eq!(full.status, 200);
-    let ids: Vec<String> = full.chunks.iter().filter_map(|c| id_line(c)).collect();
+    let ids: Vec<String> = full.chunks.iter().filter_map(|c| event_id(c)).collect();
     assert_eq!(ids, ["1-0", "1-1", "1-2", "1-3", "1-4", "1-5", "1-6"]);
     let no_token = resume(&lab, &sid, "1-1", &[]).await;
     assert_eq!(no_token.status, 401);
@@ -194,11 +194,17 @@ async fn seed_000_with_error_mode_names_the_offending_event_and_keeps_the_cursor
         assert_eq!(r.status, 200);
         assert_eq!(r.chunks.len(), 3);
         assert_eq!(r.chunks[..2], chunks[2..4]);
-        let err = r.chunks[2]
-            .strip_prefix(b"event: error\ndata: ")
-            .expect("error event");
-        let v: Value =
-            serde_json::from_slice(err.strip_suffix(b"\n\n").expect("end")).expect("JSON");
+        let events = scan(&r.chunks);
+        let err = &events[2];
+        assert_eq!(
+            (err.event_type.as_str(), err.id.as_deref()),
+            ("error", None)
+        );
+        assert_eq!(
+            err.last_event_id, "1-3",
+            "the error does not move the cursor"
+        );
+        let v: Value = serde_json::from_slice(&err.data).expect("JSON");
         assert_eq!(v["event_id"], "1-4");
         assert_eq!(v["resource"], "https://lab/tools/fetch");
         assert_eq!(v["last_delivered"], "1-3");
@@ -219,6 +225,15 @@ async fn seed_000_with_silent_end_mode_ends_cleanly_at_the_unauthorized_event() 
         assert_eq!(r.chunks.len(), 3);
         assert_eq!(r.chunks[..2], chunks[2..4]);
         assert_eq!(r.chunks[2], b"event: end\ndata: {}\n\n");
+        let events = scan(&r.chunks);
+        assert_eq!(events.len(), 3);
+        assert_eq!(
+            (
+                events[2].event_type.as_str(),
+                events[2].last_event_id.as_str()
+            ),
+            ("end", "1-3")
+        );
         lab.stop().await;
     })
     .await;

@@ -3,7 +3,7 @@
 
 mod lab_client;
 
-use lab_client::{ACCEPT_BOTH, ACCEPT_SSE, JSON, Lab, call, id_line, within};
+use lab_client::{ACCEPT_BOTH, ACCEPT_SSE, JSON, Lab, call, event_id, scan, within};
 use serde_json::Value;
 use tearline::lab::{LabConfig, ProtocolVersion};
 
@@ -23,7 +23,7 @@ async fn call_streams_priming_progress_and_result_then_resume_replays_exactly() 
         // One chunk per event: priming, 5 progress, result.
         assert_eq!(resp.chunks.len(), 7);
         assert_eq!(resp.chunks[0], b"id: 1-0\nretry: 1000\ndata: \n\n");
-        let ids: Vec<String> = resp.chunks.iter().filter_map(|e| id_line(e)).collect();
+        let ids: Vec<String> = resp.chunks.iter().filter_map(|e| event_id(e)).collect();
         let want: Vec<String> = (0..7).map(|i| format!("1-{i}")).collect();
         assert_eq!(ids, want);
         assert_eq!(
@@ -61,19 +61,26 @@ async fn blob_result_is_one_event_whose_data_lines_rejoin_to_exact_json() {
             )
             .await;
         assert_eq!(resp.status, 200);
-        let result = resp.chunks.last().expect("result event");
-        let text = std::str::from_utf8(result).expect("utf8");
-        let data: Vec<&str> = text
-            .lines()
-            .filter_map(|l| l.strip_prefix("data: "))
-            .collect();
-        assert_eq!(data.len(), 3);
-        assert!(
-            (33_000..34_000).contains(&data[0].len()),
-            "{}",
-            data[0].len()
+        assert_eq!(
+            resp.chunks.len(),
+            5,
+            "priming, 3 progress, one result event"
         );
-        let v: Value = serde_json::from_str(&data.join("\n")).expect("rejoined JSON");
+        let events = scan(&resp.chunks);
+        let result = events.last().expect("result event");
+        assert_eq!(
+            (result.event_type.as_str(), result.id.as_deref()),
+            ("message", Some("1-4"))
+        );
+        // Three data lines: the scanner joined them with LF; line 1 holds a third of the text.
+        let lines: Vec<&[u8]> = result.data.split(|&b| b == b'\n').collect();
+        assert_eq!(lines.len(), 3);
+        assert!(
+            (33_000..34_000).contains(&lines[0].len()),
+            "{}",
+            lines[0].len()
+        );
+        let v: Value = serde_json::from_slice(&result.data).expect("rejoined JSON");
         assert_eq!(v["id"], 9);
         let body: String = v["result"]["content"]
             .as_array()
@@ -266,7 +273,7 @@ async fn protocol_2026_has_no_ids_no_sessions_and_refuses_resume() {
             .await;
         assert_eq!(r.status, 200);
         assert_eq!(r.chunks.len(), 4, "3 progress + result, no priming");
-        assert!(r.chunks.iter().all(|e| id_line(e).is_none()));
+        assert!(r.chunks.iter().all(|e| event_id(e).is_none()));
         let r = c
             .request("GET", "/mcp", &[ACCEPT_SSE, ("Last-Event-ID", "1-0"), ("Mcp-Session-Id", "x")], b"")
             .await;
@@ -299,7 +306,7 @@ async fn a_thousand_concurrent_sessions_stream_progress_without_errors() {
                     .await;
                 assert_eq!(r.status, 200);
                 assert_eq!(r.chunks.len(), 22, "priming, 20 progress, result");
-                let ids: Vec<String> = r.chunks.iter().filter_map(|e| id_line(e)).collect();
+                let ids: Vec<String> = r.chunks.iter().filter_map(|e| event_id(e)).collect();
                 let want: Vec<String> = (0..22).map(|s| format!("1-{s}")).collect();
                 assert_eq!(ids, want);
                 assert!(String::from_utf8_lossy(&r.chunks[21]).contains("progress done: 20"));
@@ -334,7 +341,7 @@ async fn cancelled_notification_ends_the_call_without_a_response() {
         let head = c.head().await;
         assert_eq!(head.status, 200);
         let first = c.chunk().await.expect("priming");
-        assert_eq!(id_line(&first).as_deref(), Some("1-0"));
+        assert_eq!(event_id(&first).as_deref(), Some("1-0"));
         let cancel =
             br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":4}}"#;
         let r = lab

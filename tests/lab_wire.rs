@@ -3,8 +3,20 @@
 
 mod lab_client;
 
-use lab_client::{ACCEPT_BOTH, JSON, Lab, call, within};
+use lab_client::{ACCEPT_BOTH, JSON, Lab, call, scan, within};
 use tearline::lab::{Chunking, LabConfig, LineEnding};
+
+/// The chunks of one `tool` call on a fresh server.
+async fn call_chunks(cfg: LabConfig, tool: &str, args: &str) -> Vec<Vec<u8>> {
+    let lab = Lab::start(cfg).await;
+    let sid = lab.session(&[]).await;
+    let mut c = lab.connect().await;
+    let h = [ACCEPT_BOTH, JSON, ("Mcp-Session-Id", sid.as_str())];
+    let r = c.request("POST", "/mcp", &h, &call(1, tool, args)).await;
+    assert_eq!(r.status, 200);
+    lab.stop().await;
+    r.chunks
+}
 
 /// The chunks of one `progress` call (n = `n`, `interval` ms) on a fresh server.
 async fn progress_chunks(cfg: LabConfig, n: u64, interval: u64) -> Vec<Vec<u8>> {
@@ -92,6 +104,37 @@ async fn keepalive_comments_fill_idle_gaps_without_changing_events() {
         assert!(kept.iter().filter(|c| **c == comment).count() >= 2);
         let events: Vec<Vec<u8>> = kept.into_iter().filter(|c| *c != comment).collect();
         assert_eq!(events, plain);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn lf_and_crlf_output_parse_identically_with_the_project_scanner() {
+    within(async {
+        let blob = r#"{"size":50000,"lines":3}"#;
+        let lf = call_chunks(LabConfig::default(), "blob", blob).await;
+        for (ending, chunking) in [
+            (LineEnding::Crlf, Chunking::PerEvent),
+            (LineEnding::Crlf, Chunking::PerLine),
+            (LineEnding::Lf, Chunking::PerLine),
+            (LineEnding::Crlf, Chunking::Coalesce),
+        ] {
+            let cfg = with(|c| {
+                c.line_ending = ending;
+                c.chunking = chunking;
+            });
+            let other = call_chunks(cfg, "blob", blob).await;
+            assert_eq!(scan(&lf), scan(&other), "{ending:?} {chunking:?}");
+            // Byte-at-a-time feeding dispatches the same events.
+            let bytes: Vec<Vec<u8>> = other.concat().into_iter().map(|b| vec![b]).collect();
+            assert_eq!(scan(&lf), scan(&bytes), "{ending:?} {chunking:?} bytewise");
+        }
+        let events = scan(&lf);
+        assert_eq!(events.len(), 5, "priming, 3 progress, result");
+        assert_eq!(
+            (events[0].id.as_deref(), events[0].data.as_slice()),
+            (Some("1-0"), &b""[..])
+        );
     })
     .await;
 }

@@ -11,6 +11,8 @@
 //!   stream carrying, in order: the priming event (2025-11-25), then every request's events.
 //! - `GET` with `Last-Event-ID: <stream>-<seq>` → resume of that stream (see below). `GET`
 //!   without it → 405 (the lab has no standalone stream). `DELETE` → 200 and the session ends.
+//!   Sessions live until DELETE or server shutdown (no idle expiry); at most
+//!   [`LabConfig::max_sessions`] exist at once.
 //! - Errors, always with a JSON-RPC error body: 400 missing `Mcp-Session-Id`, invalid JSON
 //!   (-32700), not a JSON-RPC message (-32600), unsupported `MCP-Protocol-Version`, or a
 //!   `Last-Event-ID` naming no event of the session; 401 missing/invalid lab token (auth on);
@@ -34,10 +36,10 @@
 //! last event. Otherwise [`OnEvicted`] decides: `error` answers **HTTP 410** with JSON-RPC
 //! error -32010 whose `data` is `{"last_event_id": "<id>", "lost": {"from": "<id>", "to":
 //! "<id>"} | null}` (`null`: only the cursor event itself is gone); `fresh` answers 200 with a
-//! new priming event whose id continues after the newest one, a `notifications/message`
-//! greeting (`FRESH_STREAM_GREETING`), then whatever the call still produces (seed 004's
-//! continuation-instead-of-replay); `replay-from-oldest` answers 200 from
-//! the oldest retained event of that stream (a silent gap). A live reader that falls behind
+//! new priming event (2025-11-25 sessions; older ones get none) whose id continues after the
+//! newest one, a `notifications/message` greeting (`FRESH_STREAM_GREETING`), then whatever the
+//! call still produces (seed 004's continuation-instead-of-replay); `replay-from-oldest`
+//! answers 200 from the oldest retained event of that stream (a silent gap). A live reader that falls behind
 //! the ring gets `event: error` with data `{"error": "events-evicted", "lost_from",
 //! "lost_to"}` under `error`; the other modes skip the lost range silently.
 //!

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tearline::lab::{LabConfig, serve};
+use tearline::wire::sse::{SseEvent, SseScanner};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
@@ -276,12 +277,41 @@ impl Conn {
     }
 }
 
-/// The value of the first `id:` line of one encoded event.
-pub fn id_line(event: &[u8]) -> Option<String> {
-    event
-        .split(|&b| b == b'\n')
-        .find_map(|l| l.strip_prefix(b"id: "))
-        .map(|v| String::from_utf8_lossy(v).trim_end_matches('\r').to_owned())
+/// One event as the project's WHATWG scanner dispatched it (owned).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ev {
+    pub event_type: String,
+    pub data: Vec<u8>,
+    pub id: Option<String>,
+    pub last_event_id: String,
+}
+
+/// Feeds `chunks` (in order) to one [`SseScanner`] and returns the events it dispatched,
+/// then the end of stream.
+pub fn scan(chunks: &[Vec<u8>]) -> Vec<Ev> {
+    let mut scanner = SseScanner::new();
+    let mut out = Vec::new();
+    let mut push = |e: &SseEvent<'_>| {
+        out.push(Ev {
+            event_type: e.event_type.to_owned(),
+            data: e.data.to_vec(),
+            id: e.id.map(str::to_owned),
+            last_event_id: e.last_event_id.to_owned(),
+        })
+    };
+    for c in chunks {
+        scanner.feed(c, &mut push);
+    }
+    scanner.finish(&mut push);
+    out
+}
+
+/// The id of the single event encoded in `chunk` (per the scanner).
+pub fn event_id(chunk: &[u8]) -> Option<String> {
+    scan(&[chunk.to_vec()])
+        .into_iter()
+        .next()
+        .and_then(|e| e.id)
 }
 
 /// A `tools/call` request body.
