@@ -527,10 +527,6 @@ async fn reset_250ms_profile_cuts_each_stream_once_then_holds_new_connections_fo
             "served after {served_after:?}"
         );
         assert_eq!(second.end_error, Some(std::io::ErrorKind::ConnectionReset));
-        assert_ne!(
-            first.bytes, second.bytes,
-            "each connection draws its own offset"
-        );
     })
     .await
     .unwrap();
