@@ -166,9 +166,19 @@ pub const KINDS: &[KindInfo] = &[
         scope: Scope::Connection,
         summary: "one cut per SSE stream at a chosen SSE position or byte, then reset/fin/clean-end",
         keys: &[
-            ("at", "SSE position class, or \"any-byte\" (required)"),
-            ("range", "[a, b]: byte range the cut is drawn from"),
-            ("action", "\"reset\", \"fin\" or \"clean-end\" (required)"),
+            (
+                "at",
+                "class, { class = weight, … }, or \"any-byte\" (required)",
+            ),
+            ("range", "[a, b]: payload offsets the cut is drawn from"),
+            ("events", "[n, m]: event indexes the cut may fall in"),
+            ("method", "only streams whose request has this method"),
+            (
+                "path",
+                "only streams whose request path is this (prefix when it ends in *)",
+            ),
+            ("action", "\"reset\" (default), \"fin\" or \"clean-end\""),
+            ("stall_ms", "pause before the action"),
             ("outage_ms", "proxy outage opened by the cut"),
         ],
     },
@@ -249,6 +259,11 @@ pub fn build(def: &FaultDef) -> Result<Built, FaultConfigError> {
         r.finish()?;
         return Ok(Built::Outage(schedule));
     }
+    if info.name == "sse_cut" {
+        let factory = sse_cut_slot(&mut r)?;
+        r.finish()?;
+        return Ok(Built::Conn(factory));
+    }
     let common = Common::read(&mut r)?;
     let factory = match info.name {
         "latency" => Factory::shared(common, LatencyConfig::read(&mut r)?),
@@ -258,8 +273,7 @@ pub fn build(def: &FaultDef) -> Result<Built, FaultConfigError> {
         "timeout" => Factory::shared(common, TimeoutConfig::read(&mut r)?),
         "reset" => Factory::shared(common, ResetConfig::read(&mut r)?),
         "limit_data" => Factory::shared(common, LimitDataConfig::read(&mut r)?),
-        "stall" => Factory::shared(common, StallConfig::read(&mut r)?),
-        _ => sse_cut_slot(common, &mut r)?,
+        _ => Factory::shared(common, StallConfig::read(&mut r)?),
     };
     r.finish()?;
     Ok(Built::Conn(factory))
@@ -269,14 +283,11 @@ pub fn build(def: &FaultDef) -> Result<Built, FaultConfigError> {
 ///
 /// Until the wire helper's `crate::fault::sse_cut` module lands, `sse_cut` is served by
 /// [`AnyByteCutConfig`], which implements `at = "any-byte"` (a cut at a byte offset drawn
-/// uniformly from `range`) and rejects SSE position classes. To wire the real module, replace
-/// the body with:
+/// uniformly from `range`) and rejects SSE position classes and the stream-matching keys. To
+/// wire the real module, replace the body with:
 /// `Ok(crate::fault::sse_cut::factory(params_as::<crate::fault::sse_cut::SseCutConfig>(r.def())?))`
-fn sse_cut_slot(
-    common: Common,
-    r: &mut KeyReader<'_>,
-) -> Result<Arc<dyn FaultFactory>, FaultConfigError> {
-    Ok(Factory::shared(common, AnyByteCutConfig::read(r)?))
+fn sse_cut_slot(r: &mut KeyReader<'_>) -> Result<Arc<dyn FaultFactory>, FaultConfigError> {
+    AnyByteCutConfig::factory(r)
 }
 
 /// Deserializes a definition's keys (all of them, common keys included) into a serde type;
@@ -308,7 +319,21 @@ pub struct AnyByteCutConfig {
 }
 
 impl AnyByteCutConfig {
+    /// Reads the common keys and the `any-byte` keys; rejects what needs SSE positions.
+    pub fn factory(r: &mut KeyReader<'_>) -> Result<Arc<dyn FaultFactory>, FaultConfigError> {
+        let common = Common::read(r)?;
+        Ok(Factory::shared(common, Self::read(r)?))
+    }
+
     fn read(r: &mut KeyReader<'_>) -> Result<Self, FaultConfigError> {
+        for key in ["events", "method", "path", "stall_ms"] {
+            if let Some(p) = r.raw(key) {
+                return Err(FaultConfigError::at_value(
+                    p,
+                    format!("sse_cut '{key}' needs the SSE-position module, not in this build"),
+                ));
+            }
+        }
         let at = r.str("at")?.ok_or_else(|| r.missing("at"))?;
         if at.0 != "any-byte" {
             return Err(FaultConfigError::at_value(
@@ -324,7 +349,7 @@ impl AnyByteCutConfig {
             Some("reset") => CutAction::Reset,
             Some("fin") => CutAction::Fin,
             Some(_) => CutAction::CleanEnd,
-            None => return Err(r.missing("action")),
+            None => CutAction::Reset,
         };
         let outage = r.millis("outage_ms")?;
         Ok(AnyByteCutConfig {
