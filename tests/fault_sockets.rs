@@ -507,3 +507,31 @@ async fn sixty_four_mib_pass_byte_exact_through_each_non_destructive_fault() {
     .await
     .unwrap();
 }
+
+/// The documents' test with the `reset` kind: a cut at a uniformly random byte of the first
+/// 4 MiB, then a 250 ms outage in which the next connection is held.
+#[tokio::test]
+async fn reset_in_a_range_with_outage_holds_the_next_connection_for_the_window() {
+    timeout(Duration::from_secs(20), async {
+        let f = fault(&[
+            ("kind", s("reset")),
+            ("range", toml::Value::Array(vec![i(0), i(4 * MIB as i64)])),
+            ("outage_ms", i(250)),
+        ]);
+        let up = payload_server(4 * MIB + 1).await;
+        let p = start(up, vec![f], 42).await;
+        let first = receive(p.addr).await;
+        assert_eq!(first.end_error, Some(std::io::ErrorKind::ConnectionReset));
+        assert!(first.bytes <= 4 * MIB);
+        // The next connection, opened right after the cut, is held until the window ends.
+        let second = receive(p.addr).await;
+        let served_after = second.first_byte.unwrap_or(second.end);
+        assert!(
+            served_after >= Duration::from_millis(200),
+            "served after {served_after:?}"
+        );
+        assert_eq!(second.end_error, Some(std::io::ErrorKind::ConnectionReset));
+    })
+    .await
+    .unwrap();
+}

@@ -163,9 +163,19 @@ pub const KINDS: &[KindInfo] = &[
         scope: Scope::Connection,
         summary: "one cut per SSE stream at a chosen SSE position or byte, then reset/fin/clean-end",
         keys: &[
-            ("at", "SSE position class, or \"any-byte\" (required)"),
-            ("range", "[a, b]: byte range the cut is drawn from"),
-            ("action", "\"reset\", \"fin\" or \"clean-end\" (required)"),
+            (
+                "at",
+                "class, { class = weight, … }, or \"any-byte\" (required)",
+            ),
+            ("range", "[a, b]: payload offsets the cut is drawn from"),
+            ("events", "[n, m]: event indexes the cut may fall in"),
+            ("method", "only streams whose request has this method"),
+            (
+                "path",
+                "only streams whose request path is this (prefix when it ends in *)",
+            ),
+            ("action", "\"reset\" (default), \"fin\" or \"clean-end\""),
+            ("stall_ms", "pause before the action"),
             ("outage_ms", "proxy outage opened by the cut"),
         ],
     },
@@ -246,6 +256,11 @@ pub fn build(def: &FaultDef) -> Result<Built, FaultConfigError> {
         r.finish()?;
         return Ok(Built::Outage(schedule));
     }
+    if info.name == "sse_cut" {
+        let factory = sse_cut_slot(&mut r)?;
+        r.finish()?;
+        return Ok(Built::Conn(factory));
+    }
     let common = Common::read(&mut r)?;
     let factory = match info.name {
         "latency" => Factory::shared(common, LatencyConfig::read(&mut r)?),
@@ -255,18 +270,14 @@ pub fn build(def: &FaultDef) -> Result<Built, FaultConfigError> {
         "timeout" => Factory::shared(common, TimeoutConfig::read(&mut r)?),
         "reset" => Factory::shared(common, ResetConfig::read(&mut r)?),
         "limit_data" => Factory::shared(common, LimitDataConfig::read(&mut r)?),
-        "stall" => Factory::shared(common, StallConfig::read(&mut r)?),
-        _ => sse_cut_slot(common, &mut r)?,
+        _ => Factory::shared(common, StallConfig::read(&mut r)?),
     };
     r.finish()?;
     Ok(Built::Conn(factory))
 }
 
 /// The `sse_cut` kind: the SSE-position fault of [`crate::fault::sse_cut`].
-fn sse_cut_slot(
-    _common: Common,
-    r: &mut KeyReader<'_>,
-) -> Result<Arc<dyn FaultFactory>, FaultConfigError> {
+fn sse_cut_slot(r: &mut KeyReader<'_>) -> Result<Arc<dyn FaultFactory>, FaultConfigError> {
     // The SSE-position fault validates its own keys (direction and probability included).
     let cfg = params_as::<crate::fault::sse_cut::SseCutConfig>(r.def())?;
     Ok(crate::fault::sse_cut::factory(cfg))
