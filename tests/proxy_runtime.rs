@@ -289,3 +289,40 @@ async fn connection_limit_makes_extra_clients_wait_for_a_slot() {
     .await
     .unwrap();
 }
+
+#[tokio::test]
+async fn scheduled_outage_window_refuses_then_serves_again() {
+    use tearline::fault::outage::{OutageMode as Mode, OutageSchedule};
+    timeout(Duration::from_secs(10), async {
+        let p = start_proxy(echo_server().await, |_| {}).await;
+        let schedule = OutageSchedule {
+            start: Duration::ZERO,
+            duration: Duration::from_millis(300),
+            every: None,
+            count: None,
+            mode: Mode::Refuse,
+        };
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let started = Instant::now();
+        tokio::spawn(tearline::proxy::schedule::drive_outages(
+            p.proxy.clone(),
+            vec![schedule],
+            started,
+            shutdown.clone(),
+        ));
+        // The window opens at once; wait (bounded) until the driver has opened it.
+        while p.proxy.outage().is_none() {
+            assert!(
+                started.elapsed() < Duration::from_millis(250),
+                "window never opened"
+            );
+            tokio::task::yield_now().await;
+        }
+        assert!(echo_once(&p).await.is_err(), "served inside the window");
+        tokio::time::sleep_until(started + Duration::from_millis(350)).await;
+        assert_eq!(echo_once(&p).await.unwrap(), b"ping");
+        shutdown.cancel();
+    })
+    .await
+    .unwrap();
+}

@@ -12,16 +12,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::state::{OutageMode, Proxy};
-use crate::fault::outage::{OutageMode as ScheduledMode, OutageSchedule};
-
-/// The proxy's mode for a schedule's mode (the two enums name the same choice: the profile's
-/// and the runtime's).
-pub fn runtime_mode(mode: ScheduledMode) -> OutageMode {
-    match mode {
-        ScheduledMode::Refuse => OutageMode::Refuse,
-        ScheduledMode::Hold => OutageMode::Hold,
-    }
-}
+use crate::fault::outage::OutageSchedule;
 
 /// Runs every window of `schedules` against `proxy`, measured from `start`, until all windows
 /// fired or `shutdown` fires.
@@ -35,7 +26,7 @@ pub async fn drive_outages(
         let proxy = proxy.clone();
         let shutdown = shutdown.clone();
         async move {
-            let mode = runtime_mode(schedule.mode);
+            let mode: OutageMode = schedule.mode.into();
             for (at, length) in schedule.windows() {
                 tokio::select! {
                     () = shutdown.cancelled() => return,
