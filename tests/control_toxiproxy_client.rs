@@ -1,10 +1,10 @@
 //! A published Toxiproxy client (PyPI `toxiproxy-python`) drives tearline's control API over
 //! the real relay: create a proxy, add latency, observe the delay, remove it, reset, delete.
 //!
-//! Needs `python3` with the client installed (`python3 -m pip install toxiproxy-python`, done by
-//! `.ci/run`); without it the test fails and says so.
+//! Needs `python3` with pip; the pinned client is installed into `tests/peers/` on first use.
 
 mod control_support;
+mod peers;
 
 use std::net::SocketAddr;
 use std::process::Stdio;
@@ -19,21 +19,18 @@ const SCRIPT: &str = concat!(
 
 /// Runs the client script; returns its exit code and output.
 async fn run_client(api: SocketAddr, upstream: SocketAddr, extra: &[&str]) -> (i32, String) {
-    let child = tokio::process::Command::new("python3")
+    let child = tokio::process::Command::from(peers::python())
         .arg(SCRIPT)
         .arg(api.to_string())
         .arg(upstream.to_string())
         .args(extra)
-        .env("NO_PROXY", "127.0.0.1,localhost")
-        .env_remove("HTTP_PROXY")
-        .env_remove("http_proxy")
         .stdin(Stdio::null())
         .kill_on_drop(true)
         .output();
     let out = match child.await {
         Ok(o) => o,
         Err(e) => panic!(
-            "cannot run python3 ({e}); install Python 3 and `python3 -m pip install toxiproxy-python`"
+            "cannot run python3 ({e}); install Python 3.10+"
         ),
     };
     let text = format!(
@@ -44,7 +41,7 @@ async fn run_client(api: SocketAddr, upstream: SocketAddr, extra: &[&str]) -> (i
     let code = out.status.code().unwrap_or(-1);
     assert_ne!(
         code, 3,
-        "the Toxiproxy client is missing; run the install step `python3 -m pip install toxiproxy-python`: {text}"
+        "the Toxiproxy client is missing; run `tests/peers/provision.sh python`: {text}"
     );
     (code, text)
 }

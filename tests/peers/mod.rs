@@ -1,0 +1,66 @@
+//! Real peers for the tests: the published MCP SDKs (npm `@modelcontextprotocol/*`, PyPI `mcp`)
+//! and the Toxiproxy Python client, pinned in this folder and installed into it on first use.
+//!
+//! Why in the tests: the README's test command (`cargo test`) must pass on a fresh machine with
+//! nothing installed by hand. The first test that needs a peer runs `provision.sh` under an
+//! exclusive file lock (test binaries run in parallel); later calls find the stamp and return at
+//! once. A failed install fails the test with the installer's own message.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// This folder (`tests/peers`).
+pub fn dir() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers"))
+}
+
+fn provision(what: &str) {
+    let lock_path = dir().join(".lock");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .unwrap_or_else(|e| panic!("cannot open {}: {e}", lock_path.display()));
+    lock.lock()
+        .unwrap_or_else(|e| panic!("cannot lock {}: {e}", lock_path.display()));
+    let out = Command::new("bash")
+        .arg(dir().join("provision.sh"))
+        .arg(what)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run tests/peers/provision.sh: {e}"));
+    drop(lock);
+    assert!(
+        out.status.success(),
+        "installing the test peers ({what}) failed; run `tests/peers/provision.sh {what}` to see why:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A `python3` command whose imports resolve to the pinned packages first.
+pub fn python() -> Command {
+    provision("python");
+    let mut cmd = Command::new("python3");
+    cmd.env("PYTHONPATH", dir().join("python"))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("NO_PROXY", "127.0.0.1,localhost")
+        .env_remove("HTTP_PROXY")
+        .env_remove("http_proxy")
+        .env_remove("HTTPS_PROXY")
+        .env_remove("https_proxy");
+    cmd
+}
+
+/// A `node` command that resolves packages from the pinned `node_modules` (scripts placed in
+/// this folder, or given `NODE_PATH`).
+pub fn node() -> Command {
+    provision("node");
+    let mut cmd = Command::new("node");
+    cmd.env("NODE_PATH", dir().join("node_modules"))
+        .env("NO_PROXY", "127.0.0.1,localhost")
+        .env_remove("HTTP_PROXY")
+        .env_remove("http_proxy");
+    cmd
+}
