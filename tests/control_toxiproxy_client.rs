@@ -60,3 +60,70 @@ async fn toxiproxy_python_client_adds_latency_observes_it_and_removes_it() {
     .await
     .expect("test timed out");
 }
+
+const FULL_FLOW: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/toxiproxy_client/full_flow.py"
+);
+
+/// `tearline proxy` started as `toxiproxy-server` is: the control API alone, on a free port.
+/// Returns the child and the API address it printed.
+async fn start_api_only() -> (tokio::process::Child, SocketAddr) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_tearline"))
+        .args(["proxy", "--api", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn tearline proxy");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let mut seen = Vec::new();
+    while let Some(line) = lines.next_line().await.expect("read stdout") {
+        if let Some(addr) = line.strip_prefix("tearline proxy: control API on http://") {
+            let addr = addr.parse().expect("API address");
+            // Keep draining so the child never blocks on a full pipe.
+            tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+            return (child, addr);
+        }
+        seen.push(line);
+    }
+    panic!("tearline proxy exited without starting the API: {seen:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn toxiproxy_client_runs_its_whole_flow_against_an_api_only_server() {
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let (mut child, api) = start_api_only().await;
+        let upstream = echo_server().await;
+        let busy = std::net::TcpListener::bind("127.0.0.1:0").expect("hold a port");
+        let busy_addr = busy.local_addr().expect("busy addr").to_string();
+        let out = tokio::process::Command::from(peers::python())
+            .arg(FULL_FLOW)
+            .arg(api.to_string())
+            .arg(upstream.to_string())
+            .arg(&busy_addr)
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output()
+            .await
+            .expect("run python3");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(0), "{text}");
+        assert!(text.starts_with("OK "), "{text}");
+        assert!(
+            child.try_wait().expect("child status").is_none(),
+            "server exited during the flow"
+        );
+        drop(busy);
+        let _ = child.start_kill();
+    })
+    .await
+    .expect("test timed out");
+}

@@ -104,15 +104,22 @@ impl ApiState {
         }
     }
 
-    /// Lists a proxy the hub already runs (started from the command line or a profile) so the
-    /// API shows and manages it; `listen` is its bound address.
+    /// Lists a proxy started from the command line or a profile so the API shows and manages
+    /// it: `enabled` = the hub runs it on `listen` (its bound address), else it is stopped and
+    /// `listen` is where it will bind when enabled. `faults` are the profile's (in force while
+    /// the proxy has no toxic; `/reset` drops them).
     pub async fn adopt_proxy(
         &self,
         name: &str,
         listen: &str,
         upstream: &str,
+        enabled: bool,
+        faults: Vec<Arc<dyn crate::fault::FaultFactory>>,
     ) -> Result<(), ApiError> {
-        self.inner.store.adopt(name, listen, upstream).await
+        self.inner
+            .store
+            .adopt(name, listen, upstream, enabled, faults)
+            .await
     }
 
     /// The toxic types the API accepts, sorted.

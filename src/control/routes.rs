@@ -175,12 +175,22 @@ pub async fn dispatch(
                 Ok(inputs) => store.populate(inputs).await,
                 Err(e) => Err(e),
             };
-            match result {
-                Ok(docs) => json(StatusCode::CREATED, &serde_json::json!({ "proxies": docs })),
-                // Toxiproxy embeds the error in the populate document, with `proxies` null.
-                Err(e) => {
+            // Toxiproxy answers one document: the error (if any) next to the proxies handled
+            // before it (`null` when none).
+            let (docs, error) = match result {
+                Ok((docs, error)) => (docs, error),
+                Err(e) => (Vec::new(), Some(e)),
+            };
+            let proxies = if docs.is_empty() {
+                serde_json::Value::Null
+            } else {
+                serde_json::to_value(&docs).unwrap_or_default()
+            };
+            match error {
+                None => json(StatusCode::CREATED, &serde_json::json!({ "proxies": proxies })),
+                Some(e) => {
                     let mut body = e.body();
-                    body["proxies"] = serde_json::Value::Null;
+                    body["proxies"] = proxies;
                     json(e.status, &body)
                 }
             }

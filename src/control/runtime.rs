@@ -110,6 +110,20 @@ impl RuntimeHub {
         slots.insert(name, slot);
     }
 
+    /// Manages a proxy built elsewhere that starts stopped (a profile's `enabled = false`):
+    /// nothing listens until the API enables it, which reuses this proxy (counters, sink).
+    pub fn adopt_stopped(&self, proxy: Arc<Proxy>) {
+        proxy.set_enabled(false);
+        let name = proxy.name().to_owned();
+        let mut slots = self.slots();
+        if let Some(old) = slots.remove(&name)
+            && let Some((token, _)) = old.run
+        {
+            token.cancel();
+        }
+        slots.insert(name, Slot::new(proxy));
+    }
+
     /// The proxy of a name, if the hub knows it.
     pub fn proxy(&self, name: &str) -> Option<Arc<Proxy>> {
         self.slots().get(name).map(|s| Arc::clone(&s.proxy))

@@ -3,9 +3,17 @@
 //!
 //! Invariants: a proxy is `enabled` if and only if the hub runs it on the address in `listen`;
 //! the hub's fault chain of a running proxy always equals the proxy's toxics (upstream ones
-//! first, then downstream, each in the order added; `noop` toxics contribute nothing); a failed
-//! request leaves the toxics as they were. Every change is made under one lock, so concurrent
-//! requests are applied one after the other.
+//! first, then downstream, each in the order added; `noop` toxics contribute nothing) — or,
+//! while a proxy adopted from a profile has no toxic, the profile's faults; `/reset` drops
+//! those too. A failed request leaves the toxics as they were. Every change is made under one
+//! lock, so concurrent requests are applied one after the other.
+//!
+//! `/populate` follows Toxiproxy (`proxy_collection.go`): names and upstreams are checked
+//! first (400, nothing changed); then each element in order is kept (same name, same resolved
+//! listen address, same upstream: toxics included), or replaces the proxy of that name (which is
+//! stopped first), or is added. A listen address that cannot be bound (in use) stops the request
+//! there with 500 `listen tcp ADDR: bind: address already in use`; the proxies handled before it
+//! stay and are returned next to the error; a proxy it was replacing stays, stopped.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -56,6 +64,8 @@ pub(super) struct ProxyEntry {
     pub(super) enabled: bool,
     /// In insertion order, both streams.
     pub(super) toxics: Vec<ToxicEntry>,
+    /// The faults a profile gave an adopted proxy: in force while it has no toxic.
+    pub(super) profile_faults: Vec<Arc<dyn FaultFactory>>,
 }
 
 /// The managed proxies, behind one async lock.
@@ -76,9 +86,35 @@ async fn bind(listen: &str) -> Result<TcpListener, ApiError> {
     TcpListener::bind(listen).await.map_err(|e| {
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
-            format!("listen tcp {listen}: {e}"),
+            format!("listen tcp {listen}: {}", go_net_error(&e)),
         )
     })
+}
+
+/// Go's wording of the common bind failures (what Toxiproxy clients see), else the OS text.
+fn go_net_error(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::AddrInUse => "bind: address already in use".to_owned(),
+        std::io::ErrorKind::AddrNotAvailable => "bind: cannot assign requested address".to_owned(),
+        std::io::ErrorKind::PermissionDenied => "bind: permission denied".to_owned(),
+        _ => e.to_string(),
+    }
+}
+
+/// `listen` resolved as Go's `net.ResolveTCPAddr` would print it (`localhost:7070` →
+/// `127.0.0.1:7070`), or as written when it does not resolve.
+async fn resolved(listen: &str) -> String {
+    match tokio::net::lookup_host(listen).await {
+        Ok(addrs) => {
+            let addrs: Vec<std::net::SocketAddr> = addrs.collect();
+            addrs
+                .iter()
+                .find(|a| a.is_ipv4())
+                .or(addrs.first())
+                .map_or_else(|| listen.to_owned(), ToString::to_string)
+        }
+        Err(_) => listen.to_owned(),
+    }
 }
 
 pub(super) fn toxic_doc(t: &ToxicEntry) -> ToxicDoc {
@@ -106,6 +142,9 @@ impl ProxyEntry {
     }
 
     pub(super) fn chain(&self) -> Vec<Arc<dyn FaultFactory>> {
+        if self.toxics.is_empty() {
+            return self.profile_faults.clone();
+        }
         self.ordered()
             .filter_map(|t| match &t.fault {
                 ToxicFault::Conn(f) => Some(Arc::clone(f)),
@@ -145,9 +184,18 @@ impl Store {
         }
     }
 
-    /// Records a proxy that the hub already runs (started by the CLI or a profile) so the API
-    /// lists and manages it. Its faults are replaced as soon as a toxic is added or removed.
-    pub async fn adopt(&self, name: &str, listen: &str, upstream: &str) -> Result<(), ApiError> {
+    /// Records a proxy started by the CLI or a profile so the API lists and manages it: running
+    /// on `listen` when `enabled` (the hub already runs it), else stopped until enabled (the hub
+    /// knows it but runs nothing). `faults` (the profile's) stay in force while the proxy has no
+    /// toxic and until `/reset`.
+    pub async fn adopt(
+        &self,
+        name: &str,
+        listen: &str,
+        upstream: &str,
+        enabled: bool,
+        faults: Vec<Arc<dyn FaultFactory>>,
+    ) -> Result<(), ApiError> {
         let mut proxies = self.proxies.lock().await;
         if proxies.contains_key(name) {
             return Err(ApiError::proxy_exists());
@@ -157,8 +205,9 @@ impl Store {
             ProxyEntry {
                 listen: listen.to_owned(),
                 upstream: upstream.to_owned(),
-                enabled: true,
+                enabled,
                 toxics: Vec::new(),
+                profile_faults: faults,
             },
         );
         Ok(())
@@ -189,6 +238,7 @@ impl Store {
             upstream,
             enabled: false,
             toxics: Vec::new(),
+            profile_faults: Vec::new(),
         };
         if enabled {
             self.start(&name, &mut entry).await?;
@@ -198,9 +248,12 @@ impl Store {
         Ok(doc)
     }
 
-    /// `POST /populate`: validates every element first, then adds or replaces each proxy (a
-    /// proxy with the same name, listen and upstream is kept as it is, toxics included).
-    pub async fn populate(&self, inputs: Vec<ProxyInput>) -> Result<Vec<ProxyDoc>, ApiError> {
+    /// `POST /populate` (see the module doc): the proxies handled, and the error that stopped
+    /// the request part-way, if any (Toxiproxy answers both in one document).
+    pub async fn populate(
+        &self,
+        inputs: Vec<ProxyInput>,
+    ) -> Result<(Vec<ProxyDoc>, Option<ApiError>), ApiError> {
         let mut checked: Vec<(String, String, String, bool)> = Vec::with_capacity(inputs.len());
         for (i, input) in inputs.iter().enumerate() {
             let v = validate_new(input, Some(i + 1))?;
@@ -215,28 +268,31 @@ impl Store {
         let mut proxies = self.proxies.lock().await;
         let mut out = Vec::with_capacity(checked.len());
         for (name, listen, upstream, enabled) in checked {
-            if let Some(existing) = proxies.get(&name) {
-                if existing.listen == listen && existing.upstream == upstream {
+            if let Some(existing) = proxies.get_mut(&name) {
+                if existing.listen == resolved(&listen).await && existing.upstream == upstream {
                     out.push(existing.doc(&name));
                     continue;
                 }
-                self.stop(&name).await;
-                self.hub.remove(&name);
-                proxies.remove(&name);
+                // Toxiproxy stops the old proxy first; it stays (stopped) if the new one fails.
+                if existing.enabled {
+                    self.stop(&name).await;
+                    existing.enabled = false;
+                }
             }
             let mut entry = ProxyEntry {
                 listen,
                 upstream,
                 enabled: false,
                 toxics: Vec::new(),
+                profile_faults: Vec::new(),
             };
-            if enabled {
-                self.start(&name, &mut entry).await?;
+            if enabled && let Err(e) = self.start(&name, &mut entry).await {
+                return Ok((out, Some(e)));
             }
             out.push(entry.doc(&name));
             proxies.insert(name, entry);
         }
-        Ok(out)
+        Ok((out, None))
     }
 
     /// `PATCH /proxies/{name}`: a listen change rebinds; an upstream-only change on a running
@@ -291,6 +347,7 @@ impl Store {
         let mut proxies = self.proxies.lock().await;
         for (name, entry) in proxies.iter_mut() {
             entry.toxics.clear();
+            entry.profile_faults.clear();
             if entry.enabled {
                 self.hub.set_faults(name, Vec::new()).map_err(hub_error)?;
                 self.hub.set_outages(name, Vec::new()).map_err(hub_error)?;

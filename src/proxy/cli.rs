@@ -37,16 +37,20 @@ Sizes accept B, KiB, MiB (and K, M, KB, MB); durations accept ms, s, m.
   # Several named proxies from a profile, control API off
   tearline proxy --profile my-proxies.toml --api off
 
+  # The control API alone, no proxies yet (as `toxiproxy-server`): clients create them
+  tearline proxy --api 127.0.0.1:8474
+
 The control API (Toxiproxy-compatible, plus /cuts, /findings, /metrics) listens on
 127.0.0.1:8474 unless --api says otherwise; browser-originated requests are refused.
 Sizes accept B, KiB, MiB (and K, M, KB, MB); durations accept ms, s, m.
 SIGINT/SIGTERM stop accepting, let open connections drain for --drain-timeout, then close;
 the audit's summary is printed at the end.")]
 pub struct Args {
-    /// Address to listen on (ip:port). Required unless a profile names its proxies.
+    /// Address to listen on (ip:port). Without it, --upstream and a profile, only the control
+    /// API starts (no proxies; create them through it, as with toxiproxy-server).
     #[arg(long, value_name = "ADDR", value_parser = parse_addr)]
     pub listen: Option<SocketAddr>,
-    /// Upstream to relay to (host:port). Required unless a profile names its proxies.
+    /// Upstream to relay to (host:port). Required with --listen.
     #[arg(long, value_name = "HOST:PORT", value_parser = parse_upstream)]
     pub upstream: Option<String>,
     /// Proxy name (logs, metrics, seed derivation).
@@ -115,6 +119,11 @@ pub enum CliError {
     /// A flag the single-proxy form needs is absent.
     #[error("missing {0}")]
     Missing(&'static str),
+    /// No proxy would listen and the control API is off.
+    #[error(
+        "nothing to serve: give --listen and --upstream, a --profile with enabled proxies, or leave the control API on (it starts with no proxies and creates them on request)"
+    )]
+    NothingToServe,
     /// The signal handlers could not be installed.
     #[error("cannot install signal handlers")]
     Signals(#[source] std::io::Error),
@@ -211,6 +220,8 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
                 proxies.push((spec, p.outages_for(Some(&def.name)), def.enabled));
             }
         }
+        // Neither a proxy nor a profile: the control API alone (Toxiproxy's server role).
+        None if args.listen.is_none() && args.upstream.is_none() => {}
         _ => {
             let mut spec = args.spec(seed)?;
             let mut outages = Vec::new();
@@ -223,6 +234,7 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
     }
     super::stack::serve(super::stack::Stack {
         proxies,
+        template: args.config(String::new(), seed),
         seed,
         observe: args.observe,
         api: args.api.0,

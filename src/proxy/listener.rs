@@ -36,6 +36,12 @@ pub struct ProxySpec {
     pub faults: FaultList,
 }
 
+/// Builds the [`Proxy`] of `spec` without binding anything (a proxy that starts disabled).
+pub fn build(spec: ProxySpec) -> Result<Arc<Proxy>, ProxyError> {
+    check(&spec.config)?;
+    Ok(Proxy::with_faults(spec.config, spec.faults))
+}
+
 /// Binds `spec.listen` and builds its [`Proxy`].
 pub async fn bind(spec: ProxySpec) -> Result<(TcpListener, Arc<Proxy>), ProxyError> {
     check(&spec.config)?;

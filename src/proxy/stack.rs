@@ -15,7 +15,7 @@ use tokio::net::TcpListener;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{Proxy, ProxySpec};
+use super::{FaultList, Proxy, ProxyConfig, ProxyError, ProxySpec};
 use crate::audit::{AuditConfig, Auditor};
 use crate::control::catalog::RegistryCatalog;
 use crate::control::runtime::RuntimeHub;
@@ -39,8 +39,11 @@ pub enum Observe {
 
 /// Everything around the relays.
 pub struct Stack {
-    /// One proxy to start, with its outage schedules and whether it starts enabled.
+    /// One proxy to start, with its outage schedules and whether it starts enabled (a disabled
+    /// one is not bound: it listens once the control API enables it).
     pub proxies: Vec<(ProxySpec, Vec<OutageSchedule>, bool)>,
+    /// Limits and seed of the proxies the control API creates (name and upstream replaced).
+    pub template: ProxyConfig,
     /// The run's seed (printed).
     pub seed: u64,
     /// HTTP/SSE observation or bytes only.
@@ -55,29 +58,62 @@ pub struct Stack {
     pub findings_log: Option<PathBuf>,
 }
 
-/// Binds every proxy, starts observers, audit, outages and the API, serves until SIGINT or
-/// SIGTERM, drains, prints the audit summary.
+/// One proxy of the stack once built: bound (enabled) or not (disabled).
+struct Built {
+    listener: Option<TcpListener>,
+    proxy: Arc<Proxy>,
+    /// The address it is bound to, or will bind when enabled.
+    listen: SocketAddr,
+    outages: Vec<OutageSchedule>,
+    /// The profile's faults, handed to the API so enabling or resetting keeps its semantics.
+    faults: FaultList,
+}
+
+/// Binds every enabled proxy, builds the disabled ones, starts observers, audit, outages and
+/// the API, serves until SIGINT or SIGTERM, drains, prints the audit summary. With the API on
+/// and no proxy at all it is an API-only server (Toxiproxy's `toxiproxy-server` role).
 pub async fn serve(stack: Stack) -> Result<(), CliError> {
-    let template = stack.proxies.first().map(|(s, _, _)| s.config.clone());
-    let mut schedules = Vec::new();
-    let mut specs = Vec::new();
-    for (spec, outages, enabled) in stack.proxies {
-        schedules.push((outages, enabled));
-        specs.push(spec);
+    if stack.api.is_none() && !stack.proxies.iter().any(|(_, _, enabled)| *enabled) {
+        return Err(CliError::NothingToServe);
     }
-    let bound = super::bind_all(specs).await?;
+    let mut names = std::collections::HashSet::new();
+    for (spec, _, _) in &stack.proxies {
+        if !names.insert(spec.config.name.clone()) {
+            return Err(ProxyError::DuplicateName(spec.config.name.clone()).into());
+        }
+    }
+    let mut built = Vec::with_capacity(stack.proxies.len());
+    for (spec, outages, enabled) in stack.proxies {
+        let listen = spec.listen;
+        let faults = spec.faults.clone();
+        let (listener, proxy) = if enabled {
+            let (l, p) = super::bind(spec).await?;
+            (Some(l), p)
+        } else {
+            (None, super::listener::build(spec)?)
+        };
+        built.push(Built {
+            listener,
+            proxy,
+            listen,
+            outages,
+            faults,
+        });
+    }
+    let multi = built.len();
 
     let auditor = Arc::new(Auditor::new(AuditConfig::default()));
     if let Some(path) = &stack.findings_log {
         auditor.log_to_file(path).map_err(CliError::FindingsLog)?;
     }
     let mut books = Vec::new();
-    for ((_, proxy), (_, enabled)) in bound.iter().zip(&schedules) {
+    for b in &built {
+        let proxy = &b.proxy;
         let book = Arc::new(CutBook::new(proxy.name()));
         books.push(book.clone());
         let mut sinks: Vec<Arc<dyn ObservationSink>> = vec![book];
         if let Some(path) = &stack.cuts_log {
-            let log = CutLog::open(&cut_log_path(path, proxy.name(), bound.len()), proxy.name())
+            let log = CutLog::open(&cut_log_path(path, proxy.name(), multi), proxy.name())
                 .map_err(CliError::CutLog)?;
             sinks.push(Arc::new(log));
         }
@@ -92,20 +128,24 @@ pub async fn serve(stack: Stack) -> Result<(), CliError> {
         } else {
             proxy.set_sink(Some(Arc::new(FanOut(sinks))));
         }
-        proxy.set_enabled(*enabled);
+        proxy.set_enabled(b.listener.is_some());
     }
 
     println!(
         "tearline proxy: seed {} (reproduce with --seed {})",
         stack.seed, stack.seed
     );
-    for (l, p) in &bound {
-        if let Ok(addr) = l.local_addr() {
-            println!(
-                "tearline proxy: {} listening on {addr} → {}",
-                p.name(),
-                p.upstream()
-            );
+    for b in &built {
+        let (name, upstream) = (b.proxy.name(), b.proxy.upstream());
+        match b.listener.as_ref().and_then(|l| l.local_addr().ok()) {
+            Some(addr) => println!("tearline proxy: {name} listening on {addr} → {upstream}"),
+            None if stack.api.is_some() => println!(
+                "tearline proxy: {name} disabled (not listening); enabling it through the control API binds {} → {upstream}",
+                b.listen
+            ),
+            None => println!(
+                "tearline proxy: {name} disabled (not listening, and stays so: the control API is off)"
+            ),
         }
     }
     let shutdown = CancellationToken::new();
@@ -114,10 +154,11 @@ pub async fn serve(stack: Stack) -> Result<(), CliError> {
         spawn_summary_on_usr1(auditor.clone(), shutdown.clone());
     }
     let started = Instant::now();
-    for ((_, proxy), (outages, _)) in bound.iter().zip(schedules) {
+    for b in &mut built {
+        let outages = std::mem::take(&mut b.outages);
         if !outages.is_empty() {
             tokio::spawn(super::schedule::drive_outages(
-                proxy.clone(),
+                b.proxy.clone(),
                 outages,
                 started,
                 shutdown.clone(),
@@ -125,8 +166,8 @@ pub async fn serve(stack: Stack) -> Result<(), CliError> {
         }
     }
 
-    match (stack.api, template) {
-        (Some(api_addr), Some(template)) => {
+    match stack.api {
+        Some(api_addr) => {
             let api_listener =
                 TcpListener::bind(api_addr)
                     .await
@@ -134,7 +175,8 @@ pub async fn serve(stack: Stack) -> Result<(), CliError> {
                         addr: api_addr,
                         source,
                     })?;
-            let hub = Arc::new(RuntimeHub::new(template, shutdown.clone()));
+            let api_bound = api_listener.local_addr().unwrap_or(api_addr);
+            let hub = Arc::new(RuntimeHub::new(stack.template, shutdown.clone()));
             let mut config = ApiConfig::new(hub.clone(), Arc::new(RegistryCatalog));
             config.token = stack.api_token;
             config.cuts = Some(Arc::new(CutBooks(books)));
@@ -142,10 +184,16 @@ pub async fn serve(stack: Stack) -> Result<(), CliError> {
                 config.findings = Some(Arc::new(AuditFindings(auditor.clone())));
             }
             let state = ApiState::new(config);
-            for (listener, proxy) in bound {
-                adopt(&state, &hub, listener, proxy).await?;
+            let empty = built.is_empty();
+            for b in built {
+                adopt(&state, &hub, b).await?;
             }
-            println!("tearline proxy: control API on http://{api_addr}");
+            println!("tearline proxy: control API on http://{api_bound}");
+            if empty {
+                println!(
+                    "tearline proxy: no proxies yet; create them through the API (POST /proxies, POST /populate)"
+                );
+            }
             let api = tokio::spawn(crate::control::server::serve_api(
                 api_listener,
                 state,
@@ -155,7 +203,13 @@ pub async fn serve(stack: Stack) -> Result<(), CliError> {
             hub.wait().await;
             let _ = api.await;
         }
-        _ => super::run_bound(bound, shutdown).await?,
+        None => {
+            let bound = built
+                .into_iter()
+                .filter_map(|b| b.listener.map(|l| (l, b.proxy)))
+                .collect();
+            super::run_bound(bound, shutdown).await?;
+        }
     }
     if stack.observe == Observe::Http {
         auditor.finish();
@@ -195,20 +249,21 @@ fn spawn_summary_on_usr1(auditor: Arc<Auditor>, shutdown: CancellationToken) {
     }
 }
 
-async fn adopt(
-    state: &ApiState,
-    hub: &RuntimeHub,
-    listener: TcpListener,
-    proxy: Arc<Proxy>,
-) -> Result<(), CliError> {
-    let listen = listener
-        .local_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
-    let (name, upstream) = (proxy.name().to_owned(), proxy.upstream());
-    hub.run_existing(listener, proxy);
+async fn adopt(state: &ApiState, hub: &RuntimeHub, b: Built) -> Result<(), CliError> {
+    let (name, upstream) = (b.proxy.name().to_owned(), b.proxy.upstream());
+    let (listen, enabled) = match b.listener {
+        Some(listener) => {
+            let listen = listener.local_addr().unwrap_or(b.listen).to_string();
+            hub.run_existing(listener, b.proxy);
+            (listen, true)
+        }
+        None => {
+            hub.adopt_stopped(b.proxy);
+            (b.listen.to_string(), false)
+        }
+    };
     state
-        .adopt_proxy(&name, &listen, &upstream)
+        .adopt_proxy(&name, &listen, &upstream, enabled, b.faults)
         .await
         .map_err(CliError::Api)
 }
