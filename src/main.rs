@@ -19,9 +19,15 @@ use clap::{Parser, Subcommand, ValueEnum};
   tearline serve --listen 127.0.0.1:8931
   tearline profiles list")]
 struct Cli {
-    /// Log format on stderr; the level comes from RUST_LOG (default: info).
+    /// Log format on stderr.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+
+    /// More log lines on stderr: -v info, -vv debug, -vvv trace. The default is warn for
+    /// `replay`, `report` and `profiles` (their output is the story and the summary) and info
+    /// for the servers; RUST_LOG, when set, overrides both.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
 
     #[command(subcommand)]
     command: Command,
@@ -49,9 +55,19 @@ enum Command {
     Profiles(tearline::profile::cli::Args),
 }
 
-fn init_logging(format: LogFormat) {
+/// The log level without RUST_LOG: the command's default, raised by each `-v`.
+fn default_level(command: &Command, verbose: u8) -> &'static str {
+    const LEVELS: [&str; 5] = ["error", "warn", "info", "debug", "trace"];
+    let base = match command {
+        Command::Replay(_) | Command::Report(_) | Command::Profiles(_) => 1,
+        Command::Proxy(_) | Command::Serve(_) | Command::Load(_) => 2,
+    };
+    LEVELS[(base + usize::from(verbose)).min(LEVELS.len() - 1)]
+}
+
+fn init_logging(format: LogFormat, level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -75,7 +91,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.log_format);
+    init_logging(cli.log_format, default_level(&cli.command, cli.verbose));
     match dispatch(cli.command).await {
         Ok(code) => code,
         Err(e) => {

@@ -68,10 +68,11 @@ const FULL_FLOW: &str = concat!(
 
 /// `tearline proxy` started as `toxiproxy-server` is: the control API alone, on a free port.
 /// Returns the child and the API address it printed.
-async fn start_api_only() -> (tokio::process::Child, SocketAddr) {
+async fn start_api_only(extra: &[&str]) -> (tokio::process::Child, SocketAddr) {
     use tokio::io::AsyncBufReadExt;
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_tearline"))
         .args(["proxy", "--api", "127.0.0.1:0"])
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -96,7 +97,7 @@ async fn start_api_only() -> (tokio::process::Child, SocketAddr) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn toxiproxy_client_runs_its_whole_flow_against_an_api_only_server() {
     tokio::time::timeout(TEST_TIMEOUT, async {
-        let (mut child, api) = start_api_only().await;
+        let (mut child, api) = start_api_only(&[]).await;
         let upstream = echo_server().await;
         let busy = std::net::TcpListener::bind("127.0.0.1:0").expect("hold a port");
         let busy_addr = busy.local_addr().expect("busy addr").to_string();
@@ -122,6 +123,74 @@ async fn toxiproxy_client_runs_its_whole_flow_against_an_api_only_server() {
             "server exited during the flow"
         );
         drop(busy);
+        let _ = child.start_kill();
+    })
+    .await
+    .expect("test timed out");
+}
+
+/// Seconds for 4 bytes to come back through `listen` (an echo upstream).
+async fn round_trip(listen: &str) -> std::time::Duration {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(listen)
+        .await
+        .expect("connect through the proxy");
+    let t0 = std::time::Instant::now();
+    s.write_all(b"ping").await.expect("write");
+    let mut buf = [0u8; 4];
+    s.read_exact(&mut buf).await.expect("echo");
+    assert_eq!(&buf, b"ping");
+    t0.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn profile_proxy_with_enabled_false_is_reported_down_and_enabling_keeps_its_faults() {
+    use control_support::call;
+    use http::{Method, StatusCode};
+    use serde_json::json;
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let upstream = echo_server().await;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let profile = dir.path().join("p.toml");
+        std::fs::write(
+            &profile,
+            format!(
+                "[[proxy]]\nname = \"up\"\nlisten = \"127.0.0.1:0\"\nupstream = \"{upstream}\"\n\n\
+                 [[proxy]]\nname = \"down\"\nlisten = \"127.0.0.1:0\"\nupstream = \"{upstream}\"\nenabled = false\n\n\
+                 [[fault]]\nkind = \"latency\"\nproxy = \"down\"\nlatency_ms = 300\n"
+            ),
+        )
+        .expect("write profile");
+        let profile = profile.to_string_lossy().into_owned();
+        let (mut child, api) = start_api_only(&["--profile", &profile]).await;
+
+        let list = call(api, Method::GET, "/proxies", None).await.json();
+        assert_eq!(list["up"]["enabled"], json!(true), "{list}");
+        assert_eq!(list["down"]["enabled"], json!(false), "{list}");
+        let up_listen = list["up"]["listen"].as_str().unwrap_or_default().to_owned();
+        assert!(!up_listen.ends_with(":0"), "{list}");
+        assert!(round_trip(&up_listen).await < std::time::Duration::from_millis(300));
+
+        let r = call(
+            api,
+            Method::POST,
+            "/proxies/down",
+            Some(json!({"enabled": true})),
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+        assert_eq!(r.json()["enabled"], json!(true));
+        let down_listen = r.json()["listen"].as_str().unwrap_or_default().to_owned();
+        assert!(!down_listen.ends_with(":0"), "{}", r.text());
+        let took = round_trip(&down_listen).await;
+        assert!(
+            took >= std::time::Duration::from_millis(300),
+            "the profile's 300 ms latency is not in force after enabling: {took:?}"
+        );
+
+        let r = call(api, Method::POST, "/reset", None).await;
+        assert_eq!(r.status, StatusCode::NO_CONTENT);
+        assert!(round_trip(&down_listen).await < std::time::Duration::from_millis(300));
         let _ = child.start_kill();
     })
     .await

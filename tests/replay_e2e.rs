@@ -158,3 +158,58 @@ async fn same_seed_gives_the_same_cuts_and_counts() {
     }
     assert_eq!(a.report.cuts, b.report.cuts);
 }
+
+/// Runs the `tearline` binary with stdout and stderr piped (not a terminal), RUST_LOG unset.
+fn replay_binary(extra: &[&str]) -> (i32, String, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let profile = dir.path().join("scaled.toml");
+    std::fs::write(&profile, PROFILE).expect("write profile");
+    let out_dir = dir.path().join("report");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tearline"))
+        .arg("replay")
+        .args(["--seed", "7", "--calls", "3", "--size", "262144"])
+        .args(["--buffer-bytes", "65536", "--call-timeout", "20s"])
+        .arg("--profile")
+        .arg(&profile)
+        .arg("--out")
+        .arg(&out_dir)
+        .args(extra)
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run tearline replay");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn replay_off_a_terminal_prints_milestones_story_and_summary_but_no_connection_logs() {
+    let (code, stdout, stderr) = replay_binary(&[]);
+    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    for line in stderr.lines() {
+        assert!(
+            line.starts_with("tearline replay: "),
+            "a stderr line that is not a replay milestone: {line:?}\n{stderr}"
+        );
+    }
+    for policy in ["strict", "naive"] {
+        assert!(
+            stderr.contains(&format!("tearline replay: {policy} client: 3 calls in ")),
+            "no end-of-phase milestone for {policy}:\n{stderr}"
+        );
+    }
+    assert!(stderr.lines().count() <= 6, "too chatty:\n{stderr}");
+    assert!(stdout.contains("\nCuts ("), "no summary:\n{stdout}");
+    assert!(stdout.contains("reports written to "), "{stdout}");
+
+    // `-v` brings the per-connection lines back (so the check above can fail).
+    let (code, _, verbose) = replay_binary(&["-v", "--policy", "naive"]);
+    assert_eq!(code, 0, "{verbose}");
+    assert!(
+        verbose.lines().any(|l| l.contains("INFO") && l.contains("open")),
+        "-v shows no per-connection log line:\n{verbose}"
+    );
+}

@@ -139,6 +139,18 @@ pub struct LoadConfig {
     pub max_traces: usize,
     /// Show a progress bar on stderr (only if stderr is a terminal).
     pub progress: bool,
+    /// Extra text the progress bar appends (e.g. the proxy's cuts so far), read at each tick.
+    pub progress_note: Option<ProgressNote>,
+}
+
+/// Text a caller adds to the progress bar, computed at each tick.
+#[derive(Clone)]
+pub struct ProgressNote(pub std::sync::Arc<dyn Fn() -> String + Send + Sync>);
+
+impl std::fmt::Debug for ProgressNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressNote")
+    }
 }
 
 impl LoadConfig {
@@ -159,6 +171,7 @@ impl LoadConfig {
             max_backoff: Duration::from_secs(5),
             max_traces: 16,
             progress: false,
+            progress_note: None,
         }
     }
 }

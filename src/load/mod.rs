@@ -107,6 +107,7 @@ pub async fn run(
             Arc::clone(&tally),
             cfg.stop,
             cfg.policy.as_str(),
+            cfg.progress_note.clone(),
             bar_stop.clone(),
         )
     } else {

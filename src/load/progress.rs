@@ -12,7 +12,7 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio_util::sync::CancellationToken;
 
-use super::config::Stop;
+use super::config::{ProgressNote, Stop};
 use super::stats::CallEnd;
 
 /// Call totals shared by the session tasks and the bar.
@@ -40,6 +40,7 @@ pub fn spawn(
     tally: Arc<Tally>,
     limit: Stop,
     label: &'static str,
+    note: Option<ProgressNote>,
     stop: CancellationToken,
 ) -> Option<tokio::task::JoinHandle<()>> {
     if !std::io::stderr().is_terminal() {
@@ -72,8 +73,9 @@ pub fn spawn(
             } else {
                 bar.set_position(done);
             }
+            let extra = note.as_ref().map(|n| format!(" {}", (n.0)())).unwrap_or_default();
             bar.set_message(format!(
-                "done {done} ok {} lost {}",
+                "done {done} ok {} silently lost {}{extra}",
                 tally.ok.load(Ordering::Relaxed),
                 tally.lost.load(Ordering::Relaxed)
             ));

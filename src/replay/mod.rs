@@ -116,7 +116,27 @@ pub async fn run(
             .findings_dir
             .as_ref()
             .map(|d| d.join(format!("findings-{}.jsonl", policy.as_str())));
-        phases.push(phase::run_phase(cfg, profile, policy, log, shutdown).await?);
+        let t0 = std::time::Instant::now();
+        eprintln!(
+            "tearline replay: {} client: {} through the proxy",
+            policy.as_str(),
+            match cfg.stop {
+                crate::load::Stop::Calls(n) => format!("{n} calls"),
+                crate::load::Stop::Duration(d) => format!("calls for {d:?}"),
+            }
+        );
+        let phase = phase::run_phase(cfg, profile, policy, log, shutdown).await?;
+        let c = &phase.load.counters;
+        eprintln!(
+            "tearline replay: {} client: {} calls in {:.1} s, {} ok, {} cuts, {} silently lost",
+            policy.as_str(),
+            c.calls,
+            t0.elapsed().as_secs_f64(),
+            c.ok,
+            phase.tap.cuts(),
+            c.silently_lost
+        );
+        phases.push(phase);
     }
     let target = match &cfg.upstream {
         Some(address) => Target::User {

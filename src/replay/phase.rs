@@ -116,6 +116,10 @@ pub async fn run_phase(
     // Half the streams are cut: eight attempts make a visible failure of a correct client rare.
     lcfg.max_attempts = 8;
     lcfg.progress = cfg.progress;
+    let cuts = tap.clone();
+    lcfg.progress_note = Some(crate::load::config::ProgressNote(Arc::new(move || {
+        format!("cuts {}", cuts.cuts())
+    })));
     let load = crate::load::run(lcfg, token.clone()).await;
 
     token.cancel();

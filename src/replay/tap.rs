@@ -69,6 +69,11 @@ impl Tap {
         }
     }
 
+    /// Cuts so far.
+    pub fn cuts(&self) -> u64 {
+        self.lock().cuts_by_action.values().sum()
+    }
+
     /// Cuts by SSE class (`outside-sse` for cuts outside an SSE body).
     pub fn cuts_by_class(&self) -> BTreeMap<String, u64> {
         self.lock().cuts_by_class.clone()
