@@ -124,6 +124,8 @@ fn every_listed_kind_is_accepted_by_build() {
                 ("action", s("reset")),
             ],
         ),
+        ("idle", &[("idle_ms", i(1))]),
+        ("buffer", &[("flush_ms", i(1))]),
     ];
     assert_eq!(KINDS.len(), minimal.len());
     for (info, (kind, keys)) in KINDS.iter().zip(minimal) {
@@ -147,7 +149,7 @@ fn build_errors_name_the_key_and_what_is_allowed() {
     let cases: Vec<(Vec<(&str, toml::Value)>, &str)> = vec![
         (
             vec![("kind", s("latncy"))],
-            "unknown fault kind 'latncy'; known: latency, bandwidth, slicer, slow_close, timeout, reset, limit_data, stall, outage, sse_cut",
+            "unknown fault kind 'latncy'; known: latency, bandwidth, slicer, slow_close, timeout, reset, limit_data, stall, outage, sse_cut, idle, buffer",
         ),
         (
             vec![

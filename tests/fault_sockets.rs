@@ -535,3 +535,99 @@ async fn reset_in_a_range_with_outage_holds_the_next_connection_for_the_window()
     .await
     .unwrap();
 }
+
+/// A server that, per connection, reads one byte, sends `ticks` bytes `gap` apart, then keeps
+/// the connection open and quiet for ten seconds.
+async fn ticking_server(ticks: usize, gap: Duration) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                if sock.read_exact(&mut [0u8; 1]).await.is_err() {
+                    return;
+                }
+                for _ in 0..ticks {
+                    if sock.write_all(b"x").await.is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(gap).await;
+                }
+                tokio::time::sleep(Duration::from_secs(10)).await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn idle_keeps_a_stream_whose_gaps_stay_short_and_ends_it_with_fin_once_quiet() {
+    timeout(Duration::from_secs(20), async {
+        let up = ticking_server(5, Duration::from_millis(100)).await;
+        let p = start(
+            up,
+            vec![fault(&[("kind", s("idle")), ("idle_ms", i(400))])],
+            1,
+        )
+        .await;
+        let mut c = TcpStream::connect(p.addr).await.unwrap();
+        c.write_all(b"?").await.unwrap();
+        let mut got = 0;
+        let mut last = Instant::now();
+        let end = loop {
+            let mut b = [0u8; 16];
+            match c.read(&mut b).await {
+                Ok(0) => break Ok(Instant::now()),
+                Ok(n) => {
+                    got += n;
+                    last = Instant::now();
+                }
+                Err(e) => break Err(e.kind()),
+            }
+        };
+        let end = end.expect("a FIN (clean EOF), not an error");
+        assert_eq!(got, 5, "every tick 100 ms apart passes an idle limit of 400 ms");
+        let quiet = end - last;
+        assert!(
+            quiet >= Duration::from_millis(350) && quiet < Duration::from_secs(3),
+            "closed {quiet:?} after the last byte"
+        );
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn buffer_holds_bytes_and_releases_a_window_of_them_together() {
+    timeout(Duration::from_secs(20), async {
+        // Four bytes 100 ms apart all fall in one 1 s window.
+        let up = ticking_server(4, Duration::from_millis(100)).await;
+        let p = start(
+            up,
+            vec![fault(&[("kind", s("buffer")), ("flush_ms", i(1000))])],
+            1,
+        )
+        .await;
+        let mut c = TcpStream::connect(p.addr).await.unwrap();
+        let t0 = Instant::now();
+        c.write_all(b"?").await.unwrap();
+        let mut arrivals = Vec::new();
+        while arrivals.len() < 4 {
+            let mut b = [0u8; 16];
+            let n = c.read(&mut b).await.unwrap();
+            assert!(n > 0, "closed after {} bytes", arrivals.len());
+            arrivals.extend(std::iter::repeat_n(t0.elapsed(), n));
+        }
+        let (first, last) = (arrivals[0], arrivals[3]);
+        assert!(
+            first >= Duration::from_millis(950),
+            "the first byte left before its window ended: {first:?}"
+        );
+        assert!(
+            last - first < Duration::from_millis(100),
+            "the window's bytes were not released together: {arrivals:?}"
+        );
+    })
+    .await
+    .unwrap();
+}

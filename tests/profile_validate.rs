@@ -26,7 +26,7 @@ const BROKEN: &[(&str, &str)] = &[
     ),
     (
         "down-is-not-a-kind.toml",
-        "2:8: unknown fault kind 'down'; known: latency, bandwidth, slicer, slow_close, timeout, reset, limit_data, stall, outage, sse_cut ('down' is a proxy state: set `enabled = false` on the [[proxy]])",
+        "2:8: unknown fault kind 'down'; known: latency, bandwidth, slicer, slow_close, timeout, reset, limit_data, stall, outage, sse_cut, idle, buffer ('down' is a proxy state: set `enabled = false` on the [[proxy]])",
     ),
     (
         "duplicate-fault-name.toml",
@@ -42,7 +42,7 @@ const BROKEN: &[(&str, &str)] = &[
     ),
     (
         "missing-kind.toml",
-        "1:1: missing required key 'kind'; known kinds: latency, bandwidth, slicer, slow_close, timeout, reset, limit_data, stall, outage, sse_cut",
+        "1:1: missing required key 'kind'; known kinds: latency, bandwidth, slicer, slow_close, timeout, reset, limit_data, stall, outage, sse_cut, idle, buffer",
     ),
     (
         "missing-required-key.toml",
@@ -71,7 +71,7 @@ const BROKEN: &[(&str, &str)] = &[
     ),
     (
         "unknown-kind.toml",
-        "4:8: unknown fault kind 'latncy'; known: latency, bandwidth, slicer, slow_close, timeout, reset, limit_data, stall, outage, sse_cut",
+        "4:8: unknown fault kind 'latncy'; known: latency, bandwidth, slicer, slow_close, timeout, reset, limit_data, stall, outage, sse_cut, idle, buffer",
     ),
     (
         "unknown-proxy-reference.toml",
@@ -115,6 +115,11 @@ fn every_shipped_profile_validates() {
         "latency-jitter.toml",
         "flaky-mobile.toml",
         "reset-250ms.toml",
+        "gateway-idle-kill.toml",
+        "proxy-buffering.toml",
+        "rolling-deploy.toml",
+        "flaky-wifi.toml",
+        "slow-consumer.toml",
     ] {
         assert!(seen.iter().any(|s| s == required), "{required} is shipped");
     }

@@ -10,7 +10,9 @@
 //! decrease (order on the wire is kept); a cut at `k` removes every byte at or after `k`.
 
 pub mod bandwidth;
+pub mod buffer;
 pub mod common;
+pub mod idle;
 pub mod keys;
 pub mod latency;
 pub mod limit_data;

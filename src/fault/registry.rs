@@ -14,7 +14,9 @@ use std::sync::Arc;
 
 use super::FaultFactory;
 use super::bandwidth::BandwidthConfig;
+use super::buffer::BufferConfig;
 use super::common::{Common, Factory};
+use super::idle::IdleConfig;
 use super::keys::{FaultConfigError, FaultDef, KeyReader};
 use super::latency::LatencyConfig;
 use super::limit_data::LimitDataConfig;
@@ -179,6 +181,21 @@ pub const KINDS: &[KindInfo] = &[
             ("outage_ms", "proxy outage opened by the cut"),
         ],
     },
+    KindInfo {
+        name: "idle",
+        scope: Scope::Connection,
+        summary: "a gateway's idle timeout: FIN (or RST) once nothing flowed for idle_ms",
+        keys: &[
+            ("idle_ms", "quiet time that ends the connection, > 0 (required)"),
+            ("action", "\"fin\" (default) or \"reset\""),
+        ],
+    },
+    KindInfo {
+        name: "buffer",
+        scope: Scope::Connection,
+        summary: "a buffering intermediary: bytes held and flushed together every flush_ms",
+        keys: &[("flush_ms", "length of a buffering window, > 0 (required)")],
+    },
 ];
 
 /// The names of every kind, comma-separated.
@@ -270,6 +287,8 @@ pub fn build(def: &FaultDef) -> Result<Built, FaultConfigError> {
         "timeout" => Factory::shared(common, TimeoutConfig::read(&mut r)?),
         "reset" => Factory::shared(common, ResetConfig::read(&mut r)?),
         "limit_data" => Factory::shared(common, LimitDataConfig::read(&mut r)?),
+        "idle" => Factory::shared(common, IdleConfig::read(&mut r)?),
+        "buffer" => Factory::shared(common, BufferConfig::read(&mut r)?),
         _ => Factory::shared(common, StallConfig::read(&mut r)?),
     };
     r.finish()?;

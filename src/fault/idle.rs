@@ -1,0 +1,84 @@
+//! `idle`: a gateway's idle timeout. When nothing has flowed in the direction for `idle_ms`
+//! (since the connection opened or since its last chunk), the connection is ended with a FIN
+//! (`action = "fin"`, default) or an RST (`action = "reset"`).
+//!
+//! Why: load balancers and API gateways (nginx `proxy_read_timeout`, cloud load balancers'
+//! idle timeouts) end SSE streams that stay quiet between events; a client must resume them.
+//! Observable effect: a stream whose gaps stay below `idle_ms` is untouched; the first gap
+//! that reaches it ends the connection `idle_ms` after the last chunk arrived.
+//!
+//! Profile keys: `idle_ms` (required, integer ms, > 0), `action` (`"fin"` default or
+//! `"reset"`), plus `direction` and `probability`.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::common::KindConfig;
+use super::keys::{FaultConfigError, KeyReader};
+use super::{Chunk, ConnRng, CutAction, Deadline, Fault, Plan};
+
+/// Configuration of `idle`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdleConfig {
+    /// The quiet time that ends the connection.
+    pub idle: Duration,
+    /// How it ends.
+    pub action: CutAction,
+}
+
+impl IdleConfig {
+    /// Reads `idle_ms` and `action`.
+    pub fn read(r: &mut KeyReader<'_>) -> Result<Self, FaultConfigError> {
+        let idle = r.millis("idle_ms")?.ok_or_else(|| r.missing("idle_ms"))?;
+        if idle.is_zero() {
+            return Err(FaultConfigError::at_def(
+                r.def(),
+                Some("idle_ms"),
+                "idle_ms must be greater than 0",
+            ));
+        }
+        let action = match r.choice("action", &["fin", "reset"])? {
+            Some("reset") => CutAction::Reset,
+            _ => CutAction::Fin,
+        };
+        Ok(IdleConfig { idle, action })
+    }
+}
+
+impl KindConfig for IdleConfig {
+    const KIND: &'static str = "idle";
+
+    fn make(&self, _rng: &mut ConnRng, now: Instant) -> Box<dyn Fault> {
+        Box::new(Idle {
+            cfg: *self,
+            last: now,
+        })
+    }
+}
+
+/// One connection's `idle`.
+#[derive(Debug)]
+pub struct Idle {
+    cfg: IdleConfig,
+    /// When the last chunk of the direction arrived (or the connection opened).
+    last: Instant,
+}
+
+impl Fault for Idle {
+    fn kind(&self) -> &'static str {
+        IdleConfig::KIND
+    }
+
+    fn on_chunk(&mut self, chunk: &Chunk<'_>, _plan: &mut Plan, _rng: &mut ConnRng) {
+        self.last = self.last.max(chunk.arrived);
+    }
+
+    fn deadline(&self) -> Option<Deadline> {
+        Some(Deadline {
+            at: self.last + self.cfg.idle,
+            action: self.cfg.action,
+            by: IdleConfig::KIND,
+        })
+    }
+}
