@@ -13,7 +13,7 @@ pub mod validate;
 
 use std::path::Path;
 
-pub use model::{FaultSpec, Profile, ProxyDef};
+pub use model::{FaultSpec, PhaseSpec, PhaseStep, Profile, ProxyDef};
 
 /// A profile could not be read or is invalid.
 #[derive(Debug, thiserror::Error)]

@@ -24,6 +24,20 @@ pub struct Profile {
     pub proxies: Vec<ProxyDef>,
     /// Faults in declaration order (the order of each direction's chain).
     pub faults: Vec<FaultSpec>,
+    /// Timed phases; empty = every per-connection fault is always in force.
+    pub phases: Vec<PhaseSpec>,
+}
+
+/// A `[[phase]]`: for `duration` from its start, only the per-connection faults it names are in
+/// force (outages keep their own schedule). The last phase lasts until the end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PhaseSpec {
+    /// Unique name (logs).
+    pub name: String,
+    /// How long it lasts; `None` only on the last phase.
+    pub duration: Option<std::time::Duration>,
+    /// Names of the `[[fault]]`s in force.
+    pub faults: Vec<String>,
 }
 
 /// A `[[proxy]]`.
@@ -73,8 +87,44 @@ impl Profile {
         self.faults.iter().filter(move |f| f.applies_to(proxy))
     }
 
-    /// The per-connection factories of `proxy`, in chain order.
+    /// The per-connection factories of `proxy` at the start, in chain order: every one, or
+    /// with phases those of the first phase.
     pub fn factories_for(&self, proxy: Option<&str>) -> Vec<Arc<dyn FaultFactory>> {
+        match self.phases.first() {
+            Some(first) => self.factories_in(proxy, first),
+            None => self.all_factories_for(proxy),
+        }
+    }
+
+    /// The per-connection factories of `proxy` that `phase` names, in chain order.
+    pub fn factories_in(&self, proxy: Option<&str>, phase: &PhaseSpec) -> Vec<Arc<dyn FaultFactory>> {
+        self.faults_for(proxy)
+            .filter(|f| phase.faults.contains(&f.name))
+            .filter_map(|f| match &f.built {
+                Built::Conn(c) => Some(Arc::clone(c)),
+                Built::Outage(_) => None,
+            })
+            .collect()
+    }
+
+    /// The timeline of `proxy`'s fault chain: (offset from the start, phase name, factories),
+    /// one entry per phase; empty without phases.
+    pub fn phase_plan(&self, proxy: Option<&str>) -> Vec<PhaseStep> {
+        let mut at = std::time::Duration::ZERO;
+        let mut steps = Vec::with_capacity(self.phases.len());
+        for phase in &self.phases {
+            steps.push(PhaseStep {
+                at,
+                name: phase.name.clone(),
+                faults: self.factories_in(proxy, phase),
+            });
+            at += phase.duration.unwrap_or_default();
+        }
+        steps
+    }
+
+    /// Every per-connection factory of `proxy`, phases ignored.
+    fn all_factories_for(&self, proxy: Option<&str>) -> Vec<Arc<dyn FaultFactory>> {
         self.faults_for(proxy)
             .filter_map(|f| match &f.built {
                 Built::Conn(c) => Some(Arc::clone(c)),
@@ -96,5 +146,26 @@ impl Profile {
     /// The proxy named `name`.
     pub fn proxy(&self, name: &str) -> Option<&ProxyDef> {
         self.proxies.iter().find(|p| p.name == name)
+    }
+}
+
+/// One step of a phase timeline.
+#[derive(Clone)]
+pub struct PhaseStep {
+    /// When it begins, from the proxy's start.
+    pub at: std::time::Duration,
+    /// The phase's name.
+    pub name: String,
+    /// The fault chain in force during it.
+    pub faults: Vec<Arc<dyn FaultFactory>>,
+}
+
+impl std::fmt::Debug for PhaseStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PhaseStep")
+            .field("at", &self.at)
+            .field("name", &self.name)
+            .field("faults", &self.faults.len())
+            .finish()
     }
 }

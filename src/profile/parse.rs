@@ -25,6 +25,21 @@ pub struct RawProfile {
     /// `[[fault]]` tables.
     #[serde(default)]
     pub fault: Vec<Spanned<BTreeMap<Spanned<String>, Spanned<toml::Value>>>>,
+    /// `[[phase]]` tables.
+    #[serde(default)]
+    pub phase: Vec<Spanned<RawPhase>>,
+}
+
+/// A `[[phase]]` as written.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPhase {
+    /// `name`.
+    pub name: Spanned<String>,
+    /// `duration_ms` (checked to be a positive integer by validation; absent on the last).
+    pub duration_ms: Option<Spanned<toml::Value>>,
+    /// `faults`: names of `[[fault]]`s in force during the phase.
+    pub faults: Spanned<Vec<Spanned<String>>>,
 }
 
 /// A `[[proxy]]` as written.

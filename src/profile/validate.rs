@@ -4,14 +4,16 @@
 //! Rules (each broken rule is one precise error): proxy names are non-empty and unique;
 //! `listen` and `upstream` are `host:port` with a port in 0..=65535; a fault's `proxy` names a
 //! defined proxy; fault names (default: the kind) are unique among the faults that apply to the
-//! same proxy; a profile defines at least one proxy or one fault.
+//! same proxy; a profile defines at least one proxy or one fault; phase names are unique, every
+//! phase but the last has a positive `duration_ms`, and a phase names only defined
+//! per-connection faults (outages keep their own schedule).
 
 use std::ops::Range;
 
 use toml::Spanned;
 
-use super::model::{FaultSpec, Profile, ProxyDef};
-use super::parse::{RawProfile, SpanError, fault_def};
+use super::model::{FaultSpec, PhaseSpec, Profile, ProxyDef};
+use super::parse::{RawPhase, RawProfile, SpanError, fault_def};
 use crate::fault::keys::FaultConfigError;
 use crate::fault::registry;
 
@@ -149,13 +151,86 @@ pub fn profile(raw: RawProfile, text: &str, origin: &str) -> Result<Profile, Spa
         }
         faults.push((spec, span));
     }
+    let faults: Vec<FaultSpec> = faults.into_iter().map(|(f, _)| f).collect();
+    let phases = phases(&raw.phase, &faults)?;
     Ok(Profile {
         origin: origin.to_owned(),
         description: raw.description.map(Spanned::into_inner),
         seed,
         proxies: proxies.into_iter().map(|(p, _)| p).collect(),
-        faults: faults.into_iter().map(|(f, _)| f).collect(),
+        faults,
+        phases,
     })
+}
+
+/// Checks the `[[phase]]` tables against the faults.
+fn phases(raw: &[Spanned<RawPhase>], faults: &[FaultSpec]) -> Result<Vec<PhaseSpec>, SpanError> {
+    let mut out: Vec<PhaseSpec> = Vec::with_capacity(raw.len());
+    for (i, p) in raw.iter().enumerate() {
+        let p = p.get_ref();
+        let name = p.name.get_ref();
+        if name.trim().is_empty() || out.iter().any(|q| &q.name == name) {
+            return Err(err(
+                p.name.span(),
+                "name",
+                format!("phase names must be non-empty and unique, got '{name}'"),
+            ));
+        }
+        let last = i + 1 == raw.len();
+        let duration = match &p.duration_ms {
+            Some(v) => match v.get_ref() {
+                toml::Value::Integer(ms) if *ms > 0 => {
+                    Some(std::time::Duration::from_millis(ms.unsigned_abs()))
+                }
+                other => {
+                    return Err(err(
+                        v.span(),
+                        "duration_ms",
+                        format!("duration_ms must be a positive integer (milliseconds), got {other}"),
+                    ));
+                }
+            },
+            None if last => None,
+            None => {
+                return Err(err(
+                    p.name.span(),
+                    "duration_ms",
+                    format!("phase '{name}' needs duration_ms (only the last phase may omit it: it lasts until the end)"),
+                ));
+            }
+        };
+        let mut names = Vec::with_capacity(p.faults.get_ref().len());
+        for f in p.faults.get_ref() {
+            let wanted = f.get_ref();
+            match faults.iter().find(|s| &s.name == wanted) {
+                None => {
+                    let known: Vec<&str> = faults.iter().map(|s| s.name.as_str()).collect();
+                    return Err(err(
+                        f.span(),
+                        "faults",
+                        format!(
+                            "phase '{name}' names fault '{wanted}', which is not defined; defined: {}",
+                            if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                        ),
+                    ));
+                }
+                Some(s) if matches!(s.built, registry::Built::Outage(_)) => {
+                    return Err(err(
+                        f.span(),
+                        "faults",
+                        format!("fault '{wanted}' is an outage: it follows its own start_ms/every_ms schedule; leave it out of phases"),
+                    ));
+                }
+                Some(_) => names.push(wanted.clone()),
+            }
+        }
+        out.push(PhaseSpec {
+            name: name.clone(),
+            duration,
+            faults: names,
+        });
+    }
+    Ok(out)
 }
 
 /// Checks `host:port` (IPv6 hosts in brackets).

@@ -40,6 +40,11 @@ Sizes accept B, KiB, MiB (and K, M, KB, MB); durations accept ms, s, m.
   # The control API alone, no proxies yet (as `toxiproxy-server`): clients create them
   tearline proxy --api 127.0.0.1:8474
 
+  # Edit the profile while it runs: each saved, valid change applies without dropping a
+  # connection; an invalid one is reported as FILE:LINE:COL and the old profile stays
+  tearline proxy --listen 127.0.0.1:7000 --upstream 127.0.0.1:8080 \\
+      --profile my.toml --watch
+
 The control API (Toxiproxy-compatible, plus /cuts, /findings, /metrics) listens on
 127.0.0.1:8474 unless --api says otherwise; browser-originated requests are refused.
 Sizes accept B, KiB, MiB (and K, M, KB, MB); durations accept ms, s, m.
@@ -77,6 +82,10 @@ pub struct Args {
     /// Fault profile (TOML): faults for this proxy, or named proxies with their faults.
     #[arg(long, value_name = "FILE")]
     pub profile: Option<std::path::PathBuf>,
+    /// Reload --profile when the file changes, without dropping connections: faults, phases
+    /// and outages are replaced; an invalid edit is reported (file:line:col) and ignored.
+    #[arg(long, requires = "profile")]
+    pub watch: bool,
     /// Control API address, or `off`.
     #[arg(long, value_name = "ADDR|off", default_value = "127.0.0.1:8474", value_parser = parse_api)]
     pub api: ApiAddr,
@@ -217,23 +226,23 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
                     config,
                     faults: p.factories_for(Some(&def.name)),
                 };
-                proxies.push((spec, p.outages_for(Some(&def.name)), def.enabled));
+                proxies.push((spec, Some(def.name.clone()), def.enabled));
             }
         }
         // Neither a proxy nor a profile: the control API alone (Toxiproxy's server role).
         None if args.listen.is_none() && args.upstream.is_none() => {}
         _ => {
             let mut spec = args.spec(seed)?;
-            let mut outages = Vec::new();
             if let Some(p) = &profile {
                 spec.faults = p.factories_for(None);
-                outages = p.outages_for(None);
             }
-            proxies.push((spec, outages, true));
+            proxies.push((spec, None, true));
         }
     }
     super::stack::serve(super::stack::Stack {
         proxies,
+        profile,
+        watch: args.watch.then(|| args.profile.clone()).flatten(),
         template: args.config(String::new(), seed),
         seed,
         observe: args.observe,

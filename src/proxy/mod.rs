@@ -22,6 +22,7 @@ mod conn;
 mod listener;
 mod pump;
 pub mod schedule;
+pub mod watch;
 mod sendq;
 pub mod stack;
 mod state;

@@ -39,3 +39,23 @@ pub async fn drive_outages(
     });
     futures_util::future::join_all(drivers).await;
 }
+
+/// Runs a profile's phase timeline against `proxy`, measured from `start`: at each step the
+/// proxy's fault chain becomes the step's (new connections use it; live ones switch at their
+/// next chunk, bytes already planned keep their timing). Ends after the last step or when
+/// `shutdown` fires.
+pub async fn drive_phases(
+    proxy: Arc<Proxy>,
+    steps: Vec<crate::profile::PhaseStep>,
+    start: Instant,
+    shutdown: CancellationToken,
+) {
+    for step in steps {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep_until(start + step.at) => {}
+        }
+        tracing::info!(proxy = %proxy.name(), phase = %step.name, faults = step.faults.len(), "phase begins");
+        proxy.set_faults(step.faults);
+    }
+}

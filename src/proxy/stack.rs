@@ -21,7 +21,7 @@ use crate::control::catalog::RegistryCatalog;
 use crate::control::runtime::RuntimeHub;
 use crate::control::sources::{AuditFindings, CutBook, CutBooks};
 use crate::control::{ApiConfig, ApiState};
-use crate::fault::outage::OutageSchedule;
+use super::watch::Watched;
 use crate::wire::ObservationSink;
 use crate::wire::observe::FanOut;
 use crate::wire::record::CutLog;
@@ -39,9 +39,14 @@ pub enum Observe {
 
 /// Everything around the relays.
 pub struct Stack {
-    /// One proxy to start, with its outage schedules and whether it starts enabled (a disabled
-    /// one is not bound: it listens once the control API enables it).
-    pub proxies: Vec<(ProxySpec, Vec<OutageSchedule>, bool)>,
+    /// One proxy to start, with its `[[proxy]]` name in the profile (`None`: the command
+    /// line's proxy) and whether it starts enabled (a disabled one is not bound: it listens
+    /// once the control API enables it).
+    pub proxies: Vec<(ProxySpec, Option<String>, bool)>,
+    /// The profile: outage schedules and phases of each proxy.
+    pub profile: Option<crate::profile::Profile>,
+    /// Reload the profile from this file when it changes (`--watch`).
+    pub watch: Option<PathBuf>,
     /// Limits and seed of the proxies the control API creates (name and upstream replaced).
     pub template: ProxyConfig,
     /// The run's seed (printed).
@@ -64,7 +69,8 @@ struct Built {
     proxy: Arc<Proxy>,
     /// The address it is bound to, or will bind when enabled.
     listen: SocketAddr,
-    outages: Vec<OutageSchedule>,
+    /// Its `[[proxy]]` name in the profile.
+    profile_name: Option<String>,
     /// The profile's faults, handed to the API so enabling or resetting keeps its semantics.
     faults: FaultList,
 }
@@ -83,7 +89,7 @@ pub async fn serve(stack: Stack) -> Result<(), CliError> {
         }
     }
     let mut built = Vec::with_capacity(stack.proxies.len());
-    for (spec, outages, enabled) in stack.proxies {
+    for (spec, profile_name, enabled) in stack.proxies {
         let listen = spec.listen;
         let faults = spec.faults.clone();
         let (listener, proxy) = if enabled {
@@ -96,7 +102,7 @@ pub async fn serve(stack: Stack) -> Result<(), CliError> {
             listener,
             proxy,
             listen,
-            outages,
+            profile_name,
             faults,
         });
     }
@@ -153,14 +159,23 @@ pub async fn serve(stack: Stack) -> Result<(), CliError> {
     if stack.observe == Observe::Http {
         spawn_summary_on_usr1(auditor.clone(), shutdown.clone());
     }
-    let started = Instant::now();
-    for b in &mut built {
-        let outages = std::mem::take(&mut b.outages);
-        if !outages.is_empty() {
-            tokio::spawn(super::schedule::drive_outages(
-                b.proxy.clone(),
-                outages,
-                started,
+    if let Some(profile) = stack.profile {
+        let watched: Vec<Watched> = built
+            .iter()
+            .map(|b| Watched {
+                name: b.profile_name.clone(),
+                proxy: b.proxy.clone(),
+            })
+            .collect();
+        let schedules = shutdown.child_token();
+        super::watch::start_schedules(&profile, &watched, Instant::now(), &schedules);
+        if let Some(path) = stack.watch {
+            println!("tearline proxy: watching {} for changes", path.display());
+            tokio::spawn(super::watch::watch(
+                path,
+                profile,
+                watched,
+                schedules,
                 shutdown.clone(),
             ));
         }

@@ -101,6 +101,12 @@ pub async fn run_phase(
         Instant::now(),
         token.clone(),
     ));
+    tokio::spawn(crate::proxy::schedule::drive_phases(
+        proxy.clone(),
+        profile.phase_plan(None),
+        Instant::now(),
+        token.clone(),
+    ));
 
     let target = Target {
         host: proxy_addr.ip().to_string(),
