@@ -254,6 +254,16 @@ async fn clean_server_gives_all_calls_ok_and_no_detections() {
     assert!(c.is_balanced());
     assert_eq!(o.histograms["call"].len(), 40);
     assert_eq!(o.histograms["first-event"].len(), 40);
+    // Stream metrics: one value per call or per stream, and no recovery without a cut.
+    for per_call_or_stream in ["last-event", "max-gap", "stream-interval"] {
+        assert_eq!(
+            o.histograms[per_call_or_stream].len(),
+            40,
+            "{per_call_or_stream}"
+        );
+    }
+    assert_eq!(o.histograms["recovery"].len(), 0);
+    assert!(o.histograms["last-event"].min() >= o.histograms["first-event"].min());
 }
 
 #[tokio::test]
@@ -284,6 +294,8 @@ async fn strict_detects_torn_event_and_reissues_after_fresh_stream() {
         matches!(&t.answer, Some(ResumeAnswer::Stream { discontinuous: true, first_id: Some(f), .. }) if f == "s9-0")
     );
     assert_eq!(t.outcome, Some(CallEnd::Ok));
+    // One cut, recovered by the re-issue: one recovery time, from the cut.
+    assert_eq!(o.histograms["recovery"].len(), 1);
 }
 
 #[tokio::test]
@@ -315,6 +327,7 @@ async fn strict_resume_from_replaying_server_completes_without_reissue() {
         vec!["s1-1".to_string()]
     );
     assert_eq!(o.histograms["resume"].len(), 1);
+    assert_eq!(o.histograms["recovery"].len(), 1);
 }
 
 #[tokio::test]

@@ -79,7 +79,7 @@ const BROKEN: &[(&str, &str)] = &[
     ),
     (
         "unknown-top-level-key.toml",
-        "1:1: unknown key 'descripton'; known: description, seed, proxy, fault",
+        "1:1: unknown key 'descripton'; known: description, seed, proxy, fault, phase",
     ),
     (
         "wrong-type.toml",

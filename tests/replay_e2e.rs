@@ -203,6 +203,10 @@ fn replay_off_a_terminal_prints_milestones_story_and_summary_but_no_connection_l
     }
     assert!(stderr.lines().count() <= 6, "too chatty:\n{stderr}");
     assert!(stdout.contains("\nCuts ("), "no summary:\n{stdout}");
+    assert!(
+        stdout.contains("median events/s") && stdout.contains("strict.max-gap"),
+        "no stream metrics in the summary:\n{stdout}"
+    );
     assert!(stdout.contains("reports written to "), "{stdout}");
 
     // `-v` brings the per-connection lines back (so the check above can fail).

@@ -100,6 +100,8 @@ impl Worker {
             deadline,
             first_event_seen: false,
             resumed_from: None,
+            recovering_from: None,
+            last_event_at: None,
         };
         let mut req: Option<RequestStream> = None;
         // True once the current request reached the server (a response head came back): only
@@ -230,7 +232,7 @@ impl Worker {
                     s.recycle(resp.body);
                 }
                 let judged = rq.judge(&cfg.args);
-                match self.settle(policy, judged, intended) {
+                match self.settle(policy, judged, &clock) {
                     Some(end) => return end,
                     None => continue,
                 }
@@ -260,10 +262,14 @@ impl Worker {
             }
             cursor.clone_from(&got.cursor);
             retry = got.retry.or(retry);
+            if !matches!(got.stop, Stop::Answered) {
+                // Recovery is measured from the first cut of a series.
+                clock.recovering_from.get_or_insert(got.at);
+            }
             match got.stop {
                 Stop::Answered => {
                     let judged = rq.judge(&cfg.args);
-                    match self.settle(policy, judged, intended) {
+                    match self.settle(policy, judged, &clock) {
                         Some(end) => return end,
                         None => continue,
                     }
@@ -302,10 +308,14 @@ impl Worker {
     }
 
     /// Ends the call on an answer, or returns None to re-issue (strict, invalid answer).
-    fn settle(&mut self, policy: Policy, judged: Judgement, intended: Instant) -> Option<CallEnd> {
+    fn settle(&mut self, policy: Policy, judged: Judgement, clock: &Clock) -> Option<CallEnd> {
         match (judged, policy) {
             (Judgement::Valid, _) => {
-                self.histos.record(histo::CALL, Instant::now() - intended);
+                self.histos
+                    .record(histo::CALL, Instant::now() - clock.intended);
+                if let Some(last) = clock.last_event_at {
+                    self.histos.record(histo::LAST_EVENT, last - clock.intended);
+                }
                 Some(CallEnd::Ok)
             }
             (Judgement::RpcError, _) => {

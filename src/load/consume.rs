@@ -90,6 +90,10 @@ pub struct Clock {
     pub first_event_seen: bool,
     /// The disconnect this stream resumes from, if it is a resume.
     pub resumed_from: Option<Instant>,
+    /// The first disconnect of the call not yet followed by a non-priming event.
+    pub recovering_from: Option<Instant>,
+    /// When the call's last non-priming event arrived.
+    pub last_event_at: Option<Instant>,
 }
 
 /// Reads `resp` to a stop, feeding every event to `req`.
@@ -105,6 +109,9 @@ pub async fn consume(
     let mut scanner = SseScanner::new();
     let mut tail = Tail::new();
     let mut last_event_at: Option<Instant> = None;
+    let mut stream_first: Option<Instant> = None;
+    let mut stream_events: u32 = 0;
+    let mut max_gap: Option<std::time::Duration> = None;
     let mut first_id: Option<String> = None;
     let mut deadline = clock.deadline;
     let mut reusable = false;
@@ -132,17 +139,28 @@ pub async fn consume(
                 return;
             }
             let now = Instant::now();
-            if !clock.first_event_seen {
-                clock.first_event_seen = true;
-                histos.record(histo::FIRST_EVENT, now - clock.intended);
+            let priming = ev.data.is_empty();
+            if !priming {
+                if !clock.first_event_seen {
+                    clock.first_event_seen = true;
+                    histos.record(histo::FIRST_EVENT, now - clock.intended);
+                }
+                if let Some(from) = clock.recovering_from.take() {
+                    histos.record(histo::RECOVERY, now - from);
+                }
+                clock.last_event_at = Some(now);
             }
             if let Some(from) = clock.resumed_from.take() {
                 histos.record(histo::RESUME, now - from);
             }
             if let Some(prev) = last_event_at {
-                histos.record(histo::INTER_EVENT, now - prev);
+                let gap = now - prev;
+                histos.record(histo::INTER_EVENT, gap);
+                max_gap = Some(max_gap.map_or(gap, |m| m.max(gap)));
             }
             last_event_at = Some(now);
+            stream_first.get_or_insert(now);
+            stream_events += 1;
             if first_id.is_none() && !ev.last_event_id.is_empty() {
                 first_id = Some(ev.last_event_id.to_string());
             }
@@ -172,6 +190,14 @@ pub async fn consume(
             deadline = deadline.min(Instant::now() + LINGER_AFTER_RESPONSE);
         }
     };
+    if let Some(gap) = max_gap {
+        histos.record(histo::MAX_GAP, gap);
+    }
+    if let (Some(first), Some(last)) = (stream_first, last_event_at)
+        && stream_events >= 2
+    {
+        histos.record(histo::STREAM_INTERVAL, (last - first) / (stream_events - 1));
+    }
     let committed = scanner.last_event_id().to_string();
     let pending = scanner.pending_id().map(str::to_string);
     let cursor = match policy {

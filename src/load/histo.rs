@@ -6,6 +6,8 @@
 //!   [`Pacer`]'s schedule), not from when the client managed to send it: a stall delays every
 //!   call scheduled behind it, and those delays are recorded (wrk2's correction). In closed
 //!   loop the intended start is the actual start.
+//! - Time to first event skips priming events (an `id` with empty `data`, as MCP servers send
+//!   before the answer): they say the stream is open, not that the answer started.
 //! - Each session task owns its [`Histograms`]; they are merged once at the end, so recording
 //!   never takes a lock.
 
@@ -23,8 +25,31 @@ pub const CALL: &str = "call";
 pub const RESUME: &str = "resume";
 /// Gap between consecutive events on one connection.
 pub const INTER_EVENT: &str = "inter-event";
+/// Time to the last event of a completed call, from its intended start.
+pub const LAST_EVENT: &str = "last-event";
+/// The largest gap between consecutive events of one stream (one per stream with ≥ 2 events).
+pub const MAX_GAP: &str = "max-gap";
+/// A cut (the first of a series) → the first non-priming event after a resume or a re-issue.
+pub const RECOVERY: &str = "recovery";
+/// One stream's mean interval between events (first → last event over events − 1); its
+/// inverse is the stream's events per second ([`events_per_s`]).
+pub const STREAM_INTERVAL: &str = "stream-interval";
 /// All histogram names, in report order.
-pub const NAMES: [&str; 4] = [FIRST_EVENT, CALL, RESUME, INTER_EVENT];
+pub const NAMES: [&str; 8] = [
+    FIRST_EVENT,
+    LAST_EVENT,
+    CALL,
+    RESUME,
+    RECOVERY,
+    INTER_EVENT,
+    MAX_GAP,
+    STREAM_INTERVAL,
+];
+
+/// Events per second of a stream whose mean interval is `interval_us` microseconds.
+pub fn events_per_s(interval_us: u64) -> f64 {
+    1e6 / interval_us.max(1) as f64
+}
 
 const MAX_US: u64 = 3_600_000_000;
 

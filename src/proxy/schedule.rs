@@ -41,8 +41,9 @@ pub async fn drive_outages(
 }
 
 /// Runs a profile's phase timeline against `proxy`, measured from `start`: at each step the
-/// proxy's fault chain becomes the step's (new connections use it; live ones switch at their
-/// next chunk, bytes already planned keep their timing). Ends after the last step or when
+/// proxy's fault chain becomes the step's (new connections use it; live ones switch within
+/// their next two chunks per direction — the read already awaited is planned with the old
+/// chain — and bytes already planned keep their timing). Ends after the last step or when
 /// `shutdown` fires.
 pub async fn drive_phases(
     proxy: Arc<Proxy>,

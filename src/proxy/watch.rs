@@ -5,7 +5,7 @@
 //! connection and the very streams being observed. Invariants: a reload applies only a valid
 //! profile whose `[[proxy]]` tables are unchanged (anything else is reported with its
 //! `file:line:col` and the profile in force stays); it never closes a connection: each proxy's
-//! fault chain is replaced (new connections use it, live ones switch at their next chunk) and
+//! fault chain is replaced (new connections use it, live ones within their next two chunks) and
 //! the outage and phase timelines restart from the reload.
 
 use std::path::PathBuf;

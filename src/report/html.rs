@@ -12,7 +12,7 @@ use super::ReportError;
 use super::charts;
 use super::latency::Summary;
 use super::model::{Counters, Report};
-use super::summary::{latency_rows, target_line};
+use super::summary::{STREAM_RATE_HEADER, latency_rows, stream_rate_rows, target_line};
 
 /// Timeline rows listed in the table (the chart shows all).
 const TIMELINE_ROWS: usize = 100;
@@ -153,6 +153,11 @@ pub fn render(report: &Report) -> Result<String, ReportError> {
         &["histogram", "count", "p50", "p90", "p99", "p99.9", "max"],
         &latency_rows(report),
     ));
+    let rates = stream_rate_rows(report);
+    if !rates.is_empty() {
+        section(&mut out, "Stream rate");
+        out.push_str(&table(&STREAM_RATE_HEADER, &rates));
+    }
     let files: Vec<Vec<String>> = report
         .latencies()
         .into_iter()

@@ -18,7 +18,7 @@ pub use super::counters::Counters;
 use super::latency::{Latency, safe_name};
 
 /// Version of the `report.json` layout; bumped on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Examples kept per finding kind.
 pub const MAX_EXAMPLES: usize = 3;

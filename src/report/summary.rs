@@ -64,6 +64,38 @@ fn percent(part: u64, whole: u64) -> String {
     }
 }
 
+/// Header of the stream-rate table.
+pub const STREAM_RATE_HEADER: [&str; 5] = [
+    "policy",
+    "streams",
+    "median events/s",
+    "slowest",
+    "fastest",
+];
+
+/// Events per second per stream, by policy (from each policy's `stream-interval` histogram:
+/// the rate is the inverse of a stream's mean interval, so the slowest stream is the largest
+/// interval).
+pub fn stream_rate_rows(report: &Report) -> Vec<Vec<String>> {
+    let rate = |us: u64| format!("{:.1}", crate::load::histo::events_per_s(us));
+    report
+        .policies
+        .iter()
+        .filter_map(|(policy, p)| {
+            let h = &p.histograms.get(crate::load::histo::STREAM_INTERVAL)?.histogram;
+            (h.len() > 0).then(|| {
+                vec![
+                    policy.clone(),
+                    h.len().to_string(),
+                    rate(h.value_at_quantile(0.5)),
+                    rate(h.max()),
+                    rate(h.min()),
+                ]
+            })
+        })
+        .collect()
+}
+
 /// The latency table rows: label, count, p50, p90, p99, p99.9, max.
 pub fn latency_rows(report: &Report) -> Vec<Vec<String>> {
     report
@@ -204,6 +236,14 @@ pub fn render(report: &Report) -> String {
             &["histogram", "count", "p50", "p90", "p99", "p99.9", "max"],
             &rows,
         ));
+    }
+    let rates = stream_rate_rows(report);
+    if !rates.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nStream rate (first-event excludes priming; last-event, recovery and max-gap are above)"
+        );
+        out.push_str(&table(&STREAM_RATE_HEADER, &rates));
     }
     out
 }
