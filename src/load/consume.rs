@@ -112,6 +112,9 @@ pub async fn consume(
     let mut stream_first: Option<Instant> = None;
     let mut stream_events: u32 = 0;
     let mut max_gap: Option<std::time::Duration> = None;
+    // The first non-priming event after a cut; counted as the recovery only if this stream is
+    // not then abandoned as discontinuous.
+    let mut recovered_at: Option<Instant> = None;
     let mut first_id: Option<String> = None;
     let mut deadline = clock.deadline;
     let mut reusable = false;
@@ -145,8 +148,8 @@ pub async fn consume(
                     clock.first_event_seen = true;
                     histos.record(histo::FIRST_EVENT, now - clock.intended);
                 }
-                if let Some(from) = clock.recovering_from.take() {
-                    histos.record(histo::RECOVERY, now - from);
+                if clock.recovering_from.is_some() {
+                    recovered_at.get_or_insert(now);
                 }
                 clock.last_event_at = Some(now);
             }
@@ -192,6 +195,12 @@ pub async fn consume(
     };
     if let Some(gap) = max_gap {
         histos.record(histo::MAX_GAP, gap);
+    }
+    if let Some(at) = recovered_at
+        && !matches!(stop, Stop::Discontinuity | Stop::ErrorEvent)
+        && let Some(from) = clock.recovering_from.take()
+    {
+        histos.record(histo::RECOVERY, at - from);
     }
     if let (Some(first), Some(last)) = (stream_first, last_event_at)
         && stream_events >= 2

@@ -29,7 +29,8 @@ pub const INTER_EVENT: &str = "inter-event";
 pub const LAST_EVENT: &str = "last-event";
 /// The largest gap between consecutive events of one stream (one per stream with ≥ 2 events).
 pub const MAX_GAP: &str = "max-gap";
-/// A cut (the first of a series) → the first non-priming event after a resume or a re-issue.
+/// A cut (the first of a series) → the first non-priming event after a resume or a re-issue,
+/// on a stream the client keeps (one abandoned as discontinuous does not end the series).
 pub const RECOVERY: &str = "recovery";
 /// One stream's mean interval between events (first → last event over events − 1); its
 /// inverse is the stream's events per second ([`events_per_s`]).
