@@ -586,7 +586,10 @@ async fn idle_keeps_a_stream_whose_gaps_stay_short_and_ends_it_with_fin_once_qui
             }
         };
         let end = end.expect("a FIN (clean EOF), not an error");
-        assert_eq!(got, 5, "every tick 100 ms apart passes an idle limit of 400 ms");
+        assert_eq!(
+            got, 5,
+            "every tick 100 ms apart passes an idle limit of 400 ms"
+        );
         let quiet = end - last;
         assert!(
             quiet >= Duration::from_millis(350) && quiet < Duration::from_secs(3),

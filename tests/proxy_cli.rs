@@ -154,7 +154,15 @@ fn wait_line(rx: &Receiver<String>, needle: &str) -> String {
 fn start_proxy(profile: &std::path::Path, extra: &[&str]) -> Running {
     let up = echo_server().to_string();
     let mut child = Command::new(env!("CARGO_BIN_EXE_tearline"))
-        .args(["proxy", "--api", "off", "--listen", "127.0.0.1:0", "--upstream", &up])
+        .args([
+            "proxy",
+            "--api",
+            "off",
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            &up,
+        ])
         .arg("--profile")
         .arg(profile)
         .args(extra)
@@ -215,7 +223,10 @@ fn until_new_connections_are(addr: &str, slow: bool) -> Instant {
             return Instant::now();
         }
     }
-    panic!("new connections never became {}", if slow { "slow" } else { "fast" });
+    panic!(
+        "new connections never became {}",
+        if slow { "slow" } else { "fast" }
+    );
 }
 
 #[test]
@@ -260,7 +271,10 @@ fn watch_applies_a_valid_edit_to_live_connections_and_rejects_a_bad_one_keeping_
     let p = start_proxy(&profile, &["--watch"]);
     wait_line(&p.out, "watching");
     let mut live = Conn::open(&p.listen);
-    assert!(live.round_trip() >= SLOW, "the first profile is not in force");
+    assert!(
+        live.round_trip() >= SLOW,
+        "the first profile is not in force"
+    );
 
     std::fs::write(&profile, fast).unwrap();
     wait_line(&p.out, "reloaded");
@@ -286,7 +300,10 @@ fn watch_applies_a_valid_edit_to_live_connections_and_rejects_a_bad_one_keeping_
     assert!(col.parse::<u32>().is_ok(), "no file:line:col in {line}");
     assert!(line.contains("latency_ms"), "{line}");
     assert!(line.contains("unchanged"), "{line}");
-    assert!(live.round_trip() < SLOW, "a bad edit changed the live connection");
+    assert!(
+        live.round_trip() < SLOW,
+        "a bad edit changed the live connection"
+    );
     assert!(
         Conn::open(&p.listen).round_trip() < SLOW,
         "a bad edit changed new connections"

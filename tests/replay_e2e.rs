@@ -213,7 +213,9 @@ fn replay_off_a_terminal_prints_milestones_story_and_summary_but_no_connection_l
     let (code, _, verbose) = replay_binary(&["-v", "--policy", "naive"]);
     assert_eq!(code, 0, "{verbose}");
     assert!(
-        verbose.lines().any(|l| l.contains("INFO") && l.contains("open")),
+        verbose
+            .lines()
+            .any(|l| l.contains("INFO") && l.contains("open")),
         "-v shows no per-connection log line:\n{verbose}"
     );
 }

@@ -187,7 +187,10 @@ pub async fn dispatch(
                 serde_json::to_value(&docs).unwrap_or_default()
             };
             match error {
-                None => json(StatusCode::CREATED, &serde_json::json!({ "proxies": proxies })),
+                None => json(
+                    StatusCode::CREATED,
+                    &serde_json::json!({ "proxies": proxies }),
+                ),
                 Some(e) => {
                     let mut body = e.body();
                     body["proxies"] = proxies;

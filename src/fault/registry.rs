@@ -186,7 +186,10 @@ pub const KINDS: &[KindInfo] = &[
         scope: Scope::Connection,
         summary: "a gateway's idle timeout: FIN (or RST) once nothing flowed for idle_ms",
         keys: &[
-            ("idle_ms", "quiet time that ends the connection, > 0 (required)"),
+            (
+                "idle_ms",
+                "quiet time that ends the connection, > 0 (required)",
+            ),
             ("action", "\"fin\" (default) or \"reset\""),
         ],
     },

@@ -73,7 +73,10 @@ pub fn spawn(
             } else {
                 bar.set_position(done);
             }
-            let extra = note.as_ref().map(|n| format!(" {}", (n.0)())).unwrap_or_default();
+            let extra = note
+                .as_ref()
+                .map(|n| format!(" {}", (n.0)()))
+                .unwrap_or_default();
             bar.set_message(format!(
                 "done {done} ok {} silently lost {}{extra}",
                 tally.ok.load(Ordering::Relaxed),

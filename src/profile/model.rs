@@ -97,7 +97,11 @@ impl Profile {
     }
 
     /// The per-connection factories of `proxy` that `phase` names, in chain order.
-    pub fn factories_in(&self, proxy: Option<&str>, phase: &PhaseSpec) -> Vec<Arc<dyn FaultFactory>> {
+    pub fn factories_in(
+        &self,
+        proxy: Option<&str>,
+        phase: &PhaseSpec,
+    ) -> Vec<Arc<dyn FaultFactory>> {
         self.faults_for(proxy)
             .filter(|f| phase.faults.contains(&f.name))
             .filter_map(|f| match &f.built {

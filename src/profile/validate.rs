@@ -186,7 +186,9 @@ fn phases(raw: &[Spanned<RawPhase>], faults: &[FaultSpec]) -> Result<Vec<PhaseSp
                     return Err(err(
                         v.span(),
                         "duration_ms",
-                        format!("duration_ms must be a positive integer (milliseconds), got {other}"),
+                        format!(
+                            "duration_ms must be a positive integer (milliseconds), got {other}"
+                        ),
                     ));
                 }
             },
@@ -195,7 +197,9 @@ fn phases(raw: &[Spanned<RawPhase>], faults: &[FaultSpec]) -> Result<Vec<PhaseSp
                 return Err(err(
                     p.name.span(),
                     "duration_ms",
-                    format!("phase '{name}' needs duration_ms (only the last phase may omit it: it lasts until the end)"),
+                    format!(
+                        "phase '{name}' needs duration_ms (only the last phase may omit it: it lasts until the end)"
+                    ),
                 ));
             }
         };
@@ -210,7 +214,11 @@ fn phases(raw: &[Spanned<RawPhase>], faults: &[FaultSpec]) -> Result<Vec<PhaseSp
                         "faults",
                         format!(
                             "phase '{name}' names fault '{wanted}', which is not defined; defined: {}",
-                            if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                            if known.is_empty() {
+                                "none".to_owned()
+                            } else {
+                                known.join(", ")
+                            }
                         ),
                     ));
                 }
@@ -218,7 +226,9 @@ fn phases(raw: &[Spanned<RawPhase>], faults: &[FaultSpec]) -> Result<Vec<PhaseSp
                     return Err(err(
                         f.span(),
                         "faults",
-                        format!("fault '{wanted}' is an outage: it follows its own start_ms/every_ms schedule; leave it out of phases"),
+                        format!(
+                            "fault '{wanted}' is an outage: it follows its own start_ms/every_ms schedule; leave it out of phases"
+                        ),
                     ));
                 }
                 Some(_) => names.push(wanted.clone()),

@@ -22,11 +22,11 @@ mod conn;
 mod listener;
 mod pump;
 pub mod schedule;
-pub mod watch;
 mod sendq;
 pub mod stack;
 mod state;
 mod stats;
+pub mod watch;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

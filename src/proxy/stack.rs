@@ -15,13 +15,13 @@ use tokio::net::TcpListener;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::watch::Watched;
 use super::{FaultList, Proxy, ProxyConfig, ProxyError, ProxySpec};
 use crate::audit::{AuditConfig, Auditor};
 use crate::control::catalog::RegistryCatalog;
 use crate::control::runtime::RuntimeHub;
 use crate::control::sources::{AuditFindings, CutBook, CutBooks};
 use crate::control::{ApiConfig, ApiState};
-use super::watch::Watched;
 use crate::wire::ObservationSink;
 use crate::wire::observe::FanOut;
 use crate::wire::record::CutLog;

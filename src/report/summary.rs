@@ -65,13 +65,8 @@ fn percent(part: u64, whole: u64) -> String {
 }
 
 /// Header of the stream-rate table.
-pub const STREAM_RATE_HEADER: [&str; 5] = [
-    "policy",
-    "streams",
-    "median events/s",
-    "slowest",
-    "fastest",
-];
+pub const STREAM_RATE_HEADER: [&str; 5] =
+    ["policy", "streams", "median events/s", "slowest", "fastest"];
 
 /// Events per second per stream, by policy (from each policy's `stream-interval` histogram:
 /// the rate is the inverse of a stream's mean interval, so the slowest stream is the largest
@@ -82,7 +77,10 @@ pub fn stream_rate_rows(report: &Report) -> Vec<Vec<String>> {
         .policies
         .iter()
         .filter_map(|(policy, p)| {
-            let h = &p.histograms.get(crate::load::histo::STREAM_INTERVAL)?.histogram;
+            let h = &p
+                .histograms
+                .get(crate::load::histo::STREAM_INTERVAL)?
+                .histogram;
             (h.len() > 0).then(|| {
                 vec![
                     policy.clone(),
