@@ -81,7 +81,7 @@ pub fn stream_rate_rows(report: &Report) -> Vec<Vec<String>> {
                 .histograms
                 .get(crate::load::histo::STREAM_INTERVAL)?
                 .histogram;
-            (h.len() > 0).then(|| {
+            (!h.is_empty()).then(|| {
                 vec![
                     policy.clone(),
                     h.len().to_string(),
