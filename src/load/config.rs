@@ -139,6 +139,12 @@ pub struct LoadConfig {
     pub max_traces: usize,
     /// Show a progress bar on stderr (only if stderr is a terminal).
     pub progress: bool,
+    /// The share of the plan (`sessions`, `stop`, `rate`) this agent runs ([`Segment::WHOLE`]
+    /// by default).
+    pub segment: super::segment::Segment,
+    /// Wall-clock time at which the load starts (shared by a plan's agents), if any; the
+    /// target is probed before it.
+    pub start_at: Option<std::time::SystemTime>,
 }
 
 impl LoadConfig {
@@ -159,6 +165,8 @@ impl LoadConfig {
             max_backoff: Duration::from_secs(5),
             max_traces: 16,
             progress: false,
+            segment: super::segment::Segment::WHOLE,
+            start_at: None,
         }
     }
 }

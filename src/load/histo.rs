@@ -38,17 +38,25 @@ pub fn new_histogram() -> Histogram<u64> {
 #[derive(Debug, Clone)]
 pub struct Histograms {
     map: BTreeMap<&'static str, Histogram<u64>>,
+    /// Where each sample is also noted by the second it was recorded in, if anywhere.
+    series: Option<super::series::Recorder>,
 }
 
 impl Default for Histograms {
     fn default() -> Self {
         Histograms {
             map: NAMES.iter().map(|&n| (n, new_histogram())).collect(),
+            series: None,
         }
     }
 }
 
 impl Histograms {
+    /// Also notes every later sample in `recorder`'s per-second series.
+    pub fn attach(&mut self, recorder: super::series::Recorder) {
+        self.series = Some(recorder);
+    }
+
     /// Records `d` in histogram `name` (µs, saturating).
     pub fn record(&mut self, name: &'static str, d: Duration) {
         let us = u64::try_from(d.as_micros())
@@ -56,6 +64,9 @@ impl Histograms {
             .clamp(1, MAX_US);
         if let Some(h) = self.map.get_mut(name) {
             h.saturating_record(us);
+            if let Some(series) = self.series.as_mut() {
+                series.record(name, us);
+            }
         }
     }
 

@@ -14,7 +14,11 @@
 //! - Latencies are measured from each call's intended start ([`histo::Pacer`]) and recorded in
 //!   per-task histograms merged at the end (no contention, no coordinated omission).
 //! - Cancelling `shutdown` stops issuing calls and abandons calls in flight (not counted).
+//! - A run executes its [`segment::Segment`] of the plan: the plan-wide sessions of its share,
+//!   its share of `--calls`, each session paced as in the whole plan; every latency is also
+//!   recorded per second of the run ([`series`]).
 
+pub mod agent;
 pub mod call;
 pub mod cli;
 pub mod config;
@@ -23,6 +27,8 @@ pub mod histo;
 pub mod http;
 pub mod policy;
 pub mod progress;
+pub mod segment;
+pub mod series;
 pub mod session;
 pub mod stats;
 pub mod summary;
@@ -74,6 +80,14 @@ pub struct LoadOutcome {
     pub errors: BTreeMap<&'static str, u64>,
     /// Wall time of the run.
     pub elapsed: Duration,
+    /// Wall-clock time at which the load started (second 0 of `per_second`).
+    pub started_at: std::time::SystemTime,
+    /// The histograms of each second of the run.
+    pub per_second: series::PerSecond,
+    /// The segment of the plan this run executed.
+    pub segment: segment::Segment,
+    /// The plan-wide indexes of the sessions this run ran.
+    pub sessions: std::ops::Range<usize>,
 }
 
 /// Runs `config` until its stop condition (or `shutdown`), then merges what every session
@@ -91,6 +105,16 @@ pub async fn run(
     if config.rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
         return Err(LoadError::Config("rate must be a positive number"));
     }
+    let owned = config.segment.sessions(config.sessions);
+    if owned.is_empty() {
+        return Err(LoadError::Config(
+            "the segment has no session: use at most as many segments as sessions",
+        ));
+    }
+    let mut config = config;
+    if let Stop::Calls(n) = config.stop {
+        config.stop = Stop::Calls(config.segment.calls(n));
+    }
     let probe_deadline = Instant::now() + config.connect_timeout;
     let first = session::Session::open(&config, probe_deadline)
         .await
@@ -98,8 +122,18 @@ pub async fn run(
             target: config.target.to_string(),
             source,
         })?;
+    if let Some(at) = config.start_at
+        && let Ok(wait) = at.duration_since(std::time::SystemTime::now())
+    {
+        tokio::select! {
+            _ = shutdown.cancelled() => {}
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
     let cfg = Arc::new(config);
     let start = Instant::now();
+    let started_at = std::time::SystemTime::now();
+    let series = series::Series::new(start);
     let tally = Arc::new(progress::Tally::default());
     let bar_stop = CancellationToken::new();
     let bar = if cfg.progress {
@@ -115,8 +149,10 @@ pub async fn run(
     let tickets = Arc::new(AtomicU64::new(0));
     let mut tasks = tokio::task::JoinSet::new();
     let mut first = Some(first);
-    for index in 0..cfg.sessions {
-        let worker = call::Worker::new(Arc::clone(&cfg), first.take());
+    for index in owned.clone() {
+        let mut worker = call::Worker::new(Arc::clone(&cfg), first.take());
+        worker.id_base = segment::Segment::request_id_base(index);
+        worker.histos.attach(series.recorder());
         let plan = Plan {
             cfg: Arc::clone(&cfg),
             start,
@@ -157,6 +193,10 @@ pub async fn run(
         traces,
         errors,
         elapsed: start.elapsed(),
+        started_at,
+        per_second: series.snapshot(),
+        segment: cfg.segment,
+        sessions: owned,
     })
 }
 
