@@ -54,11 +54,8 @@ pub fn report(outcomes: &[LoadOutcome], target: &Target, seed: u64) -> Report {
         let policy = o.policy.as_str();
         let offset = o.started_at.duration_since(origin).unwrap_or_default();
         crate::replay::assemble::add_seconds(&mut r, policy, millis(offset), o);
-        let histograms: BTreeMap<&str, Histogram<u64>> = o
-            .histograms
-            .iter()
-            .map(|(k, h)| (*k, h.clone()))
-            .collect();
+        let histograms: BTreeMap<&str, Histogram<u64>> =
+            o.histograms.iter().map(|(k, h)| (*k, h.clone())).collect();
         r.add_policy(
             policy,
             crate::replay::assemble::counters(&o.counters),

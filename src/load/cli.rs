@@ -105,7 +105,9 @@ pub fn parse_start_at(s: &str) -> Result<std::time::SystemTime, String> {
         .ok()
         .or_else(|| crate::report::clock::parse_rfc3339(s))
         .filter(|x| x.is_finite() && *x >= 0.0)
-        .ok_or_else(|| format!("{s:?} is neither RFC 3339 UTC (2026-11-30T14:00:00Z) nor Unix seconds"))?;
+        .ok_or_else(|| {
+            format!("{s:?} is neither RFC 3339 UTC (2026-11-30T14:00:00Z) nor Unix seconds")
+        })?;
     Ok(std::time::UNIX_EPOCH + Duration::from_secs_f64(secs))
 }
 

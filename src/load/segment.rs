@@ -139,7 +139,10 @@ mod tests {
                 let mut next = 0u64;
                 for index in 1..=count {
                     let r = Segment::new(index, count).expect("valid").share(total);
-                    assert_eq!(r.start, next, "{index}/{count} of {total} starts where the last ended");
+                    assert_eq!(
+                        r.start, next,
+                        "{index}/{count} of {total} starts where the last ended"
+                    );
                     assert!(r.end >= r.start);
                     next = r.end;
                 }
@@ -152,11 +155,26 @@ mod tests {
     fn parses_i_of_n_and_rejects_the_rest() {
         assert_eq!("2/8".parse(), Ok(Segment { index: 2, count: 8 }));
         assert_eq!(" 1 / 1 ".parse(), Ok(Segment::WHOLE));
-        assert!(matches!("0/4".parse::<Segment>(), Err(SegmentError::Range { .. })));
-        assert!(matches!("5/4".parse::<Segment>(), Err(SegmentError::Range { .. })));
-        assert!(matches!("1/0".parse::<Segment>(), Err(SegmentError::Range { .. })));
-        assert!(matches!("2of8".parse::<Segment>(), Err(SegmentError::Syntax(_))));
-        assert!(matches!("a/8".parse::<Segment>(), Err(SegmentError::Syntax(_))));
+        assert!(matches!(
+            "0/4".parse::<Segment>(),
+            Err(SegmentError::Range { .. })
+        ));
+        assert!(matches!(
+            "5/4".parse::<Segment>(),
+            Err(SegmentError::Range { .. })
+        ));
+        assert!(matches!(
+            "1/0".parse::<Segment>(),
+            Err(SegmentError::Range { .. })
+        ));
+        assert!(matches!(
+            "2of8".parse::<Segment>(),
+            Err(SegmentError::Syntax(_))
+        ));
+        assert!(matches!(
+            "a/8".parse::<Segment>(),
+            Err(SegmentError::Syntax(_))
+        ));
         assert_eq!(Segment::new(3, 4).expect("valid").to_string(), "3/4");
     }
 
@@ -167,6 +185,10 @@ mod tests {
             assert_eq!(Segment::session_of_request(first), g);
             assert_eq!(Segment::session_of_request(first + 1_000_000), g);
         }
-        assert_eq!(Segment::request_id_base(0) + 1, 1, "an unsplit plan's session 0 keeps ids 1, 2, …");
+        assert_eq!(
+            Segment::request_id_base(0) + 1,
+            1,
+            "an unsplit plan's session 0 keeps ids 1, 2, …"
+        );
     }
 }

@@ -17,7 +17,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use hdrhistogram::Histogram;
 use tokio::time::Instant;
 
-
 /// Samples a recorder buffers before moving them into the shared series.
 const BATCH: usize = 256;
 
@@ -96,7 +95,9 @@ impl Clone for Recorder {
 impl Recorder {
     /// Notes `us` in histogram `name` for the current second.
     pub fn record(&mut self, name: &'static str, us: u64) {
-        let second = Instant::now().saturating_duration_since(self.series.start).as_secs();
+        let second = Instant::now()
+            .saturating_duration_since(self.series.start)
+            .as_secs();
         self.buffer.push((second, name, us));
         if self.buffer.len() >= BATCH {
             self.flush();
@@ -141,7 +142,12 @@ mod tests {
             .collect();
         assert_eq!(
             counts,
-            [(0, "call", 1), (1, "call", 1), (1, "resume", 1), (3, "call", 1)]
+            [
+                (0, "call", 1),
+                (1, "call", 1),
+                (1, "resume", 1),
+                (3, "call", 1)
+            ]
         );
     }
 }

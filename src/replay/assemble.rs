@@ -103,7 +103,12 @@ pub fn assemble(run: RunDescription, phases: &[PhaseOutcome], story: Vec<String>
 
 /// One interval per second of the phase for each client histogram (empty seconds included),
 /// so `report.hlog` shows latency over time; the seconds add up to the phase's histograms.
-pub fn add_seconds(report: &mut Report, policy: &str, offset_ms: u64, load: &crate::load::LoadOutcome) {
+pub fn add_seconds(
+    report: &mut Report,
+    policy: &str,
+    offset_ms: u64,
+    load: &crate::load::LoadOutcome,
+) {
     let seconds = load.elapsed.as_secs() + u64::from(load.elapsed.subsec_nanos() > 0);
     let last = load.per_second.keys().next_back().map_or(0, |s| s + 1);
     for second in 0..seconds.max(last) {

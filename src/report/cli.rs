@@ -142,7 +142,11 @@ pub async fn run(args: Args) -> Result<ExitCode, ReportError> {
             let dirs = a.inputs.iter().filter(|p| p.is_dir()).count();
             if dirs == a.inputs.len() {
                 merge_dirs(&a)
-            } else if dirs == 0 && a.cuts.is_empty() && a.findings.is_empty() && a.fail_on.is_empty() {
+            } else if dirs == 0
+                && a.cuts.is_empty()
+                && a.findings.is_empty()
+                && a.fail_on.is_empty()
+            {
                 merge_logs(&a)
             } else {
                 Err(ReportError::MergeInputs)

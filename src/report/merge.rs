@@ -157,7 +157,14 @@ pub fn merge(agents: &[AgentDir], proxies: &ProxyLogs) -> Result<Report, ReportE
             command_line: std::env::args().collect(),
             ..f.clone()
         },
-        None => RunFacts::new(0, "", super::Target::User { address: String::new(), path: String::new() }),
+        None => RunFacts::new(
+            0,
+            "",
+            super::Target::User {
+                address: String::new(),
+                path: String::new(),
+            },
+        ),
     };
     facts.profile_name = format!("merged: {} agents", agents.len());
     facts.started_at = clock::rfc3339(std::time::UNIX_EPOCH + secs(origin));
@@ -178,11 +185,21 @@ pub fn merge(agents: &[AgentDir], proxies: &ProxyLogs) -> Result<Report, ReportE
             }
             let hs = policy_histos.entry(policy.clone()).or_default();
             for (name, l) in &outcome.histograms {
-                add(hs.entry(name.clone()).or_insert_with(new_histogram), &l.histogram, &l.tag)?;
+                add(
+                    hs.entry(name.clone()).or_insert_with(new_histogram),
+                    &l.histogram,
+                    &l.tag,
+                )?;
             }
         }
         for (name, l) in &a.report.proxy_histograms {
-            add(proxy_histos.entry(name.clone()).or_insert_with(new_histogram), &l.histogram, &l.tag)?;
+            add(
+                proxy_histos
+                    .entry(name.clone())
+                    .or_insert_with(new_histogram),
+                &l.histogram,
+                &l.tag,
+            )?;
         }
         for (kind, g) in &a.report.findings {
             for e in &g.examples {
@@ -251,7 +268,12 @@ fn add_proxy_logs(report: &mut Report, agents: &[AgentDir], proxies: &ProxyLogs,
         let ids: Vec<String> = cut
             .pointer("/stream/rpc_ids")
             .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
             .unwrap_or_default();
         let outcome = ids
             .iter()
@@ -265,7 +287,11 @@ fn add_proxy_logs(report: &mut Report, agents: &[AgentDir], proxies: &ProxyLogs,
             "[{}] {action} at {class}, session {}, request {} -> call {outcome}",
             text("proxy").unwrap_or_default(),
             text("session").unwrap_or_else(|| "-".to_owned()),
-            if ids.is_empty() { "-".to_owned() } else { ids.join(",") },
+            if ids.is_empty() {
+                "-".to_owned()
+            } else {
+                ids.join(",")
+            },
         );
         report.add_timeline(t_ms, TimelineKind::Cut, 0, &detail);
     }
@@ -273,16 +299,31 @@ fn add_proxy_logs(report: &mut Report, agents: &[AgentDir], proxies: &ProxyLogs,
         let Some(kind) = f.get("kind").and_then(Value::as_str) else {
             continue;
         };
-        let text = |p: &str| f.pointer(p).and_then(Value::as_str).unwrap_or("").to_owned();
+        let text = |p: &str| {
+            f.pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned()
+        };
         let rpc: Vec<String> = f
             .pointer("/stream/rpc_ids")
             .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
             .unwrap_or_default();
         let ids = f
             .get("ids")
             .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
             .unwrap_or_default();
         report.add_finding(
             kind,

@@ -40,6 +40,7 @@ pub mod charts;
 pub mod cli;
 pub mod clock;
 pub mod counters;
+pub mod headline;
 pub mod hgrm;
 pub mod hlog;
 pub mod html;
@@ -50,6 +51,7 @@ pub mod model;
 pub mod summary;
 mod threshold_parse;
 pub mod thresholds;
+pub mod time_charts;
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -141,7 +143,9 @@ pub enum ReportError {
     },
     /// `report merge` was given a mix of directories and files, or options only directories
     /// take.
-    #[error("report merge takes either report directories (written by `tearline load --report-dir`) or .hlog files, not both; --cuts, --findings and --fail-on need directories")]
+    #[error(
+        "report merge takes either report directories (written by `tearline load --report-dir`) or .hlog files, not both; --cuts, --findings and --fail-on need directories"
+    )]
     MergeInputs,
     /// A threshold is malformed or names an unknown metric.
     #[error(transparent)]
