@@ -28,10 +28,12 @@ pub const NAMES: [&str; 4] = [FIRST_EVENT, CALL, RESUME, INTER_EVENT];
 
 const MAX_US: u64 = 3_600_000_000;
 
-/// A fresh µs histogram (1 µs .. 1 h, 3 significant digits).
+/// A fresh µs histogram (3 significant digits; values are clamped to 1 µs .. 1 h by
+/// [`Histograms::record`]). It auto-resizes, so it only takes the memory its largest value
+/// needs: a task's four histograms stay small, which matters at thousands of sessions.
 pub fn new_histogram() -> Histogram<u64> {
     #[allow(clippy::expect_used)]
-    Histogram::new_with_bounds(1, MAX_US, 3).expect("constant bounds are valid")
+    Histogram::new(3).expect("3 significant digits are a valid precision")
 }
 
 /// The four named histograms of one task (or of a whole run after merging).
