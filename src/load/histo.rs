@@ -65,7 +65,10 @@ impl Histograms {
             .unwrap_or(u64::MAX)
             .clamp(1, MAX_US);
         if let Some(h) = self.map.get_mut(name) {
-            h.saturating_record(us);
+            // `record` grows the auto-resizing histogram; `saturating_record` would clamp.
+            if h.record(us).is_err() {
+                h.saturating_record(us);
+            }
             if let Some(series) = self.series.as_mut() {
                 series.record(name, us);
             }

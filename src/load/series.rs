@@ -60,12 +60,15 @@ impl Series {
         }
         let mut seconds = self.seconds.lock().unwrap_or_else(PoisonError::into_inner);
         for (second, name, us) in samples.drain(..) {
-            seconds
+            let h = seconds
                 .entry(second)
                 .or_default()
                 .entry(name)
-                .or_insert_with(small_histogram)
-                .saturating_record(us);
+                .or_insert_with(small_histogram);
+            // `record` grows the histogram; `saturating_record` would clamp to its current top.
+            if h.record(us).is_err() {
+                h.saturating_record(us);
+            }
         }
     }
 
@@ -127,6 +130,7 @@ mod tests {
         let mut a = series.recorder();
         let mut b = series.recorder();
         a.record("call", 10);
+        a.record("call", 2_000_000);
         tokio::time::advance(Duration::from_millis(1_500)).await;
         b.record("call", 20);
         b.record("resume", 30);
@@ -140,10 +144,14 @@ mod tests {
             .iter()
             .flat_map(|(sec, m)| m.iter().map(move |(n, h)| (*sec, *n, h.len())))
             .collect();
+        assert!(
+            s[&0]["call"].max() >= 1_990_000,
+            "large values grow the histogram, not clamp"
+        );
         assert_eq!(
             counts,
             [
-                (0, "call", 1),
+                (0, "call", 2),
                 (1, "call", 1),
                 (1, "resume", 1),
                 (3, "call", 1)
