@@ -393,3 +393,59 @@ fn merging_agents_started_apart_keeps_both_timelines() {
     let html = std::fs::read_to_string(merged.join("report.html")).expect("html");
     assert!(html.contains("Cut timeline"), "cut timeline chart");
 }
+
+#[test]
+fn rehearsal_script_runs_two_agents_through_two_proxies_and_merges() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out_dir = tmp.path().join("rehearsal");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/rehearse.sh");
+    let mut child = Command::new("bash")
+        .arg(&script)
+        .env("AGENTS", "2")
+        .env("SESSIONS", "8")
+        .env("CALLS", "40")
+        .env("SIZE", "8192")
+        .env("FAIL_ON", "calls!=40;silent-loss>0")
+        .env("OUT", &out_dir)
+        .env("TEARLINE", env!("CARGO_BIN_EXE_tearline"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("bash runs the script");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while child.try_wait().expect("wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("bench/rehearse.sh did not finish in 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().expect("output");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+
+    let merged = json::load(&out_dir.join("merged/report.json")).expect("merged report");
+    assert_eq!(merged.facts.segment.as_deref(), Some("1/2+2/2"));
+    assert_eq!(merged.counter_total("calls"), Some(40));
+    // Every cut both proxies logged is in the merged report, dated on the plan's clock.
+    let logged: usize = (1..=2)
+        .map(|p| {
+            std::fs::read_to_string(out_dir.join(format!("proxy-{p}/cuts.jsonl")))
+                .expect("cuts log")
+                .lines()
+                .count()
+        })
+        .sum();
+    assert_eq!(merged.cuts.total, logged as u64);
+    let timeline_cuts = merged
+        .timeline
+        .iter()
+        .filter(|e| e.kind == report::TimelineKind::Cut)
+        .count();
+    assert_eq!(timeline_cuts, logged);
+    let printed = text(&out);
+    assert!(
+        printed.contains("agent-1") && printed.contains("merged"),
+        "{printed}"
+    );
+}
