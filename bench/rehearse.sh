@@ -7,6 +7,8 @@
 #
 # Usage: bench/rehearse.sh            (4 agents, plan of 10,000 sessions and 10,000 calls)
 #   AGENTS=4 SESSIONS=10000 CALLS=10000   the plan and the number of agents (segments)
+#   RATE=250                              plan-wide open-loop rate, calls/s (default: closed loop;
+#                                         each session then opens at once and calls back to back)
 #   SIZE=16384 LINES=3                    blob result size (bytes) and data: lines per result
 #   POLICY=strict|naive                   client policy of the agents
 #   PROFILE=bench/rehearsal.toml          the proxies' fault profile; SEED=42
@@ -75,7 +77,7 @@ agents=()
 for i in $(seq "$AGENTS"); do
   addr="${proxy_addr[$(( (i - 1) % 2 ))]}"
   "$BIN" load --target "http://$addr/mcp" --sessions "$SESSIONS" --calls "$CALLS" \
-    --tool blob --args "{\"size\":$SIZE,\"lines\":$LINES}" --policy "$POLICY" \
+    --tool blob --args "{\"size\":$SIZE,\"lines\":$LINES}" --policy "$POLICY" ${RATE:+--rate "$RATE"} \
     --timeout 60s --connect-timeout 20s --segment "$i/$AGENTS" --seed "$SEED" \
     --start-at "$start_at" --report-dir "$OUT/agent-$i" >"$OUT/agent-$i.txt" 2>&1 &
   agents+=($!)

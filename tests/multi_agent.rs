@@ -355,7 +355,7 @@ fn merging_agents_started_apart_keeps_both_timelines() {
     let cuts = tmp.path().join("cuts.jsonl");
     let cut = serde_json::json!({
         "time_ms": 1_700_000_010_500u64, "proxy": "edge", "conn": 3, "direction": "server-to-client",
-        "session": "s-1", "stream": {"request": "POST /mcp", "rpc_ids": ["4294967297"], "conn": 3, "seq": 0},
+        "session": "s-1", "stream": {"method": "POST", "path": "/mcp", "rpc_id": "4294967297"},
         "raw_offset": 900, "payload_offset": 800, "class": "mid-value", "event_index": 2,
         "pending_id": "7", "last_committed_id": "6", "torn_bytes": 100, "data_line": 1,
         "action": "reset", "by": "sse_cut"
@@ -390,6 +390,7 @@ fn merging_agents_started_apart_keeps_both_timelines() {
     let cut = &r.timeline[0];
     assert_eq!(cut.t_ms, 10_500);
     assert!(cut.detail.contains("reset at mid-value"), "{}", cut.detail);
+    assert!(cut.detail.contains("request 4294967297"), "{}", cut.detail);
     let html = std::fs::read_to_string(merged.join("report.html")).expect("html");
     assert!(html.contains("Cut timeline"), "cut timeline chart");
 }
@@ -443,6 +444,16 @@ fn rehearsal_script_runs_two_agents_through_two_proxies_and_merges() {
         .filter(|e| e.kind == report::TimelineKind::Cut)
         .count();
     assert_eq!(timeline_cuts, logged);
+    // Cuts of POST streams name the outcome of the call they cut, from the agents' calls.jsonl.
+    assert!(
+        logged == 0
+            || merged
+                .timeline
+                .iter()
+                .any(|e| e.detail.contains("-> call ok")),
+        "{:?}",
+        merged.timeline
+    );
     let printed = text(&out);
     assert!(
         printed.contains("agent-1") && printed.contains("merged"),

@@ -265,15 +265,11 @@ fn add_proxy_logs(report: &mut Report, agents: &[AgentDir], proxies: &ProxyLogs,
         let class = text("class").unwrap_or_else(|| "outside-sse".to_owned());
         let action = text("action").unwrap_or_else(|| "unknown".to_owned());
         report.add_cut(&class, &action);
+        // A cut record names its stream's request by `rpc_id` (JSON text of the id).
         let ids: Vec<String> = cut
-            .pointer("/stream/rpc_ids")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
+            .pointer("/stream/rpc_id")
+            .and_then(Value::as_str)
+            .map(|id| vec![id.to_owned()])
             .unwrap_or_default();
         let outcome = ids
             .iter()
