@@ -80,9 +80,10 @@ pub struct Args {
     /// Print the summary as JSON (with the disconnect stories).
     #[arg(long)]
     pub json: bool,
-    /// Run only share I of N of the plan (`2/8`: the second of eight agents). Sessions and
-    /// --calls are split exactly (the N shares add up to the plan); --rate stays the plan's
-    /// rate and each session keeps its plan-wide pacing, so N agents together run the plan.
+    /// Run only share I of N of the plan (`2/8`: the second of eight agents). Sessions are
+    /// split exactly; --rate stays the plan's rate and each session keeps its plan-wide
+    /// pacing; --calls is split exactly (closed loop) or, with --rate, each agent makes the
+    /// plan's scheduled calls of its own sessions: N agents together run the plan.
     #[arg(long, value_name = "I/N", default_value = "1/1")]
     pub segment: super::segment::Segment,
     /// The plan's seed, shared by its agents and recorded in the report.

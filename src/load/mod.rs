@@ -112,8 +112,17 @@ pub async fn run(
         ));
     }
     let mut config = config;
+    // Paced `--calls`: call j of plan-wide session g is call g + j·sessions of the plan's
+    // schedule, admitted if and only if that index is below the plan's calls.
+    let paced_calls = match config.stop {
+        Stop::Calls(n) if config.rate.is_some() => Some(n),
+        _ => None,
+    };
     if let Stop::Calls(n) = config.stop {
-        config.stop = Stop::Calls(config.segment.calls(n));
+        config.stop = Stop::Calls(match paced_calls {
+            Some(_) => config.segment.paced_calls(config.sessions, n),
+            None => config.segment.calls(n),
+        });
     }
     let probe_deadline = Instant::now() + config.connect_timeout;
     let first = session::Session::open(&config, probe_deadline)
@@ -159,6 +168,7 @@ pub async fn run(
             index,
             tickets: Arc::clone(&tickets),
             tally: Arc::clone(&tally),
+            paced_calls,
         };
         tasks.spawn(session_task(worker, plan, shutdown.clone()));
     }
@@ -207,11 +217,17 @@ struct Plan {
     index: usize,
     tickets: Arc<AtomicU64>,
     tally: Arc<progress::Tally>,
+    /// The plan's `--calls` under a rate (admission by schedule index, not by ticket).
+    paced_calls: Option<u64>,
 }
 
 impl Plan {
-    /// True if the run may issue a call intended at `intended` (takes a ticket for `--calls`).
-    fn admit(&self, intended: Instant) -> bool {
+    /// True if the run may issue call `j` of this session, intended at `intended` (takes a
+    /// ticket for closed-loop `--calls`).
+    fn admit(&self, intended: Instant, j: u64) -> bool {
+        if let Some(calls) = self.paced_calls {
+            return segment::Segment::admits(self.index, j, self.cfg.sessions, calls);
+        }
         match self.cfg.stop {
             Stop::Calls(n) => self.tickets.fetch_add(1, Ordering::Relaxed) < n,
             Stop::Duration(d) => intended < self.start + d,
@@ -228,12 +244,12 @@ async fn session_task(
         .cfg
         .rate
         .map(|r| histo::Pacer::new(plan.start, r, plan.cfg.sessions, plan.index));
-    loop {
+    for j in 0u64.. {
         let intended = match pacer.as_mut() {
             Some(p) => p.next_intended(),
             None => Instant::now(),
         };
-        if shutdown.is_cancelled() || !plan.admit(intended) {
+        if shutdown.is_cancelled() || !plan.admit(intended, j) {
             break;
         }
         tokio::select! {

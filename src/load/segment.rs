@@ -11,6 +11,9 @@
 //! - Sessions keep their plan-wide index: session `g` paces itself as session `g` of the whole
 //!   plan (same rate, same offset), so with a shared start the union of the agents' schedules
 //!   is the plan's schedule.
+//! - Under a rate, `--calls C` admits call `j` of session `g` if and only if its index in the
+//!   plan's schedule, `g + j·S` (S = the plan's sessions), is below `C`: every agent admits
+//!   exactly the plan's calls of its sessions, the same ones whichever agent runs them.
 //! - Labels are plan-wide: session `g` is `s<g>` and the JSON-RPC ids of its requests are
 //!   `g·2³² + k` (`k ≥ 1`), so no two agents of one plan ever use the same session label or
 //!   request (stream) id, and a proxy's findings name the agent's session.
@@ -94,6 +97,21 @@ impl Segment {
         r.end - r.start
     }
 
+    /// True if call `j` (0-based) of plan-wide session `g` belongs to a paced plan of `calls`
+    /// calls over `sessions` sessions (its schedule index `g + j·sessions` is below `calls`).
+    pub fn admits(g: usize, j: u64, sessions: usize, calls: u64) -> bool {
+        (j as u128) * (sessions as u128) + (g as u128) < u128::from(calls)
+    }
+
+    /// How many calls of a paced plan of `calls` calls over `sessions` sessions this segment's
+    /// sessions make (see [`Segment::admits`]); the segments' counts add up to `calls`.
+    pub fn paced_calls(self, sessions: usize, calls: u64) -> u64 {
+        let s = sessions.max(1) as u64;
+        self.sessions(sessions)
+            .map(|g| calls.saturating_sub(g as u64).div_ceil(s))
+            .sum()
+    }
+
     /// The label of plan-wide session `g`.
     pub fn session_label(g: usize) -> String {
         format!("s{g}")
@@ -148,6 +166,33 @@ mod tests {
                 }
                 assert_eq!(next, total, "the shares of {count} end at {total}");
             }
+        }
+    }
+
+    #[test]
+    fn paced_calls_of_the_segments_are_the_plans_schedule_exactly() {
+        for (sessions, calls, count) in [(8usize, 80u64, 4u32), (7, 50, 3), (10, 3, 2), (5, 0, 5)] {
+            let mut indexes = Vec::new();
+            let mut total = 0;
+            for index in 1..=count {
+                let seg = Segment::new(index, count).expect("valid");
+                let mut mine = 0;
+                for g in seg.sessions(sessions) {
+                    for j in (0u64..).take_while(|&j| Segment::admits(g, j, sessions, calls)) {
+                        indexes.push(g as u64 + j * sessions as u64);
+                        mine += 1;
+                    }
+                }
+                assert_eq!(mine, seg.paced_calls(sessions, calls));
+                total += mine;
+            }
+            indexes.sort_unstable();
+            assert_eq!(
+                indexes,
+                (0..calls).collect::<Vec<_>>(),
+                "{sessions} sessions, {calls} calls"
+            );
+            assert_eq!(total, calls);
         }
     }
 
