@@ -40,6 +40,8 @@ pub struct Worker {
     pub traces: Vec<CallTrace>,
     /// Failures by kind (HTTP error kinds, statuses, verification failures).
     pub errors: BTreeMap<&'static str, u64>,
+    /// Added to every request id (see [`super::segment::Segment::request_id_base`]).
+    pub id_base: u64,
 }
 
 /// What to do next inside a call.
@@ -62,6 +64,7 @@ impl Worker {
             histos: Histograms::default(),
             traces: Vec::new(),
             errors: BTreeMap::new(),
+            id_base: 0,
         }
     }
 
@@ -164,7 +167,7 @@ impl Worker {
                         self.counters.reissues += 1;
                     }
                     reached = false;
-                    let id = session.next_request_id();
+                    let id = self.id_base + session.next_request_id();
                     let r = RequestStream::new(policy, id);
                     let body = json!({
                         "jsonrpc": "2.0", "id": id, "method": "tools/call",

@@ -26,6 +26,10 @@ pub use crate::units::parse_duration;
   tearline load --target http://127.0.0.1:7000/mcp --sessions 100 --rate 500 --duration 60s
   # strict and naive side by side, 1,000 calls each, JSON summary
   tearline load --target http://127.0.0.1:7000/mcp --calls 1000 --policy both --json
+  # agent 2 of 4 of one plan (10,000 calls over 400 sessions), started together, report kept
+  tearline load --target http://proxy:8931/mcp --sessions 400 --calls 10000 --seed 7 \
+      --segment 2/4 --start-at 2026-11-30T14:00:00Z --report-dir out/agent-2
+  # then, anywhere: tearline report merge out/agent-* -o out/merged --fail-on 'p99(call)>2s'
 
 Policies:
   strict  cursor = last dispatched event id; a partial event at a disconnect is a torn-boundary
@@ -76,6 +80,36 @@ pub struct Args {
     /// Print the summary as JSON (with the disconnect stories).
     #[arg(long)]
     pub json: bool,
+    /// Run only share I of N of the plan (`2/8`: the second of eight agents). Sessions are
+    /// split exactly; --rate stays the plan's rate and each session keeps its plan-wide
+    /// pacing; --calls is split exactly (closed loop) or, with --rate, each agent makes the
+    /// plan's scheduled calls of its own sessions: N agents together run the plan.
+    #[arg(long, value_name = "I/N", default_value = "1/1")]
+    pub segment: super::segment::Segment,
+    /// The plan's seed, shared by its agents and recorded in the report.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Start the load at this wall-clock time (RFC 3339 UTC, e.g. 2026-11-30T14:00:00Z, or
+    /// Unix seconds), after probing the target: agents of one plan then share second 0.
+    #[arg(long, value_parser = parse_start_at)]
+    pub start_at: Option<std::time::SystemTime>,
+    /// Write the report directory (report.json, per-second report.hlog, report.html,
+    /// calls.jsonl) here, for `tearline report merge`; keeps up to 10,000 call stories.
+    #[arg(long, value_name = "DIR")]
+    pub report_dir: Option<std::path::PathBuf>,
+}
+
+/// Parses `--start-at`: RFC 3339 UTC or Unix seconds.
+pub fn parse_start_at(s: &str) -> Result<std::time::SystemTime, String> {
+    let secs = s
+        .parse::<f64>()
+        .ok()
+        .or_else(|| crate::report::clock::parse_rfc3339(s))
+        .filter(|x| x.is_finite() && *x >= 0.0)
+        .ok_or_else(|| {
+            format!("{s:?} is neither RFC 3339 UTC (2026-11-30T14:00:00Z) nor Unix seconds")
+        })?;
+    Ok(std::time::UNIX_EPOCH + Duration::from_secs_f64(secs))
 }
 
 /// `--policy` values.
@@ -101,6 +135,9 @@ pub enum CliError {
     /// The run could not start.
     #[error(transparent)]
     Load(#[from] LoadError),
+    /// The report directory could not be written.
+    #[error("cannot write the report directory")]
+    Report(#[from] crate::report::ReportError),
 }
 
 /// Builds the run configuration from the flags.
@@ -123,8 +160,14 @@ pub fn config(args: &Args) -> Result<LoadConfig, CliError> {
     cfg.call_timeout = args.timeout;
     cfg.connect_timeout = args.connect_timeout;
     cfg.backoff = args.backoff;
-    cfg.max_traces = args.traces;
+    cfg.max_traces = if args.report_dir.is_some() {
+        args.traces.max(10_000)
+    } else {
+        args.traces
+    };
     cfg.progress = true;
+    cfg.segment = args.segment;
+    cfg.start_at = args.start_at;
     Ok(cfg)
 }
 
@@ -160,6 +203,10 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
         }
     }
     watcher.abort();
+    if let Some(dir) = &args.report_dir {
+        let written = super::agent::write(&outcomes, &base.target, args.seed, dir)?;
+        eprintln!("report: {}", written.dir.display());
+    }
     if args.json {
         println!("{:#}", summary::json(&outcomes));
     } else {

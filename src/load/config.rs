@@ -141,6 +141,12 @@ pub struct LoadConfig {
     pub progress: bool,
     /// Extra text the progress bar appends (e.g. the proxy's cuts so far), read at each tick.
     pub progress_note: Option<ProgressNote>,
+    /// The share of the plan (`sessions`, `stop`, `rate`) this agent runs ([`Segment::WHOLE`]
+    /// by default).
+    pub segment: super::segment::Segment,
+    /// Wall-clock time at which the load starts (shared by a plan's agents), if any; the
+    /// target is probed before it.
+    pub start_at: Option<std::time::SystemTime>,
 }
 
 /// Text a caller adds to the progress bar, computed at each tick.
@@ -172,6 +178,8 @@ impl LoadConfig {
             max_traces: 16,
             progress: false,
             progress_note: None,
+            segment: super::segment::Segment::WHOLE,
+            start_at: None,
         }
     }
 }

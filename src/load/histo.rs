@@ -54,34 +54,50 @@ pub fn events_per_s(interval_us: u64) -> f64 {
 
 const MAX_US: u64 = 3_600_000_000;
 
-/// A fresh µs histogram (1 µs .. 1 h, 3 significant digits).
+/// A fresh µs histogram (3 significant digits; values are clamped to 1 µs .. 1 h by
+/// [`Histograms::record`]). It auto-resizes, so it only takes the memory its largest value
+/// needs: a task's four histograms stay small, which matters at thousands of sessions.
 pub fn new_histogram() -> Histogram<u64> {
     #[allow(clippy::expect_used)]
-    Histogram::new_with_bounds(1, MAX_US, 3).expect("constant bounds are valid")
+    Histogram::new(3).expect("3 significant digits are a valid precision")
 }
 
 /// The four named histograms of one task (or of a whole run after merging).
 #[derive(Debug, Clone)]
 pub struct Histograms {
     map: BTreeMap<&'static str, Histogram<u64>>,
+    /// Where each sample is also noted by the second it was recorded in, if anywhere.
+    series: Option<super::series::Recorder>,
 }
 
 impl Default for Histograms {
     fn default() -> Self {
         Histograms {
             map: NAMES.iter().map(|&n| (n, new_histogram())).collect(),
+            series: None,
         }
     }
 }
 
 impl Histograms {
+    /// Also notes every later sample in `recorder`'s per-second series.
+    pub fn attach(&mut self, recorder: super::series::Recorder) {
+        self.series = Some(recorder);
+    }
+
     /// Records `d` in histogram `name` (µs, saturating).
     pub fn record(&mut self, name: &'static str, d: Duration) {
         let us = u64::try_from(d.as_micros())
             .unwrap_or(u64::MAX)
             .clamp(1, MAX_US);
         if let Some(h) = self.map.get_mut(name) {
-            h.saturating_record(us);
+            // `record` grows the auto-resizing histogram; `saturating_record` would clamp.
+            if h.record(us).is_err() {
+                h.saturating_record(us);
+            }
+            if let Some(series) = self.series.as_mut() {
+                series.record(name, us);
+            }
         }
     }
 

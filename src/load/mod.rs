@@ -14,7 +14,11 @@
 //! - Latencies are measured from each call's intended start ([`histo::Pacer`]) and recorded in
 //!   per-task histograms merged at the end (no contention, no coordinated omission).
 //! - Cancelling `shutdown` stops issuing calls and abandons calls in flight (not counted).
+//! - A run executes its [`segment::Segment`] of the plan: the plan-wide sessions of its share,
+//!   its share of `--calls`, each session paced as in the whole plan; every latency is also
+//!   recorded per second of the run ([`series`]).
 
+pub mod agent;
 pub mod call;
 pub mod cli;
 pub mod config;
@@ -23,6 +27,8 @@ pub mod histo;
 pub mod http;
 pub mod policy;
 pub mod progress;
+pub mod segment;
+pub mod series;
 pub mod session;
 pub mod stats;
 pub mod summary;
@@ -74,6 +80,14 @@ pub struct LoadOutcome {
     pub errors: BTreeMap<&'static str, u64>,
     /// Wall time of the run.
     pub elapsed: Duration,
+    /// Wall-clock time at which the load started (second 0 of `per_second`).
+    pub started_at: std::time::SystemTime,
+    /// The histograms of each second of the run.
+    pub per_second: series::PerSecond,
+    /// The segment of the plan this run executed.
+    pub segment: segment::Segment,
+    /// The plan-wide indexes of the sessions this run ran.
+    pub sessions: std::ops::Range<usize>,
 }
 
 /// Runs `config` until its stop condition (or `shutdown`), then merges what every session
@@ -91,6 +105,25 @@ pub async fn run(
     if config.rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
         return Err(LoadError::Config("rate must be a positive number"));
     }
+    let owned = config.segment.sessions(config.sessions);
+    if owned.is_empty() {
+        return Err(LoadError::Config(
+            "the segment has no session: use at most as many segments as sessions",
+        ));
+    }
+    let mut config = config;
+    // Paced `--calls`: call j of plan-wide session g is call g + j·sessions of the plan's
+    // schedule, admitted if and only if that index is below the plan's calls.
+    let paced_calls = match config.stop {
+        Stop::Calls(n) if config.rate.is_some() => Some(n),
+        _ => None,
+    };
+    if let Stop::Calls(n) = config.stop {
+        config.stop = Stop::Calls(match paced_calls {
+            Some(_) => config.segment.paced_calls(config.sessions, n),
+            None => config.segment.calls(n),
+        });
+    }
     let probe_deadline = Instant::now() + config.connect_timeout;
     let first = session::Session::open(&config, probe_deadline)
         .await
@@ -98,8 +131,18 @@ pub async fn run(
             target: config.target.to_string(),
             source,
         })?;
+    if let Some(at) = config.start_at
+        && let Ok(wait) = at.duration_since(std::time::SystemTime::now())
+    {
+        tokio::select! {
+            _ = shutdown.cancelled() => {}
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
     let cfg = Arc::new(config);
     let start = Instant::now();
+    let started_at = std::time::SystemTime::now();
+    let series = series::Series::new(start);
     let tally = Arc::new(progress::Tally::default());
     let bar_stop = CancellationToken::new();
     let bar = if cfg.progress {
@@ -116,14 +159,17 @@ pub async fn run(
     let tickets = Arc::new(AtomicU64::new(0));
     let mut tasks = tokio::task::JoinSet::new();
     let mut first = Some(first);
-    for index in 0..cfg.sessions {
-        let worker = call::Worker::new(Arc::clone(&cfg), first.take());
+    for index in owned.clone() {
+        let mut worker = call::Worker::new(Arc::clone(&cfg), first.take());
+        worker.id_base = segment::Segment::request_id_base(index);
+        worker.histos.attach(series.recorder());
         let plan = Plan {
             cfg: Arc::clone(&cfg),
             start,
             index,
             tickets: Arc::clone(&tickets),
             tally: Arc::clone(&tally),
+            paced_calls,
         };
         tasks.spawn(session_task(worker, plan, shutdown.clone()));
     }
@@ -158,6 +204,10 @@ pub async fn run(
         traces,
         errors,
         elapsed: start.elapsed(),
+        started_at,
+        per_second: series.snapshot(),
+        segment: cfg.segment,
+        sessions: owned,
     })
 }
 
@@ -168,11 +218,17 @@ struct Plan {
     index: usize,
     tickets: Arc<AtomicU64>,
     tally: Arc<progress::Tally>,
+    /// The plan's `--calls` under a rate (admission by schedule index, not by ticket).
+    paced_calls: Option<u64>,
 }
 
 impl Plan {
-    /// True if the run may issue a call intended at `intended` (takes a ticket for `--calls`).
-    fn admit(&self, intended: Instant) -> bool {
+    /// True if the run may issue call `j` of this session, intended at `intended` (takes a
+    /// ticket for closed-loop `--calls`).
+    fn admit(&self, intended: Instant, j: u64) -> bool {
+        if let Some(calls) = self.paced_calls {
+            return segment::Segment::admits(self.index, j, self.cfg.sessions, calls);
+        }
         match self.cfg.stop {
             Stop::Calls(n) => self.tickets.fetch_add(1, Ordering::Relaxed) < n,
             Stop::Duration(d) => intended < self.start + d,
@@ -189,12 +245,12 @@ async fn session_task(
         .cfg
         .rate
         .map(|r| histo::Pacer::new(plan.start, r, plan.cfg.sessions, plan.index));
-    loop {
+    for j in 0u64.. {
         let intended = match pacer.as_mut() {
             Some(p) => p.next_intended(),
             None => Instant::now(),
         };
-        if shutdown.is_cancelled() || !plan.admit(intended) {
+        if shutdown.is_cancelled() || !plan.admit(intended, j) {
             break;
         }
         tokio::select! {

@@ -4,7 +4,7 @@
 //! Invariants: every number in the report comes from a phase's recorded outcome (nothing is
 //! estimated); findings of both phases are summed by kind and each example names its policy;
 //! histogram names are `<policy>.<name>` for the proxy's own histograms so the two phases stay
-//! apart.
+//! apart; client histograms go to `report.hlog` as one interval per second of each phase.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -77,14 +77,7 @@ pub fn assemble(run: RunDescription, phases: &[PhaseOutcome], story: Vec<String>
             .map(|(k, h)| ((*k).to_owned(), h.clone()))
             .collect();
         let elapsed = phase.load.elapsed;
-        for (name, h) in &histograms {
-            report.add_interval(
-                Report::policy_tag(policy, name),
-                Duration::from_millis(phase_start_ms),
-                elapsed,
-                h.clone(),
-            );
-        }
+        add_seconds(&mut report, policy, phase_start_ms, &phase.load);
         report.add_policy(policy, counters(&phase.load.counters), histograms);
         for (name, h) in phase.auditor.histograms() {
             let label = format!("{policy}.{name}");
@@ -106,6 +99,33 @@ pub fn assemble(run: RunDescription, phases: &[PhaseOutcome], story: Vec<String>
     }
     report.story = story;
     report
+}
+
+/// One interval per second of the phase for each client histogram (empty seconds included),
+/// so `report.hlog` shows latency over time; the seconds add up to the phase's histograms.
+pub fn add_seconds(
+    report: &mut Report,
+    policy: &str,
+    offset_ms: u64,
+    load: &crate::load::LoadOutcome,
+) {
+    let seconds = load.elapsed.as_secs() + u64::from(load.elapsed.subsec_nanos() > 0);
+    let last = load.per_second.keys().next_back().map_or(0, |s| s + 1);
+    for second in 0..seconds.max(last) {
+        let at = load.per_second.get(&second);
+        for name in load.histograms.keys() {
+            let h = at
+                .and_then(|m| m.get(name))
+                .cloned()
+                .unwrap_or_else(crate::report::latency::new_histogram);
+            report.add_interval(
+                Report::policy_tag(policy, name),
+                Duration::from_millis(offset_ms) + Duration::from_secs(second),
+                Duration::from_secs(1),
+                h,
+            );
+        }
+    }
 }
 
 fn add_all<K: Ord>(into: &mut BTreeMap<K, u64>, from: BTreeMap<K, u64>) {

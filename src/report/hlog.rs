@@ -115,8 +115,9 @@ fn write_log(
     Ok(out)
 }
 
-/// The `report.hlog` of `report`: its interval histograms, or, when it has none, one interval
-/// per histogram covering the whole run.
+/// The `report.hlog` of `report`: its interval histograms (one per second per client histogram
+/// for `replay` and `load --report-dir`), or, when it has none, one interval per histogram
+/// covering the whole run.
 pub fn render(report: &Report) -> Result<Vec<u8>, ReportError> {
     let start = clock::parse_rfc3339(&report.facts.started_at).unwrap_or(0.0);
     let whole = report.facts.duration_ms as f64 / 1000.0;

@@ -10,9 +10,11 @@ use std::fmt::Write as _;
 
 use super::ReportError;
 use super::charts;
+use super::headline;
 use super::latency::Summary;
 use super::model::{Counters, Report};
 use super::summary::{STREAM_RATE_HEADER, latency_rows, stream_rate_rows, target_line};
+use super::time_charts;
 
 /// Timeline rows listed in the table (the chart shows all).
 const TIMELINE_ROWS: usize = 100;
@@ -112,6 +114,74 @@ fn latency_charts(report: &Report, out: &mut String) -> Result<(), ReportError> 
     Ok(())
 }
 
+/// Latency over time: for each client histogram name, p50 and p99 per second per policy (from
+/// the report's per-second intervals; nothing when it has none).
+fn latency_over_time(report: &Report, out: &mut String) -> Result<(), ReportError> {
+    if report.intervals.is_empty() {
+        return Ok(());
+    }
+    let mut names: Vec<&String> = report
+        .policies
+        .values()
+        .flat_map(|p| p.histograms.keys())
+        .collect();
+    names.sort();
+    names.dedup();
+    for name in names {
+        let series: Vec<(String, Vec<(f64, f64, f64)>)> = report
+            .policies
+            .iter()
+            .filter_map(|(policy, p)| {
+                let l = p.histograms.get(name)?;
+                Some((
+                    policy.clone(),
+                    time_charts::per_second(&report.intervals, &l.tag),
+                ))
+            })
+            .filter(|(_, points)| !points.is_empty())
+            .collect();
+        if series.is_empty() {
+            continue;
+        }
+        let title = format!("{name} latency over time (p50, p99 per second)");
+        chart(out, &time_charts::latency_over_time(&title, &series)?);
+    }
+    Ok(())
+}
+
+/// The cut timeline: a dot per cut (class row, outcome color) and a table of the first cuts.
+fn cut_timeline(report: &Report, out: &mut String) -> Result<(), ReportError> {
+    let marks = time_charts::cut_marks(&report.timeline);
+    if marks.is_empty() {
+        return Ok(());
+    }
+    chart(
+        out,
+        &time_charts::cut_timeline(&marks, report.facts.duration_ms)?,
+    );
+    let rows: Vec<Vec<String>> = marks
+        .iter()
+        .take(TIMELINE_ROWS)
+        .map(|m| {
+            vec![
+                format!("{:.3}", m.t_ms as f64 / 1000.0),
+                m.class.clone(),
+                m.action.clone(),
+                m.outcome.clone(),
+            ]
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "<details><summary>cut timeline: first {} of {} cuts (outcome of the affected call: ok, failed, silently-lost, or - when not traced)</summary>",
+        rows.len(),
+        marks.len()
+    );
+    out.push_str(&table(&["t (s)", "class", "action", "call outcome"], &rows));
+    out.push_str("</details>\n");
+    Ok(())
+}
+
 /// The whole page.
 pub fn render(report: &Report) -> Result<String, ReportError> {
     let f = &report.facts;
@@ -119,14 +189,16 @@ pub fn render(report: &Report) -> Result<String, ReportError> {
     let _ = write!(
         out,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <title>tearline report {}</title><style>{STYLE}</style></head><body>\n",
-        escape(&f.started_at)
+         <title>tearline report {}</title><style>{STYLE}{}</style></head><body>\n",
+        escape(&f.started_at),
+        headline::STYLE
     );
     let _ = writeln!(
         out,
         "<h1>tearline report — {}</h1>",
         escape(&f.profile_name)
     );
+    out.push_str(&headline::render(report));
     let facts = vec![
         vec!["tool".to_owned(), format!("{} {}", f.tool, f.tool_version)],
         vec!["started".to_owned(), f.started_at.clone()],
@@ -139,6 +211,10 @@ pub fn render(report: &Report) -> Result<String, ReportError> {
         vec!["target".to_owned(), target_line(&f.target)],
         vec!["command".to_owned(), f.command_line.join(" ")],
     ];
+    let mut facts = facts;
+    if let Some(segment) = &f.segment {
+        facts.push(vec!["segment".to_owned(), segment.clone()]);
+    }
     out.push_str(&table(&["fact", "value"], &facts));
 
     if !report.story.is_empty() {
@@ -148,6 +224,7 @@ pub fn render(report: &Report) -> Result<String, ReportError> {
     }
 
     section(&mut out, "Latency");
+    latency_over_time(report, &mut out)?;
     latency_charts(report, &mut out)?;
     out.push_str(&table(
         &["histogram", "count", "p50", "p90", "p99", "p99.9", "max"],
@@ -194,6 +271,7 @@ pub fn render(report: &Report) -> Result<String, ReportError> {
         .map(|(k, v)| vec![k.clone(), v.to_string()])
         .collect();
     out.push_str(&table(&["action", "cuts"], &by_action));
+    cut_timeline(report, &mut out)?;
 
     section(&mut out, "Proxy findings");
     let kinds: Vec<(String, u64)> = report

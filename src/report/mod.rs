@@ -40,15 +40,18 @@ pub mod charts;
 pub mod cli;
 pub mod clock;
 pub mod counters;
+pub mod headline;
 pub mod hgrm;
 pub mod hlog;
 pub mod html;
 pub mod json;
 pub mod latency;
+pub mod merge;
 pub mod model;
 pub mod summary;
 mod threshold_parse;
 pub mod thresholds;
+pub mod time_charts;
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -138,6 +141,12 @@ pub enum ReportError {
         /// The drawing error, as text (plotters' error type is generic over the backend).
         message: String,
     },
+    /// `report merge` was given a mix of directories and files, or options only directories
+    /// take.
+    #[error(
+        "report merge takes either report directories (written by `tearline load --report-dir`) or .hlog files, not both; --cuts, --findings and --fail-on need directories"
+    )]
+    MergeInputs,
     /// A threshold is malformed or names an unknown metric.
     #[error(transparent)]
     Threshold(#[from] ThresholdError),

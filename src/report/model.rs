@@ -45,6 +45,10 @@ pub struct RunFacts {
     pub duration_ms: u64,
     /// The command line, one argument per element.
     pub command_line: Vec<String>,
+    /// The execution segment of a load agent (`2/8`), or the segments a merged report joins
+    /// (`1/4+2/4+3/4+4/4`); absent for a run of the whole plan on one machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment: Option<String>,
 }
 
 impl RunFacts {
@@ -61,6 +65,7 @@ impl RunFacts {
             started_at: super::clock::rfc3339(SystemTime::now()),
             duration_ms: 0,
             command_line: std::env::args().collect(),
+            segment: None,
         }
     }
 }
