@@ -117,14 +117,17 @@ pub async fn run(
             .as_ref()
             .map(|d| d.join(format!("findings-{}.jsonl", policy.as_str())));
         let t0 = std::time::Instant::now();
-        eprintln!(
-            "tearline replay: {} client: {} through the proxy",
-            policy.as_str(),
-            match cfg.stop {
-                crate::load::Stop::Calls(n) => format!("{n} calls"),
-                crate::load::Stop::Duration(d) => format!("calls for {d:?}"),
-            }
-        );
+        // On a terminal the progress bar names the phase; off one, a milestone line does.
+        if !cfg.progress {
+            eprintln!(
+                "tearline replay: {} client: {} through the proxy",
+                policy.as_str(),
+                match cfg.stop {
+                    crate::load::Stop::Calls(n) => format!("{n} calls"),
+                    crate::load::Stop::Duration(d) => format!("calls for {d:?}"),
+                }
+            );
+        }
         let phase = phase::run_phase(cfg, profile, policy, log, shutdown).await?;
         let c = &phase.load.counters;
         eprintln!(
