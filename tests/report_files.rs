@@ -167,9 +167,11 @@ fn html_embeds_the_svg_charts_escapes_text_and_has_no_script_or_url() {
     let dir = tempfile::tempdir().expect("tempdir");
     let written = write_all(&report_common::report(1), dir.path()).expect("write_all");
     let html = std::fs::read_to_string(&written.html).expect("html");
-    // call + first-event curves, proxy curves, cuts bars, findings bars, timeline.
-    assert_eq!(html.matches("<svg").count(), 6, "six charts");
-    assert_eq!(html.matches("</svg>").count(), 6);
+    // call + first-event curves, proxy curves, cuts bars, cut timeline, findings bars,
+    // timeline (no per-second intervals: no latency-over-time chart).
+    assert_eq!(html.matches("<svg").count(), 7, "seven charts");
+    assert_eq!(html.matches("</svg>").count(), 7);
+    assert!(html.contains("class=\"headline"), "headline verdict");
     let lower = html.to_lowercase();
     assert!(!lower.contains("<script"), "no scripts");
     assert!(

@@ -128,7 +128,7 @@ fn latency_over_time(report: &Report, out: &mut String) -> Result<(), ReportErro
     names.sort();
     names.dedup();
     for name in names {
-        let series: Vec<(String, Vec<(f64, f64, f64)>)> = report
+        let series: Vec<time_charts::SecondSeries> = report
             .policies
             .iter()
             .filter_map(|(policy, p)| {

@@ -34,9 +34,15 @@ fn chart_error(chart: &str, e: impl std::fmt::Display) -> ReportError {
     }
 }
 
+/// One second of latency: (seconds since start, p50 ms, p99 ms).
+pub type SecondPoint = (f64, f64, f64);
+
+/// A labelled line of [`SecondPoint`]s.
+pub type SecondSeries = (String, Vec<SecondPoint>);
+
 /// One point per second: (seconds since start, p50 ms, p99 ms); seconds without samples are
 /// skipped. Intervals of `tag` that share a second are added.
-pub fn per_second(intervals: &[Interval], tag: &str) -> Vec<(f64, f64, f64)> {
+pub fn per_second(intervals: &[Interval], tag: &str) -> Vec<SecondPoint> {
     let mut by_second: BTreeMap<u64, Histogram<u64>> = BTreeMap::new();
     for i in intervals.iter().filter(|i| i.tag == tag) {
         let h = by_second
@@ -57,10 +63,7 @@ pub fn per_second(intervals: &[Interval], tag: &str) -> Vec<(f64, f64, f64)> {
 
 /// p50 and p99 per second, one pair of lines per `(label, points)` (points from
 /// [`per_second`]).
-pub fn latency_over_time(
-    title: &str,
-    series: &[(String, Vec<(f64, f64, f64)>)],
-) -> Result<String, ReportError> {
+pub fn latency_over_time(title: &str, series: &[SecondSeries]) -> Result<String, ReportError> {
     let x_max = series
         .iter()
         .flat_map(|(_, p)| p.iter().map(|(x, _, _)| *x + 0.5))
