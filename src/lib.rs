@@ -28,5 +28,6 @@ pub mod profile;
 pub mod proxy;
 pub mod replay;
 pub mod report;
+pub mod tls;
 pub mod units;
 pub mod wire;

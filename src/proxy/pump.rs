@@ -388,7 +388,10 @@ impl<'a, R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Pump<'a, R, W> {
                 conn: self.conn,
                 direction: self.dir,
                 action,
-                point: self.observer.cut_point(at),
+                point: crate::wire::CutPoint {
+                    tls_end: self.proxy.config().tls.end_of(action),
+                    ..self.observer.cut_point(at)
+                },
             });
         }
     }
