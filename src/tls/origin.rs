@@ -170,7 +170,9 @@ fn certificate_reason(c: &rustls::CertificateError, sni: &str) -> String {
         E::Expired | E::ExpiredContext { .. } => "it has expired".to_owned(),
         E::NotValidYet | E::NotValidYetContext { .. } => "it is not valid yet".to_owned(),
         E::Revoked => "it has been revoked".to_owned(),
-        E::BadSignature => "its signature is invalid".to_owned(),
+        E::BadSignature => {
+            "its signature does not verify (signed by another CA of the same name?)".to_owned()
+        }
         other => format!("{other:?}"),
     }
 }
