@@ -106,6 +106,7 @@ pub async fn run_phase(
         host: proxy_addr.ip().to_string(),
         port: proxy_addr.port(),
         path: cfg.target_path.clone(),
+        tls: None,
     };
     let args = serde_json::json!({ "size": cfg.size, "lines": cfg.lines });
     let mut lcfg = LoadConfig::new(target, "blob", args);

@@ -14,6 +14,7 @@ use tokio::net::TcpStream;
 use super::TlsEnd;
 
 /// A relay socket.
+#[derive(Debug)]
 pub enum Stream {
     /// Plain TCP.
     Plain(TcpStream),
