@@ -37,7 +37,12 @@ enum Mode {
 }
 
 impl Mode {
-    const ALL: [Mode; 4] = [Mode::Plain, Mode::ClientTls, Mode::UpstreamTls, Mode::BothTls];
+    const ALL: [Mode; 4] = [
+        Mode::Plain,
+        Mode::ClientTls,
+        Mode::UpstreamTls,
+        Mode::BothTls,
+    ];
 
     fn label(self) -> &'static str {
         match self {
@@ -175,14 +180,20 @@ fn main() {
     let tls_sink = load.block_on(sink_server(Some(server_cert)));
     let mut proxies = Vec::new();
     for mode in Mode::ALL {
-        let sink = if mode.upstream_tls() { tls_sink } else { plain_sink };
+        let sink = if mode.upstream_tls() {
+            tls_sink
+        } else {
+            plain_sink
+        };
         let mut cfg = ProxyConfig::new("bench", format!("localhost:{}", sink.port()));
         cfg.tls = ProxyTls {
             client: mode.client_tls().then(|| proxy_cert.clone()),
             upstream: mode.upstream_tls().then(|| upstream.clone()),
             ..ProxyTls::default()
         };
-        let listener = proxy_rt.block_on(TcpListener::bind("127.0.0.1:0")).expect("bind");
+        let listener = proxy_rt
+            .block_on(TcpListener::bind("127.0.0.1:0"))
+            .expect("bind");
         let addr = listener.local_addr().expect("addr");
         let p = Proxy::new(cfg);
         proxy_rt.spawn(proxy::run(listener, p, shutdown.clone()));

@@ -18,8 +18,12 @@ async fn proxy() -> (Running, String, PathBuf, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let t = terminator(dir.path());
     let ca = t.ca_file().unwrap().to_owned();
-    let p = start_proxy(&plain_server().await.to_string(), |c| c.tls.client = Some(t), Vec::new())
-        .await;
+    let p = start_proxy(
+        &plain_server().await.to_string(),
+        |c| c.tls.client = Some(t),
+        Vec::new(),
+    )
+    .await;
     let url = format!("https://localhost:{}/hello", p.addr.port());
     (p, url, ca, dir)
 }
@@ -53,7 +57,10 @@ async fn curl_with_cacert_gets_the_answer_over_http1() {
     let out = stdout_of(&run(cmd).await);
     let host = format!("host=localhost:{}", p.addr.port());
     assert!(out.contains(&format!("sni=none;{host};alpn=none")), "{out}");
-    assert!(out.ends_with("version=1.1"), "ALPN must pick HTTP/1.1: {out}");
+    assert!(
+        out.ends_with("version=1.1"),
+        "ALPN must pick HTTP/1.1: {out}"
+    );
 }
 
 #[tokio::test]
@@ -65,7 +72,12 @@ async fn curl_without_the_ca_is_refused() {
     let o = run(cmd).await;
     assert!(!o.status.success(), "curl must refuse an unknown CA");
     // curl's exit code 60: peer certificate cannot be authenticated with known CA certificates.
-    assert_eq!(o.status.code(), Some(60), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(60),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 #[tokio::test]

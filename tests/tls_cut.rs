@@ -15,7 +15,8 @@ use tokio::net::TcpListener;
 use tokio::time::timeout;
 
 const REQUEST: &str = "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: 46\r\n\r\n{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\"}";
-const EVENT: &str = "event: message\nid: e1\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n\n";
+const EVENT: &str =
+    "event: message\nid: e1\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n\n";
 
 /// A plain server answering every request with one chunked SSE event, then waiting.
 async fn sse_server() -> std::net::SocketAddr {
@@ -47,8 +48,7 @@ async fn cut(fin: FinEnd) -> (String, std::io::Result<()>, Option<TlsEnd>) {
     let proxy_ca = tempfile::tempdir().unwrap();
     let t = terminator(proxy_ca.path());
     let ca_file = t.ca_file().unwrap().to_owned();
-    let cfg: SseCutConfig =
-        toml::from_str("at = \"before-dispatch\"\naction = \"fin\"").unwrap();
+    let cfg: SseCutConfig = toml::from_str("at = \"before-dispatch\"\naction = \"fin\"").unwrap();
     let p = start_proxy(
         &sse_server().await.to_string(),
         |c| {

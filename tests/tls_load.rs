@@ -34,14 +34,21 @@ async fn load_reaches_the_lab_over_https_with_cacert() {
     let url = format!("https://localhost:{}/mcp", p.addr.port());
     let target = Target::parse_with_ca(&url, &[ca]).unwrap();
     assert_eq!(target.to_string(), url);
-    let mut cfg = LoadConfig::new(target, "blob", serde_json::json!({"size": 65536, "lines": 3}));
+    let mut cfg = LoadConfig::new(
+        target,
+        "blob",
+        serde_json::json!({"size": 65536, "lines": 3}),
+    );
     cfg.sessions = 2;
     cfg.stop = Stop::Calls(6);
     cfg.call_timeout = Duration::from_secs(10);
-    let o = tokio::time::timeout(Duration::from_secs(30), load::run(cfg, CancellationToken::new()))
-        .await
-        .expect("run finishes")
-        .expect("the lab answers over TLS");
+    let o = tokio::time::timeout(
+        Duration::from_secs(30),
+        load::run(cfg, CancellationToken::new()),
+    )
+    .await
+    .expect("run finishes")
+    .expect("the lab answers over TLS");
     assert_eq!((o.counters.calls, o.counters.ok), (6, 6), "{:?}", o.errors);
     stop.cancel();
 }
@@ -54,10 +61,13 @@ async fn load_without_the_ca_fails_with_an_unknown_issuer_error() {
     let p = start_proxy(&lab.to_string(), |c| c.tls.client = Some(t), Vec::new()).await;
     let url = format!("https://localhost:{}/mcp", p.addr.port());
     let cfg = LoadConfig::new(Target::parse(&url).unwrap(), "blob", serde_json::json!({}));
-    let err = tokio::time::timeout(Duration::from_secs(20), load::run(cfg, CancellationToken::new()))
-        .await
-        .expect("run finishes")
-        .expect_err("an untrusted certificate must stop the run");
+    let err = tokio::time::timeout(
+        Duration::from_secs(20),
+        load::run(cfg, CancellationToken::new()),
+    )
+    .await
+    .expect("run finishes")
+    .expect_err("an untrusted certificate must stop the run");
     let chain = format!("{:#}", anyhow_chain(&err));
     assert!(chain.contains("unknown issuer"), "{chain}");
     stop.cancel();
@@ -98,13 +108,21 @@ async fn strict_client_never_counts_a_truncated_before_dispatch_call_complete() 
     cfg.stop = Stop::Calls(2);
     cfg.max_attempts = 3;
     cfg.call_timeout = Duration::from_secs(5);
-    let o = tokio::time::timeout(Duration::from_secs(30), load::run(cfg, CancellationToken::new()))
-        .await
-        .expect("run finishes")
-        .expect("the lab answers over TLS");
+    let o = tokio::time::timeout(
+        Duration::from_secs(30),
+        load::run(cfg, CancellationToken::new()),
+    )
+    .await
+    .expect("run finishes")
+    .expect("the lab answers over TLS");
     let c = o.counters;
     assert_eq!(c.calls, 2, "{c:?}");
-    assert_eq!((c.ok, c.silently_lost), (0, 0), "every stream is cut: {c:?} {:?}", o.errors);
+    assert_eq!(
+        (c.ok, c.silently_lost),
+        (0, 0),
+        "every stream is cut: {c:?} {:?}",
+        o.errors
+    );
     let cuts: Vec<_> = p
         .rec
         .0
@@ -118,7 +136,10 @@ async fn strict_client_never_counts_a_truncated_before_dispatch_call_complete() 
         .collect();
     assert!(!cuts.is_empty());
     for cut in cuts {
-        assert_eq!(cut, (Some(SseClass::BeforeDispatch), Some(TlsEnd::Truncated)));
+        assert_eq!(
+            cut,
+            (Some(SseClass::BeforeDispatch), Some(TlsEnd::Truncated))
+        );
     }
     stop.cancel();
 }

@@ -49,7 +49,11 @@ async fn one_run(tls: bool) -> Run {
     if tls {
         cfg.tls.client = Some(terminator(dir.path()));
     }
-    let ca = cfg.tls.client.as_ref().and_then(|t| t.ca_file().map(ToOwned::to_owned));
+    let ca = cfg
+        .tls
+        .client
+        .as_ref()
+        .and_then(|t| t.ca_file().map(ToOwned::to_owned));
     let proxy = Proxy::with_faults(cfg, vec![factory(cut)]);
     let rec = Arc::new(Recorder::default());
     let auditor = Arc::new(Auditor::new(AuditConfig::default()));
@@ -77,7 +81,11 @@ async fn one_run(tls: bool) -> Run {
         .await
         .expect("the SDK client finishes")
         .expect("node starts");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     stop.cancel();
     auditor.finish();
     let cuts = rec
@@ -111,9 +119,18 @@ async fn sdk_client_through_tls_sees_the_same_cuts_and_findings_as_plain() {
     for (class, end) in &plain.cuts {
         assert_eq!((*class, *end), (Some(SseClass::MidValue), None));
     }
-    assert_eq!(tls.cuts.len(), plain.cuts.len(), "{:?} vs {:?}", tls.cuts, plain.cuts);
+    assert_eq!(
+        tls.cuts.len(),
+        plain.cuts.len(),
+        "{:?} vs {:?}",
+        tls.cuts,
+        plain.cuts
+    );
     for (class, end) in &tls.cuts {
-        assert_eq!((*class, *end), (Some(SseClass::MidValue), Some(TlsEnd::Truncated)));
+        assert_eq!(
+            (*class, *end),
+            (Some(SseClass::MidValue), Some(TlsEnd::Truncated))
+        );
     }
     assert_eq!(tls.findings, plain.findings, "audit findings differ");
     assert!(!plain.findings.is_empty());

@@ -85,12 +85,19 @@ async fn tls_client_trusting_the_printed_ca_reaches_a_plain_server() {
         let server = plain_server().await;
         let t = terminator(proxy_ca.path());
         let ca_file = t.ca_file().unwrap().to_owned();
-        assert!(t.trust_line().unwrap().contains(&*ca_file.to_string_lossy()));
+        assert!(
+            t.trust_line()
+                .unwrap()
+                .contains(&*ca_file.to_string_lossy())
+        );
         let p = start_proxy(&server.to_string(), |c| c.tls.client = Some(t), Vec::new()).await;
         let mut s = tls_connect(p.addr, "localhost", &ca_file).await.unwrap();
         assert_eq!(s.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
         let resp = get(&mut s, "localhost").await;
-        assert!(resp.ends_with("sni=none;host=localhost;alpn=none"), "{resp}");
+        assert!(
+            resp.ends_with("sni=none;host=localhost;alpn=none"),
+            "{resp}"
+        );
     })
     .await
     .unwrap();
@@ -144,7 +151,9 @@ impl Write for Logs {
 /// What a client gets through a proxy to an upstream whose certificate comes from a CA made
 /// for the test, with the upstream options `opts` (given another CA's directory), and the
 /// proxy's log.
-async fn through_bad_upstream(opts: impl FnOnce(&std::path::Path) -> UpstreamOptions) -> (String, String) {
+async fn through_bad_upstream(
+    opts: impl FnOnce(&std::path::Path) -> UpstreamOptions,
+) -> (String, String) {
     let logs = Logs::default();
     let sub = tracing_subscriber::fmt()
         .with_writer({
@@ -197,7 +206,11 @@ async fn upstream_certificate_for_another_name_is_refused_naming_the_name() {
             let u = Upstream::new(&opts).unwrap();
             let tcp = TcpStream::connect(server).await.unwrap();
             let upstream = format!("localhost:{}", server.port());
-            u.connect(tcp, &upstream).await.map(|_| ()).unwrap_err().to_string()
+            u.connect(tcp, &upstream)
+                .await
+                .map(|_| ())
+                .unwrap_err()
+                .to_string()
         };
         let err = logs_and_resp.await;
         assert!(err.contains("localhost:"), "{err}");
@@ -217,8 +230,14 @@ async fn upstream_insecure_accepts_an_untrusted_certificate() {
             ..UpstreamOptions::default()
         })
         .await;
-        assert!(resp.ends_with("sni=localhost;host=x;alpn=http/1.1"), "{resp}");
-        assert!(log.contains("NOT verified"), "the insecure mode must be logged: {log}");
+        assert!(
+            resp.ends_with("sni=localhost;host=x;alpn=http/1.1"),
+            "{resp}"
+        );
+        assert!(
+            log.contains("NOT verified"),
+            "the insecure mode must be logged: {log}"
+        );
     })
     .await
     .unwrap();

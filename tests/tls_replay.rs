@@ -70,17 +70,28 @@ async fn replay_over_tls_has_the_same_strict_and_naive_outcome_as_plain() {
     let started = Instant::now();
     let tls = replay(config(7, Some(ca.path().to_owned()))).await;
     assert!(started.elapsed() < Duration::from_secs(60));
-    assert!(ca.path().join("ca.pem").exists(), "the CA is made in the given directory");
+    assert!(
+        ca.path().join("ca.pem").exists(),
+        "the CA is made in the given directory"
+    );
     assert!(tls.report.cuts.total > 0, "no cut was made over TLS");
     for (p, t) in plain.phases.iter().zip(&tls.phases) {
         assert_eq!(p.policy, t.policy);
         let (pc, tc) = (&p.load.counters, &t.load.counters);
-        assert_eq!(verdict(pc), verdict(tc), "{:?}: plain {pc:?} vs tls {tc:?}", p.policy);
+        assert_eq!(
+            verdict(pc),
+            verdict(tc),
+            "{:?}: plain {pc:?} vs tls {tc:?}",
+            p.policy
+        );
     }
     let strict = &tls.phases[0].load.counters;
     let naive = &tls.phases[1].load.counters;
     assert_eq!(strict.silently_lost, 0);
-    assert!(naive.silently_lost > 0, "the documents' failure did not show over TLS");
+    assert!(
+        naive.silently_lost > 0,
+        "the documents' failure did not show over TLS"
+    );
     let naive_findings = tls.phases[1].auditor.counts();
     assert!(naive_findings.get("cursor-ahead").copied().unwrap_or(0) > 0);
 }

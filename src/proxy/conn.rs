@@ -148,11 +148,7 @@ async fn relay(
     let outcome = match (&mut client, &mut upstream) {
         (Stream::Plain(c), Stream::Plain(u)) => halves.run(c.split(), u.split()).await,
         // TLS streams take the copying path through `tokio::io::split` halves.
-        (c, u) => {
-            halves
-                .run(tokio::io::split(c), tokio::io::split(u))
-                .await
-        }
+        (c, u) => halves.run(tokio::io::split(c), tokio::io::split(u)).await,
     };
     let how = match outcome {
         Outcome::Done => "closed",
@@ -264,7 +260,12 @@ enum Outcome {
 
 /// `tls_end` says how a TLS client session ends (ignored for a plain client and for a reset,
 /// which never sends `close_notify`).
-async fn close_as(mut client: Stream, upstream: Stream, action: CutAction, tls_end: Option<TlsEnd>) {
+async fn close_as(
+    mut client: Stream,
+    upstream: Stream,
+    action: CutAction,
+    tls_end: Option<TlsEnd>,
+) {
     match action {
         CutAction::Reset => {
             reset(client.into_tcp());

@@ -164,7 +164,10 @@ fn tls_legs(dir: &std::path::Path) -> Result<TlsLegs, crate::tls::TlsError> {
     let names = crate::tls::ca::listen_names(std::net::Ipv4Addr::LOCALHOST.into(), &[]);
     let terminator = || Terminator::self_signed(dir, &names).map(Arc::new);
     let lab = terminator()?;
-    let ca = lab.ca_file().map(|p| vec![p.to_owned()]).unwrap_or_default();
+    let ca = lab
+        .ca_file()
+        .map(|p| vec![p.to_owned()])
+        .unwrap_or_default();
     let upstream = Upstream::new(&UpstreamOptions {
         ca: ca.clone(),
         ..UpstreamOptions::default()

@@ -34,7 +34,11 @@ pub fn dir(flag: Option<&Path>) -> Result<PathBuf, TlsError> {
     if let Some(d) = flag {
         return Ok(d.to_owned());
     }
-    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     if let Some(d) = env(DIR_ENV) {
         return Ok(d);
     }
@@ -189,7 +193,10 @@ mod tests {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(tmp.path().join(CA_KEY)).unwrap().permissions().mode();
+            let mode = std::fs::metadata(tmp.path().join(CA_KEY))
+                .unwrap()
+                .permissions()
+                .mode();
             assert_eq!(mode & 0o077, 0, "the CA key must be private");
         }
     }

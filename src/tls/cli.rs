@@ -14,7 +14,12 @@ use super::{FinEnd, ProxyTls, Terminator, TlsError, Upstream, UpstreamOptions};
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ServerTlsArgs {
     /// Serve TLS with this certificate chain (PEM, leaf first); needs --tls-key.
-    #[arg(long, value_name = "FILE", requires = "tls_key", conflicts_with = "tls_self_signed")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "tls_key",
+        conflicts_with = "tls_self_signed"
+    )]
     pub tls_cert: Option<PathBuf>,
     /// Private key of --tls-cert (PEM).
     #[arg(long, value_name = "FILE", requires = "tls_cert")]

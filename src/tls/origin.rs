@@ -58,7 +58,9 @@ impl Upstream {
             builder.with_root_certificates(roots(opts)?)
         };
         let mut config = match &opts.client_cert {
-            Some((cert, key)) => builder.with_client_auth_cert(load_certs(cert)?, load_key(key)?)?,
+            Some((cert, key)) => {
+                builder.with_client_auth_cert(load_certs(cert)?, load_key(key)?)?
+            }
             None => builder.with_no_client_auth(),
         };
         config.alpn_protocols = vec![ALPN_HTTP1.to_vec()];
@@ -94,7 +96,8 @@ impl Upstream {
         upstream: &str,
     ) -> Result<TlsStream<TcpStream>, TlsError> {
         let sni = self.server_name(upstream);
-        let name = ServerName::try_from(sni.clone()).map_err(|_| TlsError::ServerName(sni.clone()))?;
+        let name =
+            ServerName::try_from(sni.clone()).map_err(|_| TlsError::ServerName(sni.clone()))?;
         if self.insecure {
             tracing::warn!(%upstream, %sni, "upstream certificate NOT verified (--upstream-insecure)");
         }
@@ -137,11 +140,15 @@ fn handshake_error(upstream: &str, sni: &str, e: &std::io::Error) -> TlsError {
     let inner = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>());
     let (reason, hint) = match inner {
         Some(rustls::Error::InvalidCertificate(c)) => (
-            format!("the server's certificate was refused: {}", certificate_reason(c, sni)),
+            format!(
+                "the server's certificate was refused: {}",
+                certificate_reason(c, sni)
+            ),
             "; trust its CA with --upstream-ca FILE, name the host it was issued for with \
              --upstream-sni NAME, or skip verification with --upstream-insecure",
         ),
-        Some(rustls::Error::InvalidMessage(_)) | Some(rustls::Error::InappropriateMessage { .. }) => (
+        Some(rustls::Error::InvalidMessage(_))
+        | Some(rustls::Error::InappropriateMessage { .. }) => (
             inner.map(ToString::to_string).unwrap_or_default(),
             "; is the upstream speaking TLS? (drop --upstream-tls for a plain upstream)",
         ),

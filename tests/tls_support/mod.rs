@@ -73,9 +73,9 @@ pub async fn tls_server(t: Arc<Terminator>) -> SocketAddr {
                 };
                 let conn = s.get_ref().1;
                 let sni = conn.server_name().unwrap_or("none").to_owned();
-                let alpn = conn
-                    .alpn_protocol()
-                    .map_or("none".to_owned(), |a| String::from_utf8_lossy(a).into_owned());
+                let alpn = conn.alpn_protocol().map_or("none".to_owned(), |a| {
+                    String::from_utf8_lossy(a).into_owned()
+                });
                 answer(&mut s, &sni, &alpn).await;
             });
         }
