@@ -26,6 +26,7 @@ use crate::report::{self, ReportError, Threshold, ThresholdError};
   tearline replay --server-mode error           # a lab server that signals loss correctly
   tearline replay --upstream 127.0.0.1:8080 --target-path /mcp   # your own MCP server
   tearline replay --fail-on 'naive.silent-loss>0' --fail-on 'p99(strict.call)>5s'
+  tearline replay --tls                         # every leg over TLS (local CA, created once)
 
 Exit codes: 0 ok, 99 a --fail-on threshold failed, 2 error.")]
 pub struct Args {

@@ -166,3 +166,32 @@ pub enum TlsError {
 pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fault::CutAction;
+
+    #[test]
+    fn only_a_tls_client_side_has_a_tls_end() {
+        let plain = ProxyTls::default();
+        assert_eq!(plain.end_of(CutAction::Fin), None);
+        assert!(plain.is_plain());
+    }
+
+    #[test]
+    fn reset_truncates_clean_end_notifies_and_fin_follows_the_setting() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = Terminator::self_signed(dir.path(), &["localhost".into()]).unwrap();
+        let mut tls = ProxyTls {
+            client: Some(Arc::new(t)),
+            ..ProxyTls::default()
+        };
+        assert_eq!(tls.end_of(CutAction::Reset), Some(TlsEnd::Truncated));
+        assert_eq!(tls.end_of(CutAction::CleanEnd), Some(TlsEnd::CloseNotify));
+        assert_eq!(tls.end_of(CutAction::Fin), Some(TlsEnd::Truncated));
+        tls.fin = FinEnd::CloseNotify;
+        assert_eq!(tls.end_of(CutAction::Fin), Some(TlsEnd::CloseNotify));
+        assert_eq!(tls.end_of(CutAction::Reset), Some(TlsEnd::Truncated));
+    }
+}
