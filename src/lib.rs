@@ -13,6 +13,7 @@
 //! - [`load`]: the load client: sessions, SSE consumer with strict/naive policies, histograms.
 //! - [`replay`]: `tearline replay`, the 250 ms reset load test in one command.
 //! - [`report`]: histograms, JSON, `.hgrm`, `.hlog`, HTML+SVG, thresholds.
+//! - [`tls`]: TLS to the upstream and for the clients (rustls, ring), the local CA.
 //!
 //! Flow of one byte: socket → pump reads a chunk → [`wire`] annotates positions → faults edit
 //! the chunk's plan → pump writes → [`audit`] receives observations and cut records.
@@ -28,5 +29,6 @@ pub mod profile;
 pub mod proxy;
 pub mod replay;
 pub mod report;
+pub mod tls;
 pub mod units;
 pub mod wire;

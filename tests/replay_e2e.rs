@@ -44,6 +44,7 @@ fn config(seed: u64) -> ReplayConfig {
         policies: vec![Policy::Strict, Policy::Naive],
         progress: false,
         findings_dir: None,
+        tls_ca_dir: None,
     }
 }
 

@@ -30,6 +30,9 @@ pub enum ServeError {
     /// The server refused the configuration.
     #[error(transparent)]
     Lab(#[from] super::LabError),
+    /// A TLS flag could not be turned into a configuration.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 /// Run the lab MCP Streamable HTTP server (correct by default; flags reproduce the seed bugs).
@@ -43,6 +46,8 @@ pub enum ServeError {
       Seed 000: a resume with a narrowed token ends cleanly at the first event it may not see.
   tearline serve --line-ending crlf --chunking per-line --keepalive 15s
       Wire variations for SSE parsers.
+  tearline serve --listen 127.0.0.1:8443 --tls-self-signed
+      HTTPS with a certificate from tearline's local CA (prints the line to trust it).
   tearline serve --protocol 2026-07-28
       No event ids, no resumption: GET answers 405, a broken stream loses the request.
 
@@ -95,6 +100,9 @@ pub struct Args {
     /// Live sessions beyond this many are refused with 503.
     #[arg(long, default_value_t = 10_000)]
     pub max_sessions: usize,
+    /// Serve HTTPS (--tls-cert/--tls-key, or --tls-self-signed).
+    #[command(flatten)]
+    pub tls: crate::tls::cli::ServerTlsArgs,
 }
 
 impl Args {
@@ -140,6 +148,7 @@ pub async fn run(args: Args) -> Result<ExitCode, ServeError> {
     });
     let config = args.config();
     tracing::info!(%addr, path = %config.path, protocol = config.protocol.as_str(), "lab server listening");
-    super::serve(listener, config, shutdown).await?;
+    let tls = args.tls.build(addr.ip())?;
+    super::serve_tls(listener, config, tls, shutdown).await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -116,6 +116,17 @@ pub async fn serve(
     config: LabConfig,
     shutdown: CancellationToken,
 ) -> Result<(), LabError> {
+    serve_tls(listener, config, None, shutdown).await
+}
+
+/// [`serve`], over TLS when `tls` is given (each connection's handshake runs in its own task;
+/// a failed handshake only ends that connection).
+pub async fn serve_tls(
+    listener: TcpListener,
+    config: LabConfig,
+    tls: Option<Arc<crate::tls::Terminator>>,
+    shutdown: CancellationToken,
+) -> Result<(), LabError> {
     if config.buffer == 0 {
         return Err(LabError::Config("buffer must hold at least one event"));
     }
@@ -157,8 +168,19 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let conn_shared = Arc::clone(&shared);
+        let tls = tls.clone();
         shared.tasks.spawn(async move {
             let _permit = permit;
+            let stream: crate::tls::Stream = match tls {
+                None => stream.into(),
+                Some(t) => match t.accept(stream).await {
+                    Ok(s) => s.into(),
+                    Err(e) => {
+                        tracing::debug!(%peer, error = %e, "lab TLS handshake failed");
+                        return;
+                    }
+                },
+            };
             let svc_shared = Arc::clone(&conn_shared);
             let svc = service_fn(move |req| http::handle(Arc::clone(&svc_shared), req));
             let conn = hyper::server::conn::http1::Builder::new()

@@ -31,6 +31,9 @@ pub use crate::units::parse_duration;
       --segment 2/4 --start-at 2026-11-30T14:00:00Z --report-dir out/agent-2
   # then, anywhere: tearline report merge out/agent-* -o out/merged --fail-on 'p99(call)>2s'
 
+  # Over HTTPS, through `tearline proxy --tls-self-signed` (trust the CA it printed)
+  tearline load --target https://localhost:7443/mcp --cacert ~/.local/share/tearline/ca/ca.pem
+
 Policies:
   strict  cursor = last dispatched event id; a partial event at a disconnect is a torn-boundary
           detection; replays are verified; a call completes only with its verified result;
@@ -38,9 +41,13 @@ Policies:
   naive   cursor = last id line seen; resumes with it and accepts whatever comes; a clean stream
           end counts as completion (calls without a valid result are counted silently_lost).")]
 pub struct Args {
-    /// MCP endpoint URL (plain http).
+    /// MCP endpoint URL (http:// or https://).
     #[arg(long, default_value = "http://127.0.0.1:8931/mcp")]
     pub target: String,
+    /// Trust this CA certificate (PEM) for an https:// target, besides the system roots
+    /// (repeatable); e.g. the CA `tearline proxy --tls-self-signed` prints.
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Vec<std::path::PathBuf>,
     /// Concurrent sessions.
     #[arg(long, default_value_t = 10)]
     pub sessions: usize,
@@ -142,7 +149,7 @@ pub enum CliError {
 
 /// Builds the run configuration from the flags.
 pub fn config(args: &Args) -> Result<LoadConfig, CliError> {
-    let target = Target::parse(&args.target)?;
+    let target = Target::parse_with_ca(&args.target, &args.cacert)?;
     let tool_args: serde_json::Value =
         serde_json::from_str(&args.args).map_err(|e| CliError::Args(Some(e)))?;
     if !tool_args.is_object() {

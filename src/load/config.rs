@@ -1,8 +1,9 @@
 //! What one load run is asked to do: the target, how many sessions, when to stop, which tool,
 //! the pacing and the client policy.
 //!
-//! Invariants: a [`Target`] always names a plain `http://` authority with an explicit or
-//! default port and an absolute path; a [`LoadConfig`] built by [`LoadConfig::new`] has sane
+//! Invariants: a [`Target`] always names an `http://` or `https://` authority with an explicit
+//! or default port (80, 443) and an absolute path; an `https://` target carries its TLS client
+//! configuration (system roots, plus `--cacert`); a [`LoadConfig`] built by [`LoadConfig::new`] has sane
 //! defaults (closed loop, strict policy, 5 attempts, 30 s per call), so callers only override
 //! what they need.
 
@@ -14,7 +15,38 @@ use thiserror::Error;
 /// The MCP protocol revision the client offers in `initialize`.
 pub const OFFERED_PROTOCOL_VERSION: &str = "2025-11-25";
 
-/// A plain-HTTP MCP endpoint: `http://host:port/path`.
+/// The TLS client of an `https://` target (ALPN http/1.1; certificate checked for the host).
+#[derive(Clone)]
+pub struct TargetTls(pub std::sync::Arc<crate::tls::Upstream>);
+
+impl TargetTls {
+    /// Trusts the system roots and every file of `cacert`.
+    pub fn new(cacert: &[std::path::PathBuf]) -> Result<Self, crate::tls::TlsError> {
+        let opts = crate::tls::UpstreamOptions {
+            ca: cacert.to_vec(),
+            ..crate::tls::UpstreamOptions::default()
+        };
+        Ok(TargetTls(std::sync::Arc::new(crate::tls::Upstream::new(
+            &opts,
+        )?)))
+    }
+}
+
+impl fmt::Debug for TargetTls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("TargetTls")
+    }
+}
+
+impl PartialEq for TargetTls {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for TargetTls {}
+
+/// An MCP endpoint: `http://host:port/path` or `https://host:port/path`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     /// Host name or address, as given (used for connecting and for the `Host` header).
@@ -23,25 +55,45 @@ pub struct Target {
     pub port: u16,
     /// Absolute path of the MCP endpoint, e.g. `/mcp`.
     pub path: String,
+    /// TLS client, for an `https://` target.
+    pub tls: Option<TargetTls>,
 }
 
 /// Why a target URL was refused.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum TargetError {
-    /// Only `http://` is spoken (TLS belongs in front of tearline, not inside it).
-    #[error("target {0:?} is not an http:// URL")]
+    /// Only `http://` and `https://` are spoken.
+    #[error("target {0:?} is not an http:// or https:// URL")]
     Scheme(String),
+    /// The TLS client could not be configured.
+    #[error("TLS for target {0:?}: {1}")]
+    Tls(String, String),
     /// The authority part is empty or has a bad port.
     #[error("target {0:?} has no valid host:port")]
     Authority(String),
 }
 
 impl Target {
-    /// Parses `http://host[:port][/path]`; the path defaults to `/mcp`.
+    /// Parses `http[s]://host[:port][/path]`; the path defaults to `/mcp`. An `https://`
+    /// target trusts the system roots (see [`Target::parse_with_ca`]).
     pub fn parse(url: &str) -> Result<Target, TargetError> {
-        let rest = url
-            .strip_prefix("http://")
-            .ok_or_else(|| TargetError::Scheme(url.to_string()))?;
+        Self::parse_with_ca(url, &[])
+    }
+
+    /// Parses like [`Target::parse`]; an `https://` target also trusts the CA certificates
+    /// in `cacert` (PEM files). `cacert` with an `http://` URL is an error.
+    pub fn parse_with_ca(url: &str, cacert: &[std::path::PathBuf]) -> Result<Target, TargetError> {
+        let (rest, https) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+            (Some(r), _) => (r, false),
+            (_, Some(r)) => (r, true),
+            _ => return Err(TargetError::Scheme(url.to_string())),
+        };
+        if !https && !cacert.is_empty() {
+            return Err(TargetError::Tls(
+                url.to_string(),
+                "--cacert needs an https:// target".into(),
+            ));
+        }
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, "/mcp"),
@@ -51,23 +103,32 @@ impl Target {
             Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => {
                 (h, p.parse::<u16>().map_err(|_| bad())?)
             }
-            _ => (authority, 80),
+            _ => (authority, if https { 443 } else { 80 }),
         };
         let host = host.trim_start_matches('[').trim_end_matches(']');
         if host.is_empty() || port == 0 {
             return Err(bad());
         }
+        let tls = if https {
+            let t = TargetTls::new(cacert)
+                .map_err(|e| TargetError::Tls(url.to_string(), e.to_string()))?;
+            Some(t)
+        } else {
+            None
+        };
         Ok(Target {
             host: host.to_string(),
             port,
             path: path.to_string(),
+            tls,
         })
     }
 }
 
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "http://{}:{}{}", self.host, self.port, self.path)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        write!(f, "{scheme}://{}:{}{}", self.host, self.port, self.path)
     }
 }
 

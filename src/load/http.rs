@@ -28,6 +28,9 @@ pub const MAX_JSON_BODY: usize = 256 * 1024 * 1024;
 /// Why a request or its response failed at the HTTP level.
 #[derive(Debug, Error)]
 pub enum HttpError {
+    /// The TLS handshake with an https:// target failed (the message names the reason).
+    #[error("{0}")]
+    Tls(#[source] crate::tls::TlsError),
     /// TCP connect failed (refused, unreachable, bad name).
     #[error("cannot connect to {addr}")]
     Connect {
@@ -65,6 +68,7 @@ impl HttpError {
     pub fn kind(&self) -> &'static str {
         match self {
             HttpError::Connect { .. } => "connect",
+            HttpError::Tls(_) => "tls",
             HttpError::Io(_) => "io",
             HttpError::Timeout => "timeout",
             HttpError::ClosedBeforeHead => "closed-before-head",
@@ -79,7 +83,7 @@ impl HttpError {
 /// One open connection to the target.
 #[derive(Debug)]
 pub struct Conn {
-    stream: TcpStream,
+    stream: crate::tls::Stream,
     buf: BytesMut,
 }
 
@@ -104,6 +108,17 @@ impl Conn {
             Err(_) => return Err(HttpError::Timeout),
         };
         stream.set_nodelay(true).map_err(HttpError::Io)?;
+        let stream = match &target.tls {
+            None => crate::tls::Stream::Plain(stream),
+            Some(tls) => {
+                let handshake = tls.0.connect(stream, &addr);
+                match tokio::time::timeout(timeout, handshake).await {
+                    Ok(Ok(s)) => s.into(),
+                    Ok(Err(e)) => return Err(HttpError::Tls(e)),
+                    Err(_) => return Err(HttpError::Timeout),
+                }
+            }
+        };
         Ok(Conn {
             stream,
             buf: BytesMut::with_capacity(READ_SIZE),

@@ -45,6 +45,14 @@ Sizes accept B, KiB, MiB (and K, M, KB, MB); durations accept ms, s, m.
   tearline proxy --listen 127.0.0.1:7000 --upstream 127.0.0.1:8080 \\
       --profile my.toml --watch
 
+  # HTTPS upstream: clients speak plain HTTP to tearline, tearline speaks TLS to the server
+  tearline proxy --listen 127.0.0.1:7000 --upstream api.example.com:443 --upstream-tls
+
+  # TLS on both sides, with a certificate from tearline's local CA (the line to trust it is
+  # printed); cuts end the client's TLS session without close_notify unless --tls-fin says so
+  tearline proxy --listen 127.0.0.1:7443 --upstream 127.0.0.1:8443 --upstream-tls \\
+      --upstream-ca server-ca.pem --tls-self-signed --profile profiles/reset-250ms.toml
+
 The control API (Toxiproxy-compatible, plus /cuts, /findings, /metrics) listens on
 127.0.0.1:8474 unless --api says otherwise; browser-originated requests are refused.
 Sizes accept B, KiB, MiB (and K, M, KB, MB); durations accept ms, s, m.
@@ -106,6 +114,9 @@ pub struct Args {
     /// Append every audit finding to this JSONL file.
     #[arg(long, value_name = "FILE")]
     pub findings_log: Option<std::path::PathBuf>,
+    /// TLS to the upstream and/or for the clients.
+    #[command(flatten)]
+    pub tls: crate::tls::cli::ProxyTlsArgs,
 }
 
 /// The control API's address, or off.
@@ -167,6 +178,9 @@ pub enum CliError {
     /// The cut log could not be opened.
     #[error("--cuts-log")]
     CutLog(#[source] crate::wire::record::CutLogError),
+    /// A TLS flag could not be turned into a configuration.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 impl Args {
@@ -197,6 +211,7 @@ impl Args {
             drain_timeout: self.drain_timeout,
             max_inflight_bytes: self.max_inflight,
             seed,
+            tls: crate::tls::ProxyTls::default(),
         }
     }
 }
@@ -238,6 +253,9 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
             }
             proxies.push((spec, None, true));
         }
+    }
+    for (spec, _, _) in &mut proxies {
+        spec.config.tls = args.tls.build(spec.listen.ip())?;
     }
     super::stack::serve(super::stack::Stack {
         proxies,

@@ -9,6 +9,10 @@
 //!   factories in list order (both directions), then seeds one stream per direction, which the
 //!   direction's faults draw from and which instantiates the factories of later generations.
 //! - `connections_open` and `bytes_buffered` return to their former values when the task ends.
+//! - TLS (either side, see `tls_hook`): the pumps run on `tokio::io::split` halves of the TLS
+//!   streams (the copying path); a plain connection keeps its TCP halves. A cut ends a TLS
+//!   client session with or without `close_notify` as `ProxyTls::end_of` says, which is what
+//!   the cut record carries.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,14 +22,15 @@ use std::time::Duration;
 use futures_util::future::try_join;
 use rand::SeedableRng;
 use socket2::SockRef;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, sleep_until, timeout};
 
 use super::pump::{Chain, Pump, Side, Stop};
 use super::state::{KillSignal, OutageMode, Proxy};
 use crate::fault::{ConnRng, CutAction, conn_rng};
-use crate::wire::{Direction, Observation};
+use crate::tls::{Stream, TlsEnd};
+use crate::wire::{Direction, Observation, WireObserver};
 
 /// How long a reset cut waits for the peer to acknowledge the bytes before the cut point.
 const RESET_DRAIN_LIMIT: Duration = Duration::from_secs(2);
@@ -84,18 +89,38 @@ pub(crate) async fn serve(proxy: Arc<Proxy>, client: TcpStream, id: u64, kill: A
         reset(client);
         return;
     };
+    // --- TLS hook: handshakes (no-ops for a plain proxy) ---
+    let tls = async {
+        let client = super::tls_hook::client_side(&proxy, client).await?;
+        match super::tls_hook::upstream_side(&proxy, upstream, &upstream_addr).await {
+            Some(u) => Some((client, u)),
+            None => {
+                reset(client.into_tcp());
+                None
+            }
+        }
+    };
+    let streams = tokio::select! {
+        biased;
+        () = kill.token.cancelled() => None,
+        s = tls => s,
+    };
+    let Some((client, upstream)) = streams else {
+        proxy.stats().refused();
+        return;
+    };
     relay(proxy, client, upstream, id, &kill).await;
 }
 
 async fn relay(
     proxy: Arc<Proxy>,
-    mut client: TcpStream,
-    mut upstream: TcpStream,
+    mut client: Stream,
+    mut upstream: Stream,
     id: u64,
     kill: &KillSignal,
 ) {
-    let _ = client.set_nodelay(true);
-    let _ = upstream.set_nodelay(true);
+    let _ = client.tcp().set_nodelay(true);
+    let _ = upstream.tcp().set_nodelay(true);
     let stats = proxy.stats();
     stats.conn_opened();
     let sink = proxy.sink();
@@ -105,47 +130,25 @@ async fn relay(
             proxy: proxy.name().to_owned(),
         });
     }
-    tracing::info!(upstream = %peer_of(&upstream), "open");
+    tracing::info!(upstream = %peer_of(upstream.tcp()), tls_client = client.is_tls(), tls_upstream = upstream.is_tls(), "open");
     let started = Instant::now();
 
     let (up_chain, down_chain, up_rng, down_rng) = build_chains(&proxy, id);
     let (up_obs, down_obs) = proxy.observers(id);
     let up_bytes = AtomicU64::new(0);
     let down_bytes = AtomicU64::new(0);
-    let outcome = {
-        let (cr, cw) = client.split();
-        let (ur, uw) = upstream.split();
-        let up = Pump::new(
-            &proxy,
-            id,
-            Direction::Upstream,
-            cr,
-            uw,
-            up_chain,
-            up_rng,
-            up_obs,
-            &up_bytes,
-        );
-        let down = Pump::new(
-            &proxy,
-            id,
-            Direction::Downstream,
-            ur,
-            cw,
-            down_chain,
-            down_rng,
-            down_obs,
-            &down_bytes,
-        );
-        tokio::select! {
-            biased;
-            () = kill.token.cancelled() => Outcome::Killed(kill.action()),
-            r = try_join(up.run(), down.run()) => match r {
-                Ok(((), ())) => Outcome::Done,
-                Err(Stop::Cut(a)) => Outcome::Cut(a),
-                Err(Stop::Io(side, e)) => Outcome::Broken(side, e),
-            },
-        }
+    let halves = Halves {
+        proxy: &proxy,
+        id,
+        kill,
+        chains: (up_chain, down_chain, up_rng, down_rng),
+        observers: (up_obs, down_obs),
+        bytes: (&up_bytes, &down_bytes),
+    };
+    let outcome = match (&mut client, &mut upstream) {
+        (Stream::Plain(c), Stream::Plain(u)) => halves.run(c.split(), u.split()).await,
+        // TLS streams take the copying path through `tokio::io::split` halves.
+        (c, u) => halves.run(tokio::io::split(c), tokio::io::split(u)).await,
     };
     let how = match outcome {
         Outcome::Done => "closed",
@@ -153,8 +156,8 @@ async fn relay(
             if a == CutAction::Reset {
                 // A cut's bytes must all reach the peer before the RST discards the queue.
                 let (c, u) = tokio::join!(
-                    super::sendq::drained(&client, RESET_DRAIN_LIMIT),
-                    super::sendq::drained(&upstream, RESET_DRAIN_LIMIT)
+                    super::sendq::drained(client.tcp(), RESET_DRAIN_LIMIT),
+                    super::sendq::drained(upstream.tcp(), RESET_DRAIN_LIMIT)
                 );
                 if !(c && u) {
                     tracing::debug!(
@@ -162,17 +165,19 @@ async fn relay(
                     );
                 }
             }
-            close_as(client, upstream, a).await;
+            let end = proxy.config().tls.end_of(a);
+            close_as(client, upstream, a, end).await;
             a.as_str()
         }
         Outcome::Killed(a) => {
-            close_as(client, upstream, a).await;
+            let end = proxy.config().tls.end_of(a);
+            close_as(client, upstream, a, end).await;
             "killed"
         }
         Outcome::Broken(side, e) => {
             tracing::debug!(?side, error = %e, "i/o error; other side reset");
-            reset(client);
-            reset(upstream);
+            reset(client.into_tcp());
+            reset(upstream.into_tcp());
             "broken"
         }
     };
@@ -189,6 +194,63 @@ async fn relay(
     );
 }
 
+/// What the two pumps of one connection need besides their socket halves.
+struct Halves<'a> {
+    proxy: &'a Arc<Proxy>,
+    id: u64,
+    kill: &'a KillSignal,
+    chains: (Chain, Chain, ConnRng, ConnRng),
+    observers: (Box<dyn WireObserver>, Box<dyn WireObserver>),
+    bytes: (&'a AtomicU64, &'a AtomicU64),
+}
+
+impl<'a> Halves<'a> {
+    /// Runs both directions on `(client read, client write)` and `(upstream read, upstream
+    /// write)` until both ended, one failed or was cut, or the connection was killed.
+    async fn run<CR, CW, UR, UW>(self, (cr, cw): (CR, CW), (ur, uw): (UR, UW)) -> Outcome
+    where
+        CR: AsyncRead + Unpin,
+        CW: AsyncWrite + Unpin,
+        UR: AsyncRead + Unpin,
+        UW: AsyncWrite + Unpin,
+    {
+        let (up_chain, down_chain, up_rng, down_rng) = self.chains;
+        let (up_obs, down_obs) = self.observers;
+        let (up_bytes, down_bytes) = self.bytes;
+        let up = Pump::new(
+            self.proxy,
+            self.id,
+            Direction::Upstream,
+            cr,
+            uw,
+            up_chain,
+            up_rng,
+            up_obs,
+            up_bytes,
+        );
+        let down = Pump::new(
+            self.proxy,
+            self.id,
+            Direction::Downstream,
+            ur,
+            cw,
+            down_chain,
+            down_rng,
+            down_obs,
+            down_bytes,
+        );
+        tokio::select! {
+            biased;
+            () = self.kill.token.cancelled() => Outcome::Killed(self.kill.action()),
+            r = try_join(up.run(), down.run()) => match r {
+                Ok(((), ())) => Outcome::Done,
+                Err(Stop::Cut(a)) => Outcome::Cut(a),
+                Err(Stop::Io(side, e)) => Outcome::Broken(side, e),
+            },
+        }
+    }
+}
+
 enum Outcome {
     Done,
     Cut(CutAction),
@@ -196,16 +258,23 @@ enum Outcome {
     Broken(Side, std::io::Error),
 }
 
-async fn close_as(mut client: TcpStream, upstream: TcpStream, action: CutAction) {
+/// `tls_end` says how a TLS client session ends (ignored for a plain client and for a reset,
+/// which never sends `close_notify`).
+async fn close_as(
+    mut client: Stream,
+    upstream: Stream,
+    action: CutAction,
+    tls_end: Option<TlsEnd>,
+) {
     match action {
         CutAction::Reset => {
-            reset(client);
-            reset(upstream);
+            reset(client.into_tcp());
+            reset(upstream.into_tcp());
         }
         CutAction::Fin | CutAction::CleanEnd => {
             // The client may be gone already; its FIN then has no one to reach.
-            let _ = client.shutdown().await;
-            discard_unread(&client);
+            let _ = client.end(tls_end.unwrap_or(TlsEnd::Truncated)).await;
+            discard_unread(client.tcp());
             drop(client);
             drop(upstream);
         }

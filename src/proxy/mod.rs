@@ -27,6 +27,7 @@ pub mod stack;
 mod state;
 mod stats;
 pub mod watch;
+mod tls_hook;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -58,6 +59,8 @@ pub struct ProxyConfig {
     pub max_inflight_bytes: usize,
     /// Run seed; connection `i` draws from `conn_rng(seed, name, i)`.
     pub seed: u64,
+    /// TLS on the client side, the upstream side, both or neither (default: neither).
+    pub tls: crate::tls::ProxyTls,
 }
 
 impl ProxyConfig {
@@ -72,6 +75,7 @@ impl ProxyConfig {
             drain_timeout: Duration::from_secs(5),
             max_inflight_bytes: 32 * 1024 * 1024,
             seed: 0,
+            tls: crate::tls::ProxyTls::default(),
         }
     }
 }

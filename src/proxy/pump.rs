@@ -15,13 +15,14 @@
 //! - `bytes_buffered` counts exactly the bytes this pump holds (read chunk in flight + queue).
 //! - Writes go straight to the socket (no user-space write buffer, TCP_NODELAY set), so a chunk
 //!   is on the wire when its write returns and there is nothing left to flush when reads go
-//!   pending.
+//!   pending. Each write is followed by `flush` (free on TCP halves) so a TLS writer never holds
+//!   a record back.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::time::{Instant, sleep_until};
 
@@ -66,13 +67,14 @@ enum Event {
 }
 
 /// One direction's pump. Borrowed socket halves: dropping the pump never closes a socket (the
-/// connection task decides how sockets end).
-pub(crate) struct Pump<'a> {
+/// connection task decides how sockets end). `R`/`W` are TCP halves by default; TLS
+/// connections pump through `tokio::io::split` halves of their TLS streams.
+pub(crate) struct Pump<'a, R = ReadHalf<'a>, W = WriteHalf<'a>> {
     pub(crate) proxy: &'a Proxy,
     pub(crate) conn: u64,
     pub(crate) dir: Direction,
-    pub(crate) src: ReadHalf<'a>,
-    pub(crate) dst: WriteHalf<'a>,
+    pub(crate) src: R,
+    pub(crate) dst: W,
     pub(crate) chain: Chain,
     pub(crate) rng: ConnRng,
     pub(crate) observer: Box<dyn WireObserver>,
@@ -89,14 +91,14 @@ pub(crate) struct Pump<'a> {
     residence: ResidenceBatch,
 }
 
-impl<'a> Pump<'a> {
+impl<'a, R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Pump<'a, R, W> {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         proxy: &'a Proxy,
         conn: u64,
         dir: Direction,
-        src: ReadHalf<'a>,
-        dst: WriteHalf<'a>,
+        src: R,
+        dst: W,
         chain: Chain,
         rng: ConnRng,
         observer: Box<dyn WireObserver>,
@@ -277,6 +279,9 @@ impl<'a> Pump<'a> {
             r.map_err(|e| Stop::Io(self.dst_side(), e))?;
             written += s.end - s.start;
         }
+        // A no-op on TCP halves; a TLS writer may hold the last record until flushed.
+        let r = self.dst.flush().await;
+        r.map_err(|e| Stop::Io(self.dst_side(), e))?;
         if written > 0 {
             self.account(written);
             let done = Instant::now();
@@ -296,7 +301,10 @@ impl<'a> Pump<'a> {
             return Ok(());
         };
         let len = t.bytes.len();
-        let r = self.dst.write_all(&t.bytes).await;
+        let mut r = self.dst.write_all(&t.bytes).await;
+        if r.is_ok() {
+            r = self.dst.flush().await;
+        }
         self.queued -= len;
         self.proxy.stats().buffer_sub(len);
         r.map_err(|e| Stop::Io(self.dst_side(), e))?;
@@ -380,13 +388,16 @@ impl<'a> Pump<'a> {
                 conn: self.conn,
                 direction: self.dir,
                 action,
-                point: self.observer.cut_point(at),
+                point: crate::wire::CutPoint {
+                    tls_end: self.proxy.config().tls.end_of(action),
+                    ..self.observer.cut_point(at)
+                },
             });
         }
     }
 }
 
-impl Drop for Pump<'_> {
+impl<R, W> Drop for Pump<'_, R, W> {
     fn drop(&mut self) {
         let stats = self.proxy.stats();
         stats.buffer_sub(self.queued + self.held);

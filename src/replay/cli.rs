@@ -26,6 +26,7 @@ use crate::report::{self, ReportError, Threshold, ThresholdError};
   tearline replay --server-mode error           # a lab server that signals loss correctly
   tearline replay --upstream 127.0.0.1:8080 --target-path /mcp   # your own MCP server
   tearline replay --fail-on 'naive.silent-loss>0' --fail-on 'p99(strict.call)>5s'
+  tearline replay --tls                         # every leg over TLS (local CA, created once)
 
 Exit codes: 0 ok, 99 a --fail-on threshold failed, 2 error.")]
 pub struct Args {
@@ -80,6 +81,13 @@ pub struct Args {
     /// Threshold that must hold, e.g. 'naive.silent-loss>0', 'p99(strict.call)>2s'; repeatable.
     #[arg(long = "fail-on", value_name = "EXPR")]
     pub fail_on: Vec<String>,
+    /// Run every leg over TLS (load client → proxy → lab), with certificates from the local CA.
+    #[arg(long)]
+    pub tls: bool,
+    /// Directory of the local CA for --tls (default: $XDG_DATA_HOME/tearline/ca or
+    /// ~/.local/share/tearline/ca).
+    #[arg(long, value_name = "DIR", env = "TEARLINE_CA_DIR")]
+    pub tls_ca_dir: Option<PathBuf>,
 }
 
 /// Which client policies a replay runs.
@@ -150,7 +158,11 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
         profile.origin
     );
 
-    let cfg = config(&args, seed, &out);
+    let mut cfg = config(&args, seed, &out);
+    if args.tls {
+        let dir = crate::tls::ca::dir(args.tls_ca_dir.as_deref()).map_err(ReplayError::from)?;
+        cfg.tls_ca_dir = Some(dir);
+    }
     let shutdown = CancellationToken::new();
     crate::proxy::cli::spawn_signal_watch(shutdown.clone()).ok();
     let outcome = super::run(&cfg, &profile, &text, &shutdown).await?;
@@ -198,6 +210,7 @@ fn config(args: &Args, seed: u64, out: &std::path::Path) -> ReplayConfig {
         policies,
         progress: std::io::stderr().is_terminal(),
         findings_dir: Some(out.to_path_buf()),
+        tls_ca_dir: None,
     }
 }
 

@@ -63,6 +63,9 @@ pub struct ReplayConfig {
     pub progress: bool,
     /// Where each phase's findings are logged as JSONL (`findings-<policy>.jsonl`), if anywhere.
     pub findings_dir: Option<PathBuf>,
+    /// Every leg over TLS (`--tls`): the local CA in this directory issues the lab's and the
+    /// proxy's certificates; the proxy and the load client trust it.
+    pub tls_ca_dir: Option<PathBuf>,
 }
 
 /// Why a replay could not run.
@@ -82,6 +85,9 @@ pub enum ReplayError {
         #[source]
         source: crate::audit::AuditError,
     },
+    /// TLS could not be set up.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
     /// The load client could not run against the target.
     #[error("the load client could not run")]
     Load {

@@ -58,10 +58,12 @@ pub async fn run_phase(
     let token = shutdown.child_token();
     let mut servers = Vec::new();
 
+    let tls = cfg.tls_ca_dir.as_deref().map(tls_legs).transpose()?;
     let upstream = match &cfg.upstream {
         Some(addr) => addr.clone(),
         None => {
-            let (addr, task) = start_lab(cfg.lab.clone(), token.clone()).await?;
+            let lab_tls = tls.as_ref().map(|t| t.lab.clone());
+            let (addr, task) = start_lab(cfg.lab.clone(), lab_tls, token.clone()).await?;
             servers.push(task);
             addr.to_string()
         }
@@ -77,6 +79,9 @@ pub async fn run_phase(
 
     let mut pcfg = ProxyConfig::new(PROXY_NAME, upstream.clone());
     pcfg.seed = cfg.seed;
+    if let Some(t) = &tls {
+        pcfg.tls = t.proxy.clone();
+    }
     let proxy = Proxy::with_faults(pcfg, profile.factories_for(None));
     let sink: Arc<dyn ObservationSink> = tap.clone();
     let observer_sink = sink.clone();
@@ -112,6 +117,7 @@ pub async fn run_phase(
         host: proxy_addr.ip().to_string(),
         port: proxy_addr.port(),
         path: cfg.target_path.clone(),
+        tls: tls.map(|t| t.client),
     };
     let args = serde_json::json!({ "size": cfg.size, "lines": cfg.lines });
     let mut lcfg = LoadConfig::new(target, "blob", args);
@@ -156,14 +162,46 @@ fn profile_outage(profile: &Profile) -> Option<Duration> {
         .map(Duration::from_millis)
 }
 
+/// The TLS configuration of every leg of a `--tls` replay.
+struct TlsLegs {
+    lab: Arc<crate::tls::Terminator>,
+    proxy: crate::tls::ProxyTls,
+    client: crate::load::config::TargetTls,
+}
+
+fn tls_legs(dir: &std::path::Path) -> Result<TlsLegs, crate::tls::TlsError> {
+    use crate::tls::{Terminator, Upstream, UpstreamOptions};
+    let names = crate::tls::ca::listen_names(std::net::Ipv4Addr::LOCALHOST.into(), &[]);
+    let terminator = || Terminator::self_signed(dir, &names).map(Arc::new);
+    let lab = terminator()?;
+    let ca = lab
+        .ca_file()
+        .map(|p| vec![p.to_owned()])
+        .unwrap_or_default();
+    let upstream = Upstream::new(&UpstreamOptions {
+        ca: ca.clone(),
+        ..UpstreamOptions::default()
+    })?;
+    Ok(TlsLegs {
+        lab,
+        proxy: crate::tls::ProxyTls {
+            client: Some(terminator()?),
+            upstream: Some(Arc::new(upstream)),
+            ..crate::tls::ProxyTls::default()
+        },
+        client: crate::load::config::TargetTls::new(&ca)?,
+    })
+}
+
 async fn start_lab(
     config: LabConfig,
+    tls: Option<Arc<crate::tls::Terminator>>,
     token: CancellationToken,
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), ReplayError> {
     let listener = bind_loopback().await?;
     let addr = local_addr(&listener)?;
     let task = tokio::spawn(async move {
-        if let Err(e) = crate::lab::serve(listener, config, token).await {
+        if let Err(e) = crate::lab::serve_tls(listener, config, tls, token).await {
             tracing::warn!(error = %e, "lab server ended with an error");
         }
     });

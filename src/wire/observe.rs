@@ -106,6 +106,8 @@ pub struct CutPoint {
     pub session: Option<String>,
     /// JSON-RPC request id of the stream's POST, if visible.
     pub rpc_id: Option<String>,
+    /// How the client's TLS session ended, if the client side speaks TLS (set by the pump).
+    pub tls_end: Option<crate::tls::TlsEnd>,
 }
 
 /// One thing an observer learned, for the audit. Additive: consumers ignore what they do not

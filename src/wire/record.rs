@@ -72,6 +72,9 @@ pub struct CutRecord {
     pub action: CutAction,
     /// The fault kind that decided the cut, if known.
     pub by: Option<String>,
+    /// `close-notify` or `truncated` when the client side speaks TLS, else `null`.
+    #[serde(default)]
+    pub tls_end: Option<crate::tls::TlsEnd>,
 }
 
 impl CutRecord {
@@ -118,6 +121,7 @@ impl CutRecord {
             data_line: point.data_line,
             action: *action,
             by: by.map(str::to_string),
+            tls_end: point.tls_end,
         })
     }
 }
@@ -261,6 +265,7 @@ mod tests {
                 request: Some("POST /mcp".into()),
                 session: Some("s1".into()),
                 rpc_id: Some("7".into()),
+                tls_end: None,
             },
         }
     }

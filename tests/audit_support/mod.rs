@@ -330,6 +330,7 @@ impl Wire {
                 request: None,
                 session: None,
                 rpc_id: None,
+                tls_end: None,
             },
         });
         self.rec(Observation::ConnClosed { conn });
