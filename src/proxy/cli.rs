@@ -84,6 +84,10 @@ pub struct Args {
         hide_env_values = true
     )]
     pub api_token: Option<String>,
+    /// Always copy through user space, even where nothing needs the bytes (by default a
+    /// direction with an opaque stream and no byte-editing fault is relayed with splice(2)).
+    #[arg(long)]
+    pub no_splice: bool,
     /// Parse HTTP/SSE (positions, audit) or relay bytes only.
     #[arg(long, value_enum, default_value_t = Observe::Http)]
     pub observe: Observe,
@@ -179,6 +183,7 @@ impl Args {
             drain_timeout: self.drain_timeout,
             max_inflight_bytes: self.max_inflight,
             seed,
+            zero_copy: !self.no_splice,
         }
     }
 }

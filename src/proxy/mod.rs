@@ -19,10 +19,12 @@
 
 pub mod cli;
 mod conn;
+mod engine;
 mod listener;
 mod pump;
 pub mod schedule;
 mod sendq;
+mod splice;
 pub mod stack;
 mod state;
 mod stats;
@@ -57,10 +59,14 @@ pub struct ProxyConfig {
     pub max_inflight_bytes: usize,
     /// Run seed; connection `i` draws from `conn_rng(seed, name, i)`.
     pub seed: u64,
+    /// Relay a direction with `splice(2)` (socket → pipe → socket, no user-space copy) while
+    /// its observer is opaque and no fault needs its bytes (Linux; elsewhere always copying).
+    pub zero_copy: bool,
 }
 
 impl ProxyConfig {
-    /// Defaults: 64 KiB buffers, 5 s connect timeout, 4096 connections, 5 s drain, 32 MiB queue.
+    /// Defaults: 64 KiB buffers, 5 s connect timeout, 4096 connections, 5 s drain, 32 MiB queue,
+    /// zero-copy on.
     pub fn new(name: impl Into<String>, upstream: impl Into<String>) -> Self {
         ProxyConfig {
             name: name.into(),
@@ -71,6 +77,7 @@ impl ProxyConfig {
             drain_timeout: Duration::from_secs(5),
             max_inflight_bytes: 32 * 1024 * 1024,
             seed: 0,
+            zero_copy: true,
         }
     }
 }

@@ -25,6 +25,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::time::{Instant, sleep_until};
 
+use super::engine::{self, Handback};
+use super::splice::{Lane, ZeroCopy};
 use super::state::Proxy;
 use super::stats::ResidenceBatch;
 use crate::fault::{Chunk, ConnRng, Cut, CutAction, Deadline, Fault, Plan};
@@ -87,6 +89,7 @@ pub(crate) struct Pump<'a> {
     read_total: u64,
     last_chunk: usize,
     residence: ResidenceBatch,
+    zero_copy: ZeroCopy,
 }
 
 impl<'a> Pump<'a> {
@@ -120,6 +123,7 @@ impl<'a> Pump<'a> {
             read_total: 0,
             last_chunk: 0,
             residence: ResidenceBatch::new(),
+            zero_copy: ZeroCopy::new(proxy.config().zero_copy),
         }
     }
 
@@ -132,6 +136,15 @@ impl<'a> Pump<'a> {
     async fn pump(&mut self) -> Result<(), Stop> {
         loop {
             self.refresh_chain();
+            if let Some(back) = self.zero_copy().await? {
+                match back {
+                    Handback::Copy { .. } => continue,
+                    Handback::Eof { .. } => return self.eof().await,
+                    Handback::Deadline { deadline, .. } => {
+                        return Err(self.deadline_cut(deadline).await);
+                    }
+                }
+            }
             let deadline = self.earliest_deadline();
             let event = if self.queue.is_empty() && deadline.is_none() {
                 let n = self.src.read(&mut self.buf).await;
@@ -177,6 +190,35 @@ impl<'a> Pump<'a> {
                 (None, Timer::Deadline(d)) => return Ok(Event::Deadline(d)),
             }
         }
+    }
+
+    /// Relays zero-copy while the engine allows it (see `engine`); `None` when the copying
+    /// path must read the next chunk. Bytes moved count as one delivered, unobserved chunk.
+    async fn zero_copy(&mut self) -> Result<Option<Handback>, Stop> {
+        if !self.queue.is_empty() || !self.zero_copy.usable() {
+            return Ok(None);
+        }
+        let Some(budget) = engine::budget(&self.chain.faults, &*self.observer, self.read_total)
+        else {
+            return Ok(None);
+        };
+        let lane = Lane {
+            proxy: self.proxy,
+            dir: self.dir,
+            src: self.src.as_ref(),
+            dst: self.dst.as_ref(),
+            delivered: self.delivered,
+            generation: self.chain.generation,
+            deadline: self.earliest_deadline(),
+        };
+        let back = self.zero_copy.relay(lane, budget).await?;
+        let moved = back.moved();
+        if moved > 0 {
+            self.read_total += moved;
+            self.last_chunk = usize::try_from(moved).unwrap_or(usize::MAX);
+            self.observer.passed(moved);
+        }
+        Ok(Some(back))
     }
 
     /// The socket the pump reads from.
