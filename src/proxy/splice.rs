@@ -61,7 +61,9 @@ impl Lane<'_> {
     }
 
     fn account(&self, n: usize) {
-        self.proxy.stats().delivered(self.dir, n);
+        let stats = self.proxy.stats();
+        stats.delivered(self.dir, n);
+        stats.spliced(n);
         self.delivered.fetch_add(n as u64, Ordering::Relaxed);
     }
 }
