@@ -87,7 +87,10 @@ async fn a_live_fault_change_switches_paths_without_losing_or_reordering_a_byte(
         read_into(&mut client, &mut got, Some(8 * MIB)).await;
         p.proxy.set_faults(vec![latency(1)]);
         let at_add = stats.bytes_spliced();
-        assert!(at_add >= 8 * MIB, "only {at_add} bytes spliced before the fault");
+        assert!(
+            at_add >= 8 * MIB,
+            "only {at_add} bytes spliced before the fault"
+        );
         read_into(&mut client, &mut got, Some(16 * MIB)).await;
         let at_remove = stats.bytes_spliced();
         p.proxy.set_faults(Vec::new());
@@ -99,7 +102,10 @@ async fn a_live_fault_change_switches_paths_without_losing_or_reordering_a_byte(
         read_into(&mut client, &mut got, None).await;
         let sent = sender.await.unwrap();
         assert_eq!(got.len(), total);
-        assert_eq!(got, sent, "bytes were lost or reordered across the switches");
+        assert_eq!(
+            got, sent,
+            "bytes were lost or reordered across the switches"
+        );
         let at_end = stats.bytes_spliced();
         assert!(
             at_end > at_remove + 16 * MIB,
@@ -118,7 +124,12 @@ async fn a_live_fault_change_switches_paths_without_losing_or_reordering_a_byte(
 async fn cut_case(
     fault: Arc<dyn FaultFactory>,
     push: u64,
-) -> (u64, Option<std::io::ErrorKind>, Vec<(CutAction, CutPoint)>, u64) {
+) -> (
+    u64,
+    Option<std::io::ErrorKind>,
+    Vec<(CutAction, CutPoint)>,
+    u64,
+) {
     let (server_addr, mut accepted) = accepting_server().await;
     let p = start_proxy(server_addr, |_| {}).await;
     let cuts = Arc::new(Cuts::default());
@@ -207,7 +218,10 @@ async fn a_timed_reset_on_the_splice_path_records_the_delivered_offset() {
         assert_eq!(err, Some(std::io::ErrorKind::ConnectionReset));
         assert_eq!(cuts.len(), 1, "{cuts:?}");
         assert_eq!(cuts[0].1.raw_offset, push);
-        assert_eq!(spliced, push, "a time-only fault leaves the whole stream zero-copy");
+        assert_eq!(
+            spliced, push,
+            "a time-only fault leaves the whole stream zero-copy"
+        );
     })
     .await
     .unwrap();

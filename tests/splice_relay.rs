@@ -168,7 +168,11 @@ async fn reset_case(zero_copy: bool, server_resets: bool) {
     resetter.write_all(&data).await.unwrap();
     let mut got = vec![0u8; data.len()];
     other.read_exact(&mut got).await.unwrap();
-    assert!(got == data, "{} path: bytes before the RST differ", path_name(zero_copy));
+    assert!(
+        got == data,
+        "{} path: bytes before the RST differ",
+        path_name(zero_copy)
+    );
     socket2::SockRef::from(&resetter)
         .set_linger(Some(Duration::ZERO))
         .unwrap();
@@ -190,9 +194,12 @@ async fn reset_case(zero_copy: bool, server_resets: bool) {
 async fn a_reset_is_passed_on_as_a_reset_on_both_paths() {
     for zero_copy in PATHS {
         for server_resets in [true, false] {
-            timeout(Duration::from_secs(30), reset_case(zero_copy, server_resets))
-                .await
-                .unwrap();
+            timeout(
+                Duration::from_secs(30),
+                reset_case(zero_copy, server_resets),
+            )
+            .await
+            .unwrap();
         }
     }
 }

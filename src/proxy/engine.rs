@@ -80,7 +80,9 @@ mod tests {
     }
 
     fn chain(u: &[Unseen]) -> Vec<Box<dyn Fault>> {
-        u.iter().map(|&u| Box::new(F(u)) as Box<dyn Fault>).collect()
+        u.iter()
+            .map(|&u| Box::new(F(u)) as Box<dyn Fault>)
+            .collect()
     }
 
     #[test]

@@ -207,7 +207,10 @@ mod linux {
     }
 
     pub(super) async fn relay(
-        pipe: &mut Pipe, lane: &Lane<'_>, budget: u64) -> Result<Handback, Stop> {
+        pipe: &mut Pipe,
+        lane: &Lane<'_>,
+        budget: u64,
+    ) -> Result<Handback, Stop> {
         let stats = lane.proxy.stats();
         let mut held = Held { stats, n: 0 };
         let mut moved = 0u64;
