@@ -88,6 +88,10 @@ pub struct Args {
     /// direction with an opaque stream and no byte-editing fault is relayed with splice(2)).
     #[arg(long)]
     pub no_splice: bool,
+    /// Pipe capacity per zero-copy direction (the kernel may grant less; below 64 KiB that
+    /// direction copies).
+    #[arg(long, value_name = "SIZE", default_value = "1MiB", value_parser = parse_size)]
+    pub pipe_size: usize,
     /// Parse HTTP/SSE (positions, audit) or relay bytes only.
     #[arg(long, value_enum, default_value_t = Observe::Http)]
     pub observe: Observe,
@@ -184,6 +188,7 @@ impl Args {
             max_inflight_bytes: self.max_inflight,
             seed,
             zero_copy: !self.no_splice,
+            pipe_size: self.pipe_size,
         }
     }
 }

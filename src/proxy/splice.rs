@@ -12,9 +12,10 @@
 //!   cleared only when it is truly gone.
 //! - At most `budget` bytes are taken from the source per call; every return (handback) is made
 //!   with the pipe empty, each byte taken having been written to the destination in order.
-//! - The pipe holds at most its capacity (sized to `buffer_size`, the kernel default 64 KiB by
-//!   default): a slow reader stops the splice from the source, memory stays bounded, and the
-//!   bytes in the pipe count in `bytes_buffered` (released if the direction is dropped).
+//! - The pipe holds at most its capacity (`pipe_size`, 1 MiB by default, or what the kernel
+//!   grants; a pipe under [`MIN_PIPE`] is not used): a slow reader stops the splice from the
+//!   source, memory stays bounded, and the bytes in the pipe count in `bytes_buffered`
+//!   (released if the direction is dropped).
 //! - EOF (a 0-byte splice from the source) is reported after the pipe drained; an I/O error on
 //!   a socket is reported as the pump would ([`Stop::Io`] naming the side).
 //! - Where splice is unavailable (not Linux, no pipe, the kernel refuses the socket) the first
@@ -30,6 +31,10 @@ use super::pump::{Side, Stop};
 use super::state::Proxy;
 use crate::fault::Deadline;
 use crate::wire::Direction;
+
+/// The smallest pipe worth splicing through: over the per-user pipe quota the kernel hands out
+/// one- or two-page pipes, and a syscall pair per 4 KiB costs more than copying.
+pub(crate) const MIN_PIPE: usize = 64 * 1024;
 
 /// What the zero-copy path needs from the pump for one call.
 pub(crate) struct Lane<'a> {
@@ -120,7 +125,7 @@ impl ZeroCopy {
     pub(crate) async fn relay(&mut self, lane: Lane<'_>, budget: u64) -> Result<Handback, Stop> {
         #[cfg(target_os = "linux")]
         {
-            let size = lane.proxy.config().buffer_size;
+            let size = lane.proxy.config().pipe_size;
             if self.pipe.is_none() {
                 match linux::Pipe::new(size) {
                     Ok(p) => self.pipe = Some(p),
@@ -179,6 +184,11 @@ mod linux {
                 if let Ok(c) = rustix::pipe::fcntl_setpipe_size(&w, size) {
                     cap = c;
                 }
+            }
+            if cap < super::MIN_PIPE {
+                return Err(io::Error::other(format!(
+                    "the kernel granted a {cap}-byte pipe (per-user pipe quota reached?)"
+                )));
             }
             Ok(Pipe {
                 r,
