@@ -6,7 +6,7 @@
 //! run in separate tokio runtimes (two worker threads each), as separate processes would.
 //!
 //! Run: `cargo bench --bench relay` (`-- --quick` for a 64 MiB smoke run, `-- --buffer-kib N`
-//! for the proxy's read buffer size, default 64).
+//! for the proxy's read buffer size, default 64; `-- --no-splice` for the copying path only).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -212,13 +212,20 @@ struct Proxied {
     shutdown: CancellationToken,
 }
 
-fn start_proxy(rt: &Runtime, upstream: SocketAddr, inflight: usize, buffer: usize) -> Proxied {
+fn start_proxy(
+    rt: &Runtime,
+    upstream: SocketAddr,
+    inflight: usize,
+    buffer: usize,
+    zero_copy: bool,
+) -> Proxied {
     rt.block_on(async {
         let l = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let addr = l.local_addr().expect("proxy addr");
         let mut cfg = ProxyConfig::new("bench", upstream.to_string());
         cfg.max_inflight_bytes = inflight;
         cfg.buffer_size = buffer;
+        cfg.zero_copy = zero_copy;
         let proxy = Proxy::new(cfg);
         let shutdown = CancellationToken::new();
         tokio::spawn(proxy::run(l, proxy.clone(), shutdown.clone()));
@@ -243,6 +250,7 @@ fn flag(args: &[String], name: &str) -> Option<usize> {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
+    let zero_copy = !args.iter().any(|a| a == "--no-splice");
     let buffer = flag(&args, "--buffer-kib").map_or(64 * 1024, |k| k.max(1) * 1024);
     let total = if quick { 64 * MIB } else { 1024 * MIB };
     let total = flag(&args, "--mib").map_or(total, |m| m.max(1) as u64 * MIB);
@@ -251,8 +259,8 @@ fn main() {
     let load = runtime("load", 2);
     let proxy_rt = runtime("proxy", flag(&args, "--proxy-threads").unwrap_or(2).max(1));
     let (sink, echo) = load.block_on(async { (sink_server().await, echo_server().await) });
-    let p_sink = start_proxy(&proxy_rt, sink, 32 * MIB as usize, buffer);
-    let p_echo = start_proxy(&proxy_rt, echo, 32 * MIB as usize, buffer);
+    let p_sink = start_proxy(&proxy_rt, sink, 32 * MIB as usize, buffer, zero_copy);
+    let p_echo = start_proxy(&proxy_rt, echo, 32 * MIB as usize, buffer, zero_copy);
     let gib = total as f64 / 1024.0 / MIB as f64;
     println!(
         "tearline relay benchmark: loopback, {} cores, proxy buffer {} KiB, {gib:.3} GiB per throughput case",
@@ -301,7 +309,7 @@ fn main() {
     // Through latency: the queue must hold bandwidth × latency, so this proxy gets a 256 MiB
     // budget per direction (throughput ≤ budget / latency).
     let budget = 256 * MIB as usize;
-    let p_lat = start_proxy(&proxy_rt, sink, budget, buffer);
+    let p_lat = start_proxy(&proxy_rt, sink, budget, buffer, zero_copy);
     p_lat
         .proxy
         .set_faults(vec![Arc::new(LatencyFactory(Duration::from_millis(100)))]);

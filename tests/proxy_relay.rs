@@ -186,7 +186,12 @@ async fn shutdown_resets_connections_left_after_the_drain_timeout() {
 /// the pump from reading; with a delaying fault, at most the queue budget plus two chunks.
 async fn slow_reader_case(delay: Option<Duration>, bound: u64) {
     let (server_addr, mut accepted) = accepting_server().await;
-    let p = start_proxy(server_addr, |c| c.max_inflight_bytes = MIB as usize).await;
+    let p = start_proxy(server_addr, |c| {
+        c.max_inflight_bytes = MIB as usize;
+        // The zero-copy path holds up to one pipe instead of one read buffer: same bound.
+        c.pipe_size = 64 * 1024;
+    })
+    .await;
     if let Some(d) = delay {
         p.proxy.set_faults(proxy_support::faults::scripted(
             tearline::wire::Direction::Downstream,

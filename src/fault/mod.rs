@@ -188,6 +188,21 @@ pub struct Deadline {
     pub by: &'static str,
 }
 
+/// How much of a direction may pass a fault without being shown to it (the zero-copy relay
+/// moves such bytes socket to socket; the fault never sees them as chunks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unseen {
+    /// Every chunk must be shown: the fault alters, delays, splits or drops bytes (the default).
+    Never,
+    /// The bytes before this absolute stream offset need not be shown; the chunk holding the
+    /// byte at the offset must be. A fault that cuts after byte `n` returns `Before(n - 1)`, so
+    /// the cut fires as soon as that byte arrives, as it would on the copying path.
+    Before(u64),
+    /// No byte needs to be shown: the fault acts only through [`Fault::deadline`] or
+    /// [`Fault::on_eof`], which the relay honours on every path.
+    Always,
+}
+
 /// One fault instance on one direction of one connection.
 pub trait Fault: Send {
     /// The kind's name as in profiles (`latency`, `reset`, …).
@@ -204,6 +219,13 @@ pub trait Fault: Send {
     /// The source sent EOF at `now`; returns the earliest time the EOF may be passed on.
     fn on_eof(&mut self, now: Instant) -> Instant {
         now
+    }
+
+    /// Which bytes may pass without [`Fault::on_chunk`] seeing them. The default, `Never`, is
+    /// right for every fault that edits plans; only faults that do nothing to the bytes before
+    /// a known offset (or act by time alone) say more.
+    fn unseen(&self) -> Unseen {
+        Unseen::Never
     }
 }
 

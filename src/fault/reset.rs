@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 use super::common::{KindConfig, cut_point};
 use super::keys::{FaultConfigError, KeyReader};
-use super::{Chunk, ConnRng, Cut, CutAction, Deadline, Fault, Plan};
+use super::{Chunk, ConnRng, Cut, CutAction, Deadline, Fault, Plan, Unseen};
 
 /// When a `reset` fires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,6 +158,14 @@ impl Fault for ByteCut {
             });
         }
     }
+
+    fn unseen(&self) -> Unseen {
+        if self.fired {
+            Unseen::Always
+        } else {
+            Unseen::Before(self.at.saturating_sub(1))
+        }
+    }
 }
 
 /// A reset at a fixed time.
@@ -179,5 +187,9 @@ impl Fault for TimedReset {
             action: CutAction::Reset,
             by: ResetConfig::KIND,
         })
+    }
+
+    fn unseen(&self) -> Unseen {
+        Unseen::Always
     }
 }

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::common::KindConfig;
 use super::keys::{FaultConfigError, KeyReader};
-use super::{Chunk, ConnRng, Fault, Plan};
+use super::{Chunk, ConnRng, Fault, Plan, Unseen};
 
 /// Configuration of `slow_close`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,5 +51,9 @@ impl Fault for SlowClose {
 
     fn on_eof(&mut self, now: Instant) -> Instant {
         now + self.cfg.delay
+    }
+
+    fn unseen(&self) -> Unseen {
+        Unseen::Always
     }
 }

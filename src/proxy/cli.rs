@@ -105,6 +105,14 @@ pub struct Args {
         hide_env_values = true
     )]
     pub api_token: Option<String>,
+    /// Always copy through user space, even where nothing needs the bytes (by default a
+    /// direction with an opaque stream and no byte-editing fault is relayed with splice(2)).
+    #[arg(long)]
+    pub no_splice: bool,
+    /// Pipe capacity per zero-copy direction (the kernel may grant less; below 64 KiB that
+    /// direction copies).
+    #[arg(long, value_name = "SIZE", default_value = "1MiB", value_parser = parse_size)]
+    pub pipe_size: usize,
     /// Parse HTTP/SSE (positions, audit) or relay bytes only.
     #[arg(long, value_enum, default_value_t = Observe::Http)]
     pub observe: Observe,
@@ -212,6 +220,8 @@ impl Args {
             max_inflight_bytes: self.max_inflight,
             seed,
             tls: crate::tls::ProxyTls::default(),
+            zero_copy: !self.no_splice,
+            pipe_size: self.pipe_size,
         }
     }
 }

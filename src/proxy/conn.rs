@@ -27,6 +27,7 @@ use tokio::net::TcpStream;
 use tokio::time::{Instant, sleep_until, timeout};
 
 use super::pump::{Chain, Pump, Side, Stop};
+use super::splice::SpliceHalf;
 use super::state::{KillSignal, OutageMode, Proxy};
 use crate::fault::{ConnRng, CutAction, conn_rng};
 use crate::tls::{Stream, TlsEnd};
@@ -209,10 +210,10 @@ impl<'a> Halves<'a> {
     /// write)` until both ended, one failed or was cut, or the connection was killed.
     async fn run<CR, CW, UR, UW>(self, (cr, cw): (CR, CW), (ur, uw): (UR, UW)) -> Outcome
     where
-        CR: AsyncRead + Unpin,
-        CW: AsyncWrite + Unpin,
-        UR: AsyncRead + Unpin,
-        UW: AsyncWrite + Unpin,
+        CR: AsyncRead + SpliceHalf + Unpin,
+        CW: AsyncWrite + SpliceHalf + Unpin,
+        UR: AsyncRead + SpliceHalf + Unpin,
+        UW: AsyncWrite + SpliceHalf + Unpin,
     {
         let (up_chain, down_chain, up_rng, down_rng) = self.chains;
         let (up_obs, down_obs) = self.observers;

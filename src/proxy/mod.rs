@@ -11,18 +11,21 @@
 //! - EOF on one side becomes a write shutdown on the other (half-close); the other direction
 //!   keeps flowing until it ends.
 //! - Memory per connection is bounded: each direction holds at most `buffer_size` bytes in its
-//!   read buffer plus `max_inflight_bytes` (+ one chunk) in its timed queue; a slow reader stops
-//!   the pump from reading (backpressure), it never grows a buffer.
+//!   read buffer plus `max_inflight_bytes` (+ one chunk) in its timed queue, or, while it is
+//!   relayed zero-copy, at most `pipe_size` bytes in its pipe; a slow reader stops the pump
+//!   from reading (backpressure), it never grows a buffer.
 //! - An I/O error on one side resets the other side at once.
 //! - A cut that carries an outage (the documents' 250 ms window) starts it in
 //!   [`OutageMode::Hold`]: open connections are reset, new ones wait until the window ends.
 
 pub mod cli;
 mod conn;
+mod engine;
 mod listener;
 mod pump;
 pub mod schedule;
 mod sendq;
+mod splice;
 pub mod stack;
 mod state;
 mod stats;
@@ -61,10 +64,18 @@ pub struct ProxyConfig {
     pub seed: u64,
     /// TLS on the client side, the upstream side, both or neither (default: neither).
     pub tls: crate::tls::ProxyTls,
+    /// Relay a direction with `splice(2)` (socket → pipe → socket, no user-space copy) while
+    /// its observer is opaque and no fault needs its bytes (Linux; elsewhere always copying).
+    pub zero_copy: bool,
+    /// Capacity asked for each zero-copy pipe (the most a spliced direction holds). The kernel
+    /// may grant less (per-user pipe quota, `/proc/sys/fs/pipe-max-size`); below 64 KiB the
+    /// direction copies instead.
+    pub pipe_size: usize,
 }
 
 impl ProxyConfig {
-    /// Defaults: 64 KiB buffers, 5 s connect timeout, 4096 connections, 5 s drain, 32 MiB queue.
+    /// Defaults: 64 KiB buffers, 5 s connect timeout, 4096 connections, 5 s drain, 32 MiB queue,
+    /// zero-copy on through 1 MiB pipes.
     pub fn new(name: impl Into<String>, upstream: impl Into<String>) -> Self {
         ProxyConfig {
             name: name.into(),
@@ -76,6 +87,8 @@ impl ProxyConfig {
             max_inflight_bytes: 32 * 1024 * 1024,
             seed: 0,
             tls: crate::tls::ProxyTls::default(),
+            zero_copy: true,
+            pipe_size: 1024 * 1024,
         }
     }
 }

@@ -26,6 +26,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::time::{Instant, sleep_until};
 
+use super::engine::{self, Handback};
+use super::splice::{Lane, SpliceHalf, ZeroCopy};
 use super::state::Proxy;
 use super::stats::ResidenceBatch;
 use crate::fault::{Chunk, ConnRng, Cut, CutAction, Deadline, Fault, Plan};
@@ -89,9 +91,10 @@ pub(crate) struct Pump<'a, R = ReadHalf<'a>, W = WriteHalf<'a>> {
     read_total: u64,
     last_chunk: usize,
     residence: ResidenceBatch,
+    zero_copy: ZeroCopy,
 }
 
-impl<'a, R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Pump<'a, R, W> {
+impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> Pump<'a, R, W> {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         proxy: &'a Proxy,
@@ -122,6 +125,7 @@ impl<'a, R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Pump<'a, R, W> {
             read_total: 0,
             last_chunk: 0,
             residence: ResidenceBatch::new(),
+            zero_copy: ZeroCopy::new(proxy.config().zero_copy),
         }
     }
 
@@ -134,6 +138,15 @@ impl<'a, R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Pump<'a, R, W> {
     async fn pump(&mut self) -> Result<(), Stop> {
         loop {
             self.refresh_chain();
+            if let Some(back) = self.zero_copy().await? {
+                match back {
+                    Handback::Copy { .. } => continue,
+                    Handback::Eof { .. } => return self.eof().await,
+                    Handback::Deadline { deadline, .. } => {
+                        return Err(self.deadline_cut(deadline).await);
+                    }
+                }
+            }
             let deadline = self.earliest_deadline();
             let event = if self.queue.is_empty() && deadline.is_none() {
                 let n = self.src.read(&mut self.buf).await;
@@ -179,6 +192,38 @@ impl<'a, R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Pump<'a, R, W> {
                 (None, Timer::Deadline(d)) => return Ok(Event::Deadline(d)),
             }
         }
+    }
+
+    /// Relays zero-copy while the engine allows it (see `engine`); `None` when the copying
+    /// path must read the next chunk. Bytes moved count as one delivered, unobserved chunk.
+    async fn zero_copy(&mut self) -> Result<Option<Handback>, Stop> {
+        if !self.queue.is_empty() || !self.zero_copy.usable() {
+            return Ok(None);
+        }
+        let (Some(src), Some(dst)) = (self.src.tcp(), self.dst.tcp()) else {
+            return Ok(None);
+        };
+        let Some(budget) = engine::budget(&self.chain.faults, &*self.observer, self.read_total)
+        else {
+            return Ok(None);
+        };
+        let lane = Lane {
+            proxy: self.proxy,
+            dir: self.dir,
+            src,
+            dst,
+            delivered: self.delivered,
+            generation: self.chain.generation,
+            deadline: self.earliest_deadline(),
+        };
+        let back = self.zero_copy.relay(lane, budget).await?;
+        let moved = back.moved();
+        if moved > 0 {
+            self.read_total += moved;
+            self.last_chunk = usize::try_from(moved).unwrap_or(usize::MAX);
+            self.observer.passed(moved);
+        }
+        Ok(Some(back))
     }
 
     /// The socket the pump reads from.

@@ -3,8 +3,8 @@
 //! Counters are relaxed atomics updated at most once per chunk; the residence-time histogram is
 //! fed in batches (a pump buffers up to [`ResidenceBatch::CAP`] samples or one second, then takes
 //! the lock once), so the data path never contends on a lock per chunk. `bytes_buffered` is a
-//! gauge of bytes the proxy holds in user space (read buffers in flight and timed queues); it
-//! returns to 0 when no data is in flight.
+//! gauge of bytes the proxy holds (read buffers in flight, timed queues, and the pipes of the
+//! zero-copy path); it returns to 0 when no data is in flight.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -29,6 +29,7 @@ pub struct Stats {
     connections_total: AtomicU64,
     connections_refused: AtomicU64,
     bytes_buffered: AtomicU64,
+    bytes_spliced: AtomicU64,
     cuts: [AtomicU64; 3],
     activations: Mutex<BTreeMap<&'static str, u64>>,
     residence: Mutex<Histogram<u64>>,
@@ -49,6 +50,8 @@ pub struct StatsSnapshot {
     pub connections_refused: u64,
     /// Bytes held in user space now.
     pub bytes_buffered: u64,
+    /// Bytes (both directions) relayed zero-copy with splice(2), a subset of the delivered ones.
+    pub bytes_spliced: u64,
     /// Cuts by action (`reset`, `fin`, `clean-end`).
     pub cuts: Vec<(CutAction, u64)>,
     /// Fault instances that fired, by kind.
@@ -88,6 +91,7 @@ impl Stats {
             connections_total: AtomicU64::new(0),
             connections_refused: AtomicU64::new(0),
             bytes_buffered: AtomicU64::new(0),
+            bytes_spliced: AtomicU64::new(0),
             cuts: Default::default(),
             activations: Mutex::new(BTreeMap::new()),
             residence: Mutex::new(residence),
@@ -97,6 +101,11 @@ impl Stats {
     /// Bytes held in user space now (the gauge the slow-reader bound is stated on).
     pub fn bytes_buffered(&self) -> u64 {
         self.bytes_buffered.load(Ordering::Relaxed)
+    }
+
+    /// Bytes relayed zero-copy (splice) so far, both directions.
+    pub fn bytes_spliced(&self) -> u64 {
+        self.bytes_spliced.load(Ordering::Relaxed)
     }
 
     /// Connections being served now.
@@ -113,6 +122,7 @@ impl Stats {
             connections_total: self.connections_total.load(Ordering::Relaxed),
             connections_refused: self.connections_refused.load(Ordering::Relaxed),
             bytes_buffered: self.bytes_buffered.load(Ordering::Relaxed),
+            bytes_spliced: self.bytes_spliced.load(Ordering::Relaxed),
             cuts: [CutAction::Reset, CutAction::Fin, CutAction::CleanEnd]
                 .into_iter()
                 .map(|a| (a, self.cuts[cut_index(a)].load(Ordering::Relaxed)))
@@ -128,6 +138,10 @@ impl Stats {
             Direction::Downstream => &self.bytes_downstream,
         };
         c.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn spliced(&self, n: usize) {
+        self.bytes_spliced.fetch_add(n as u64, Ordering::Relaxed);
     }
 
     pub(crate) fn buffer_add(&self, n: usize) {

@@ -281,4 +281,14 @@ impl WireObserver for Http1Upstream {
     fn eof(&mut self) {
         self.out.release_all(&*self.sink);
     }
+
+    fn is_opaque(&self) -> bool {
+        matches!(self.state, UpState::Opaque)
+    }
+
+    fn passed(&mut self, n: u64) {
+        self.out.release_all(&*self.sink);
+        self.chunk_start = self.raw;
+        self.raw += n;
+    }
 }

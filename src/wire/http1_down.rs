@@ -524,4 +524,27 @@ impl WireObserver for Http1Downstream {
     fn clean_end(&mut self, delivered: usize) -> Vec<u8> {
         clean_end_bytes(&self.spots, self.spot_at_start, delivered)
     }
+
+    fn is_opaque(&self) -> bool {
+        matches!(self.state, DownState::Opaque)
+    }
+
+    fn passed(&mut self, n: u64) {
+        // As `observe` of an opaque chunk: no positions, no spots, the response (if any) owns it.
+        self.out.release_all(&*self.sink);
+        self.chunk_start = self.raw;
+        self.raw += n;
+        self.positions.clear();
+        self.run_facts.clear();
+        self.classified.clear();
+        self.spots.clear();
+        self.spot_at_start = None;
+        self.owners.clear();
+        let owner = self.resp.as_ref().map(|r| Owner {
+            from: 0,
+            req: r.req.clone(),
+            session: r.session.clone(),
+        });
+        self.owners.extend(owner);
+    }
 }

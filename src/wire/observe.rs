@@ -219,6 +219,20 @@ pub trait WireObserver: Send {
         let _ = delivered;
         Vec::new()
     }
+
+    /// True if and only if the observer will learn nothing from this direction's further bytes
+    /// (byte mode, or the stream went opaque for good): the relay may then move them without
+    /// showing them, telling the observer only how many passed ([`WireObserver::passed`]).
+    fn is_opaque(&self) -> bool {
+        false
+    }
+
+    /// `n` bytes passed unshown after [`WireObserver::is_opaque`] returned true, every one of
+    /// them delivered. Equivalent to observing a delivered `n`-byte chunk that carries no
+    /// positions: raw offsets (and `cut_point(k)`, relative to that run) count them.
+    fn passed(&mut self, n: u64) {
+        let _ = n;
+    }
 }
 
 /// The byte-mode observer: sees nothing, costs nothing.
@@ -245,4 +259,13 @@ impl WireObserver for NoObserver {
     }
 
     fn eof(&mut self) {}
+
+    fn is_opaque(&self) -> bool {
+        true
+    }
+
+    fn passed(&mut self, n: u64) {
+        self.chunk_start = self.raw;
+        self.raw += n;
+    }
 }

@@ -1,0 +1,320 @@
+//! The zero-copy path of one direction: `splice(2)` from the source socket into a pipe and from
+//! the pipe into the destination socket, so the bytes never enter user space.
+//!
+//! It exists because a relay that nothing inspects spends most of its CPU copying bytes into a
+//! buffer and out again; splice moves page references instead. The syscalls go through `rustix`
+//! (a safe wrapper); readiness comes from tokio (`readable()`/`writable()` + `try_io`), so the
+//! sockets stay registered with the runtime and the copying pump can take over at any time.
+//!
+//! Invariants:
+//! - Strict alternation: the source is spliced into the pipe only when the pipe is empty, so a
+//!   would-block from the source always means "no data" (never "pipe full"), and readiness is
+//!   cleared only when it is truly gone.
+//! - At most `budget` bytes are taken from the source per call; every return (handback) is made
+//!   with the pipe empty, each byte taken having been written to the destination in order.
+//! - The pipe holds at most its capacity (`pipe_size`, 1 MiB by default, or what the kernel
+//!   grants; a pipe under [`MIN_PIPE`] is not used): a slow reader stops the splice from the
+//!   source, memory stays bounded, and the bytes in the pipe count in `bytes_buffered`
+//!   (released if the direction is dropped).
+//! - EOF (a 0-byte splice from the source) is reported after the pipe drained; an I/O error on
+//!   a socket is reported as the pump would ([`Stop::Io`] naming the side).
+//! - Where splice is unavailable (not Linux, no pipe, the kernel refuses the socket) the first
+//!   call hands back with nothing moved and every later call does the same at once: the
+//!   copying pump carries the direction.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::net::TcpStream;
+
+use super::engine::Handback;
+use super::pump::{Side, Stop};
+use super::state::Proxy;
+use crate::fault::Deadline;
+use crate::wire::Direction;
+
+/// The smallest pipe worth splicing through: over the per-user pipe quota the kernel hands out
+/// one- or two-page pipes, and a syscall pair per 4 KiB costs more than copying.
+pub(crate) const MIN_PIPE: usize = 64 * 1024;
+
+/// A pump half the zero-copy path may splice: plain TCP halves expose their socket; any other
+/// half (a TLS stream's) has no socket whose bytes are the payload, so it always copies.
+pub(crate) trait SpliceHalf {
+    /// The socket under this half, if its bytes are exactly the relayed bytes.
+    fn tcp(&self) -> Option<&TcpStream> {
+        None
+    }
+}
+
+impl SpliceHalf for tokio::net::tcp::ReadHalf<'_> {
+    fn tcp(&self) -> Option<&TcpStream> {
+        Some(self.as_ref())
+    }
+}
+
+impl SpliceHalf for tokio::net::tcp::WriteHalf<'_> {
+    fn tcp(&self) -> Option<&TcpStream> {
+        Some(self.as_ref())
+    }
+}
+
+impl<T> SpliceHalf for tokio::io::ReadHalf<T> {}
+
+impl<T> SpliceHalf for tokio::io::WriteHalf<T> {}
+
+/// What the zero-copy path needs from the pump for one call.
+pub(crate) struct Lane<'a> {
+    pub(crate) proxy: &'a Proxy,
+    pub(crate) dir: Direction,
+    pub(crate) src: &'a TcpStream,
+    pub(crate) dst: &'a TcpStream,
+    /// The connection's per-direction delivered counter (close log).
+    pub(crate) delivered: &'a AtomicU64,
+    /// The fault-list generation the pump's chain was built from: a newer one hands back.
+    pub(crate) generation: u64,
+    /// The earliest fault deadline of the chain.
+    pub(crate) deadline: Option<Deadline>,
+}
+
+impl Lane<'_> {
+    fn src_side(&self) -> Side {
+        match self.dir {
+            Direction::Upstream => Side::Client,
+            Direction::Downstream => Side::Server,
+        }
+    }
+
+    fn dst_side(&self) -> Side {
+        match self.dir {
+            Direction::Upstream => Side::Server,
+            Direction::Downstream => Side::Client,
+        }
+    }
+
+    fn account(&self, n: usize) {
+        let stats = self.proxy.stats();
+        stats.delivered(self.dir, n);
+        stats.spliced(n);
+        self.delivered.fetch_add(n as u64, Ordering::Relaxed);
+    }
+}
+
+/// Bytes sitting in the pipe, counted in `bytes_buffered` until written or dropped.
+struct Held<'a> {
+    stats: &'a super::stats::Stats,
+    n: usize,
+}
+
+impl Held<'_> {
+    fn add(&mut self, n: usize) {
+        self.n += n;
+        self.stats.buffer_add(n);
+    }
+
+    fn sub(&mut self, n: usize) {
+        self.n -= n;
+        self.stats.buffer_sub(n);
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.stats.buffer_sub(self.n);
+    }
+}
+
+/// One direction's zero-copy state: its pipe (made at first use, kept across handbacks) and
+/// whether splice works here at all.
+#[derive(Debug)]
+pub(crate) struct ZeroCopy {
+    enabled: bool,
+    #[cfg(target_os = "linux")]
+    pipe: Option<linux::Pipe>,
+}
+
+impl ZeroCopy {
+    /// `enabled` is the proxy's `zero_copy` setting.
+    pub(crate) fn new(enabled: bool) -> Self {
+        ZeroCopy {
+            enabled: enabled && cfg!(target_os = "linux"),
+            #[cfg(target_os = "linux")]
+            pipe: None,
+        }
+    }
+
+    /// False once splice is known not to work here (or was never enabled).
+    pub(crate) fn usable(&self) -> bool {
+        self.enabled
+    }
+
+    /// Relays up to `budget` bytes socket to socket; returns why it stopped, the pipe empty.
+    pub(crate) async fn relay(&mut self, lane: Lane<'_>, budget: u64) -> Result<Handback, Stop> {
+        #[cfg(target_os = "linux")]
+        {
+            let size = lane.proxy.config().pipe_size;
+            if self.pipe.is_none() {
+                match linux::Pipe::new(size) {
+                    Ok(p) => self.pipe = Some(p),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "no pipe for splice; copying instead");
+                        self.enabled = false;
+                    }
+                }
+            }
+            if let Some(pipe) = &mut self.pipe {
+                let r = linux::relay(pipe, &lane, budget).await;
+                if pipe.refused {
+                    self.enabled = false;
+                }
+                return r;
+            }
+        }
+        let _ = budget;
+        self.enabled = false;
+        let _ = lane;
+        Ok(Handback::Copy { moved: 0 })
+    }
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use std::io;
+    use std::os::fd::OwnedFd;
+
+    use rustix::pipe::{PipeFlags, SpliceFlags};
+    use tokio::io::Interest;
+    use tokio::time::{Instant, sleep_until};
+
+    use super::{Held, Lane};
+    use crate::fault::Deadline;
+    use crate::proxy::engine::Handback;
+    use crate::proxy::pump::Stop;
+
+    /// A non-blocking pipe and its capacity.
+    #[derive(Debug)]
+    pub(super) struct Pipe {
+        r: OwnedFd,
+        w: OwnedFd,
+        cap: usize,
+        /// Set when the kernel refused to splice these sockets (EINVAL): copy from then on.
+        pub(super) refused: bool,
+    }
+
+    impl Pipe {
+        pub(super) fn new(size: usize) -> io::Result<Pipe> {
+            let (r, w) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
+            let mut cap = rustix::pipe::fcntl_getpipe_size(&w)?;
+            if cap != size {
+                // Above the user's pipe quota or /proc/sys/fs/pipe-max-size the kernel says
+                // no; the default capacity still works.
+                if let Ok(c) = rustix::pipe::fcntl_setpipe_size(&w, size) {
+                    cap = c;
+                }
+            }
+            if cap < super::MIN_PIPE {
+                return Err(io::Error::other(format!(
+                    "the kernel granted a {cap}-byte pipe (per-user pipe quota reached?)"
+                )));
+            }
+            Ok(Pipe {
+                r,
+                w,
+                cap,
+                refused: false,
+            })
+        }
+    }
+
+    const FLAGS: SpliceFlags = SpliceFlags::MOVE.union(SpliceFlags::NONBLOCK);
+
+    /// Waits for `ready` or the deadline (if any); `Ok(true)` when the deadline fired.
+    async fn ready_or(
+        ready: impl Future<Output = io::Result<()>>,
+        deadline: Option<Deadline>,
+    ) -> io::Result<bool> {
+        match deadline {
+            None => ready.await.map(|()| false),
+            Some(d) => tokio::select! {
+                biased;
+                r = ready => r.map(|()| false),
+                () = sleep_until(d.at) => Ok(true),
+            },
+        }
+    }
+
+    pub(super) async fn relay(
+        pipe: &mut Pipe,
+        lane: &Lane<'_>,
+        budget: u64,
+    ) -> Result<Handback, Stop> {
+        let stats = lane.proxy.stats();
+        let mut held = Held { stats, n: 0 };
+        let mut moved = 0u64;
+        let mut left = budget;
+        let mut eof = false;
+        // Some(d) once the deadline fired: drain, then hand back for the cut.
+        let mut fired: Option<Deadline> = None;
+        loop {
+            while held.n > 0 {
+                let out = lane.dst.try_io(Interest::WRITABLE, || {
+                    rustix::pipe::splice(&pipe.r, None, lane.dst, None, held.n, FLAGS)
+                        .map_err(io::Error::from)
+                });
+                match out {
+                    Ok(n) => {
+                        held.sub(n);
+                        lane.account(n);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        // Bytes in the pipe are due: a deadline waits for them.
+                        lane.dst
+                            .writable()
+                            .await
+                            .map_err(|e| Stop::Io(lane.dst_side(), e))?;
+                    }
+                    Err(e) => return Err(Stop::Io(lane.dst_side(), e)),
+                }
+            }
+            if let Some(deadline) = fired {
+                return Ok(Handback::Deadline { moved, deadline });
+            }
+            if eof {
+                return Ok(Handback::Eof { moved });
+            }
+            if left == 0 || lane.proxy.fault_generation() != lane.generation {
+                return Ok(Handback::Copy { moved });
+            }
+            if let Some(d) = lane.deadline.filter(|d| d.at <= Instant::now()) {
+                fired = Some(d);
+                continue;
+            }
+            let want = usize::try_from(left).unwrap_or(usize::MAX).min(pipe.cap);
+            let got = lane.src.try_io(Interest::READABLE, || {
+                rustix::pipe::splice(lane.src, None, &pipe.w, None, want, FLAGS)
+                    .map_err(io::Error::from)
+            });
+            match got {
+                Ok(0) => eof = true,
+                Ok(n) => {
+                    held.add(n);
+                    moved += n as u64;
+                    left -= n as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let r = ready_or(lane.src.readable(), lane.deadline).await;
+                    if r.map_err(|e| Stop::Io(lane.src_side(), e))? {
+                        fired = lane.deadline;
+                    }
+                }
+                Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => {
+                    if moved == 0 {
+                        tracing::debug!("the kernel refused to splice this socket; copying");
+                        pipe.refused = true;
+                        return Ok(Handback::Copy { moved });
+                    }
+                    return Err(Stop::Io(lane.src_side(), e));
+                }
+                Err(e) => return Err(Stop::Io(lane.src_side(), e)),
+            }
+        }
+    }
+}
