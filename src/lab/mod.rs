@@ -74,6 +74,7 @@ mod post;
 pub mod ring;
 pub mod session;
 pub mod sse_body;
+pub mod stateless;
 pub mod tools;
 
 use std::sync::Arc;
@@ -86,7 +87,9 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub use config::{Chunking, LabConfig, LineEnding, OnEvicted, OnUnauthorized, ProtocolVersion};
+pub use config::{
+    Chunking, LabConfig, LineEnding, OnEvicted, OnUnauthorized, ProtocolVersion, SideEffects,
+};
 pub use http::{
     EVICTED_ERROR, FRESH_STREAM_GREETING, SESSION_HEADER, TRANSPORT_ERROR, VERSION_HEADER,
 };
