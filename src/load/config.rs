@@ -139,6 +139,12 @@ pub struct LoadConfig {
     pub max_traces: usize,
     /// Show a progress bar on stderr (only if stderr is a terminal).
     pub progress: bool,
+    /// Which MCP era to speak (default: detect with `server/discover`, fall back to
+    /// `initialize`).
+    pub era: super::era::EraChoice,
+    /// A bearer token sent on every request (`Authorization: Bearer <token>`), e.g. a lab
+    /// audience token `aud=https://lab/tools/search`.
+    pub token: Option<String>,
 }
 
 impl LoadConfig {
@@ -159,6 +165,8 @@ impl LoadConfig {
             max_backoff: Duration::from_secs(5),
             max_traces: 16,
             progress: false,
+            era: super::era::EraChoice::Auto,
+            token: None,
         }
     }
 }

@@ -19,6 +19,7 @@ pub mod call;
 pub mod cli;
 pub mod config;
 pub mod consume;
+pub mod era;
 pub mod histo;
 pub mod http;
 pub mod policy;
