@@ -33,7 +33,9 @@ async fn run(mut cmd: std::process::Command) -> Outcome {
     cmd.stdin(std::process::Stdio::null());
     let out = tokio::time::timeout(
         Duration::from_secs(30),
-        tokio::process::Command::from(cmd).kill_on_drop(true).output(),
+        tokio::process::Command::from(cmd)
+            .kill_on_drop(true)
+            .output(),
     )
     .await
     .expect("the client finished within 30 s")
@@ -54,7 +56,11 @@ async fn run(mut cmd: std::process::Command) -> Outcome {
         era: v["era"].as_str().unwrap_or("").to_owned(),
         tools: v["tools"]
             .as_array()
-            .map(|a| a.iter().filter_map(|t| t.as_str().map(str::to_owned)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|t| t.as_str().map(str::to_owned))
+                    .collect()
+            })
             .unwrap_or_default(),
         progress: v["progress"].as_u64().unwrap_or(0),
         text: v["text"].as_str().unwrap_or("").to_owned(),
@@ -95,7 +101,10 @@ async fn ts_client_2_default_is_legacy_and_auto_or_pinned_is_2026_07_28() {
     assert_served(&run(js(&url, "sdk2-legacy")).await, "2025-11-25");
     let auto = run(js(&url, "sdk2-auto")).await;
     assert_served(&auto, "2026-07-28");
-    assert!(auto.tools.iter().any(|t| t == "confirm"), "the modern listing has confirm");
+    assert!(
+        auto.tools.iter().any(|t| t == "confirm"),
+        "the modern listing has confirm"
+    );
     assert_served(&run(js(&url, "sdk2-2026")).await, "2026-07-28");
     stop.cancel();
 }
@@ -121,7 +130,11 @@ async fn python_client_receives_a_default_blob_under_the_1_mib_event_cap() {
         .args([url.as_str(), "2026-07-28", "blob", "{}"]);
     let o = run(c).await;
     assert_eq!(o.progress, 3);
-    assert!(o.text.starts_with("abcdefghijklmnopqrstuvwxyz"), "{}", o.text);
+    assert!(
+        o.text.starts_with("abcdefghijklmnopqrstuvwxyz"),
+        "{}",
+        o.text
+    );
     stop.cancel();
 }
 
@@ -135,14 +148,19 @@ async fn a_modern_only_lab_refuses_a_legacy_client_with_the_versions_it_speaks()
     let (url, stop) = lab(cfg).await;
     let out = tokio::time::timeout(
         Duration::from_secs(30),
-        tokio::process::Command::from(js(&url, "sdk1")).kill_on_drop(true).output(),
+        tokio::process::Command::from(js(&url, "sdk1"))
+            .kill_on_drop(true)
+            .output(),
     )
     .await
     .expect("bounded")
     .expect("started");
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("2026-07-28"), "the error names the revision: {err}");
+    assert!(
+        err.contains("2026-07-28"),
+        "the error names the revision: {err}"
+    );
     // The same lab serves a 2026-07-28 client.
     assert_served(&run(js(&url, "sdk2-2026")).await, "2026-07-28");
     stop.cancel();

@@ -50,7 +50,10 @@ async fn start(cmd: std::process::Command) -> Server {
     .expect("the server printed its port");
     // Keep draining its stdout so it never blocks on a full pipe.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    Server { port, _child: child }
+    Server {
+        port,
+        _child: child,
+    }
 }
 
 async fn ts_server() -> Server {
@@ -83,10 +86,13 @@ fn config(port: u16, era: EraChoice, policy: Policy, tool: &str, calls: u64) -> 
 }
 
 async fn run(cfg: LoadConfig) -> LoadOutcome {
-    tokio::time::timeout(Duration::from_secs(30), load::run(cfg, CancellationToken::new()))
-        .await
-        .expect("the run finishes within 30 s")
-        .expect("the run starts")
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        load::run(cfg, CancellationToken::new()),
+    )
+    .await
+    .expect("the run finishes within 30 s")
+    .expect("the run starts")
 }
 
 /// A proxy in front of `port` that cuts half the SSE responses (fixed seed: the same streams
@@ -126,7 +132,12 @@ probability = 0.5
 async fn both_eras_complete_directly(server: Server) {
     for era in [EraChoice::Legacy, EraChoice::Modern, EraChoice::Auto] {
         let o = run(config(server.port, era, Policy::Strict, "work", 4)).await;
-        assert_eq!((o.counters.calls, o.counters.ok), (4, 4), "{era:?}: {:?}", o.errors);
+        assert_eq!(
+            (o.counters.calls, o.counters.ok),
+            (4, 4),
+            "{era:?}: {:?}",
+            o.errors
+        );
         assert_eq!(o.counters.reissues, 0, "{era:?}");
     }
 }
@@ -136,10 +147,25 @@ async fn cut_2026_streams_are_reissued_by_strict_and_lost_by_naive(server: Serve
     let strict = run(config(port, EraChoice::Modern, Policy::Strict, "work", 6)).await;
     auditor.finish();
     let counts = auditor.counts();
-    assert_eq!((strict.counters.ok, strict.counters.silently_lost), (6, 0), "{:?}", strict.errors);
-    assert!(strict.counters.reissues >= 1, "strict re-issues a cut idempotent call");
-    assert!(counts.get("reissued").copied().unwrap_or(0) >= 1, "audit: {counts:?}");
-    assert_eq!(counts.get("abandoned").copied().unwrap_or(0), 0, "audit: {counts:?}");
+    assert_eq!(
+        (strict.counters.ok, strict.counters.silently_lost),
+        (6, 0),
+        "{:?}",
+        strict.errors
+    );
+    assert!(
+        strict.counters.reissues >= 1,
+        "strict re-issues a cut idempotent call"
+    );
+    assert!(
+        counts.get("reissued").copied().unwrap_or(0) >= 1,
+        "audit: {counts:?}"
+    );
+    assert_eq!(
+        counts.get("abandoned").copied().unwrap_or(0),
+        0,
+        "audit: {counts:?}"
+    );
     // Not idempotent: strict fails a cut call with the reason instead of repeating it.
     let append = run(config(port, EraChoice::Modern, Policy::Strict, "append", 6)).await;
     let refused = append.errors.get("not-idempotent").copied().unwrap_or(0);
@@ -150,8 +176,16 @@ async fn cut_2026_streams_are_reissued_by_strict_and_lost_by_naive(server: Serve
     stop.cancel();
     let (port, _auditor, stop) = cutting_proxy(server.port).await;
     let naive = run(config(port, EraChoice::Modern, Policy::Naive, "work", 6)).await;
-    assert!(naive.counters.silently_lost >= 1, "naive takes a cut stream as the answer");
-    assert_eq!(naive.counters.ok + naive.counters.silently_lost, 6, "{:?}", naive.errors);
+    assert!(
+        naive.counters.silently_lost >= 1,
+        "naive takes a cut stream as the answer"
+    );
+    assert_eq!(
+        naive.counters.ok + naive.counters.silently_lost,
+        6,
+        "{:?}",
+        naive.errors
+    );
     assert_eq!(naive.counters.reissues, 0);
     stop.cancel();
 }

@@ -75,7 +75,9 @@ pub fn is_modern(cfg: &LabConfig, headers: &HeaderMap, messages: &[Value]) -> bo
         .is_some_and(modern)
         || messages.iter().any(|m| {
             m["method"] == "server/discover"
-                || m["params"]["_meta"][META_VERSION].as_str().is_some_and(modern)
+                || m["params"]["_meta"][META_VERSION]
+                    .as_str()
+                    .is_some_and(modern)
         })
 }
 

@@ -24,6 +24,7 @@ use crate::report::{self, ReportError, Threshold, ThresholdError};
   tearline replay                               # the documents' test against the lab server
   tearline replay --seed 7                      # reproduce a run: same seed, same cuts
   tearline replay --server-mode error           # a lab server that signals loss correctly
+  tearline replay --scenario stateless          # the same cuts against MCP 2026-07-28
   tearline replay --upstream 127.0.0.1:8080 --target-path /mcp   # your own MCP server
   tearline replay --fail-on 'naive.silent-loss>0' --fail-on 'p99(strict.call)>5s'
 
@@ -80,6 +81,10 @@ pub struct Args {
     /// Threshold that must hold, e.g. 'naive.silent-loss>0', 'p99(strict.call)>2s'; repeatable.
     #[arg(long = "fail-on", value_name = "EXPR")]
     pub fail_on: Vec<String>,
+    /// Which document to reproduce: `reset-250ms` (seed 004, 2025-11-25 resumption) or
+    /// `stateless` (the same cuts against MCP 2026-07-28: no resumption, re-issue or lose).
+    #[arg(long, value_enum, default_value_t = super::scenario::Scenario::Reset250ms)]
+    pub scenario: super::scenario::Scenario,
 }
 
 /// Which client policies a replay runs.
@@ -149,6 +154,7 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
         "tearline replay: seed {seed} (reproduce with --seed {seed}), profile {}",
         profile.origin
     );
+    println!("{}", args.scenario.intro());
 
     let cfg = config(&args, seed, &out);
     let shutdown = CancellationToken::new();
@@ -168,7 +174,7 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
 }
 
 fn config(args: &Args, seed: u64, out: &std::path::Path) -> ReplayConfig {
-    let lab = LabConfig {
+    let mut lab = LabConfig {
         buffer: args.buffer,
         buffer_bytes: Some(args.buffer_bytes),
         on_evicted: args.server_mode,
@@ -178,6 +184,7 @@ fn config(args: &Args, seed: u64, out: &std::path::Path) -> ReplayConfig {
             .max(LabConfig::default().max_blob_bytes),
         ..LabConfig::default()
     };
+    args.scenario.apply(&mut lab);
     let policies = match args.policy {
         PolicyChoice::Both => vec![Policy::Strict, Policy::Naive],
         PolicyChoice::Strict => vec![Policy::Strict],
