@@ -116,6 +116,7 @@ probability = 0.5
         profile.factories_for(None),
     );
     let sink: Arc<dyn ObservationSink> = auditor.clone();
+    proxy.set_sink(Some(sink.clone()));
     proxy.set_observer_factory(Arc::new(move |conn| {
         tearline::wire::http1::observer_pair(conn, sink.clone())
     }));
