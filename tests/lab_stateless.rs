@@ -12,6 +12,9 @@ use tearline::lab::LabConfig;
 
 const V: &str = "2026-07-28";
 
+/// Extra request headers of one case.
+type Headers<'a> = &'a [(&'a str, &'a str)];
+
 fn modern_body(id: u64, method: &str, params: Value) -> Vec<u8> {
     let mut params = params;
     params["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!(V);
@@ -68,7 +71,7 @@ async fn a_header_that_disagrees_with_the_body_gets_400_header_mismatch() {
         let lab = Lab::start(LabConfig::default()).await;
         let mut c = lab.connect().await;
         let list = modern_body(2, "tools/list", json!({}));
-        let cases: [(&[(&str, &str)], &[u8]); 4] = [
+        let cases: [(Headers, &[u8]); 4] = [
             (
                 &[("MCP-Protocol-Version", V), ("Mcp-Method", "tools/call")],
                 &list,
