@@ -181,7 +181,7 @@ async fn bad_requests_get_the_spec_status_and_a_json_rpc_error() {
         assert_eq!(r.status, 200);
         assert_eq!(
             r.json()["result"]["tools"].as_array().map(Vec::len),
-            Some(4)
+            Some(5)
         );
         let r = c.request("DELETE", "/mcp", &[s], b"").await;
         assert_eq!(r.status, 200);
@@ -259,21 +259,31 @@ async fn protocol_2026_has_no_ids_no_sessions_and_refuses_resume() {
     within(async {
         let cfg = LabConfig {
             protocol: ProtocolVersion::V2026_07_28,
+            narrow: true,
             ..LabConfig::default()
         };
         let lab = Lab::start(cfg).await;
         let mut c = lab.connect().await;
+        // A modern-only server refuses the legacy handshake and names what it speaks.
         let init = br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}"#;
         let r = c.request("POST", "/mcp", &[ACCEPT_BOTH, JSON], init).await;
-        assert_eq!(r.status, 200);
-        assert_eq!(r.json()["result"]["protocolVersion"], "2026-07-28");
+        assert_eq!(r.status, 400);
+        assert_eq!(r.json()["error"]["code"], -32022);
+        assert_eq!(r.json()["error"]["data"]["supported"], serde_json::json!(["2026-07-28"]));
         assert!(r.header("mcp-session-id").is_none());
-        let r = c
-            .request("POST", "/mcp", &[ACCEPT_BOTH, JSON], &call(1, "progress", r#"{"n":3}"#))
-            .await;
+        let body = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"progress","arguments":{"n":3},"_meta":{"progressToken":"p1","io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+        let h = [
+            ACCEPT_BOTH,
+            JSON,
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "progress"),
+        ];
+        let r = c.request("POST", "/mcp", &h, body).await;
         assert_eq!(r.status, 200);
         assert_eq!(r.chunks.len(), 4, "3 progress + result, no priming");
         assert!(r.chunks.iter().all(|e| event_id(e).is_none()));
+        assert!(r.header("mcp-session-id").is_none());
         let r = c
             .request("GET", "/mcp", &[ACCEPT_SSE, ("Last-Event-ID", "1-0"), ("Mcp-Session-Id", "x")], b"")
             .await;

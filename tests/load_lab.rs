@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use tearline::lab::{LabConfig, serve};
+use tearline::load::era::EraChoice;
 use tearline::load::{self, LoadConfig, LoadOutcome, Policy, Stop, Target};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -21,8 +22,21 @@ async fn lab_with(config: LabConfig) -> (Target, CancellationToken) {
     (target, shutdown)
 }
 
+/// A run in the legacy era (2025-11-25: priming events, resumable), which the event counts
+/// below describe; the dual-era lab would otherwise be detected as 2026-07-28.
 async fn run(target: Target, policy: Policy, tool: &str, args: serde_json::Value) -> LoadOutcome {
+    run_in(EraChoice::Legacy, target, policy, tool, args).await
+}
+
+async fn run_in(
+    era: EraChoice,
+    target: Target,
+    policy: Policy,
+    tool: &str,
+    args: serde_json::Value,
+) -> LoadOutcome {
     let mut cfg = LoadConfig::new(target, tool, args);
+    cfg.era = era;
     cfg.policy = policy;
     cfg.sessions = 8;
     cfg.stop = Stop::Calls(40);
@@ -94,7 +108,8 @@ async fn a_2026_07_28_lab_without_sessions_or_ids_serves_every_call() {
         ..LabConfig::default()
     };
     let (target, shutdown) = lab_with(config).await;
-    let o = run(
+    let o = run_in(
+        EraChoice::Auto,
         target,
         Policy::Strict,
         "blob",

@@ -177,7 +177,7 @@ fn message(v: &Value) -> Option<RpcMessage> {
             Some(id) => RpcMessage::Request {
                 id,
                 method: method.to_string(),
-                params_hash: params.map_or(0, |p| fnv1a(p.to_string().as_bytes())),
+                params_hash: params.map_or(0, params_hash),
                 protocol_version: string_at(params, "protocolVersion"),
             },
             None => RpcMessage::Notification {
@@ -212,6 +212,20 @@ fn string_at(v: Option<&Value>, key: &str) -> Option<String> {
 }
 
 /// FNV-1a 64-bit hash.
+/// The hash a re-issue is matched by: `params` without `_meta`, because a re-issued request
+/// legitimately carries a new `progressToken` there (and, in 2026-07-28, per-request
+/// client metadata); the call itself is `name` + `arguments`.
+fn params_hash(params: &Value) -> u64 {
+    match params.as_object() {
+        Some(obj) if obj.contains_key("_meta") => {
+            let mut p = obj.clone();
+            p.remove("_meta");
+            fnv1a(Value::Object(p).to_string().as_bytes())
+        }
+        _ => fnv1a(params.to_string().as_bytes()),
+    }
+}
+
 pub fn fnv1a(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in bytes {

@@ -18,6 +18,8 @@ pub const FETCH: &str = "https://lab/tools/fetch";
 pub const BLOB: &str = "https://lab/tools/blob";
 /// Resource indicator of the `progress` tool.
 pub const PROGRESS: &str = "https://lab/tools/progress";
+/// Resource indicator of the `append` tool.
+pub const APPEND: &str = "https://lab/tools/append";
 /// The aggregate resource: a token naming it covers every tool.
 pub const AGGREGATE: &str = "https://lab";
 

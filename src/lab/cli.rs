@@ -39,7 +39,8 @@ pub enum ServeError {
 #[derive(Debug, clap::Args)]
 #[command(after_long_help = "Examples:
   tearline serve --listen 127.0.0.1:8931
-      A correct server (2025-11-25, 64-event ring per session, explicit errors).
+      A correct dual-era server: legacy clients get the 2025 revision they ask for
+      (64-event ring per session, explicit errors); 2026-07-28 requests are stateless.
   tearline serve --buffer 64 --on-evicted fresh
       Seed 004: a resume whose cursor was evicted silently gets a fresh stream.
   tearline serve --auth --on-unauthorized silent-end
@@ -49,7 +50,9 @@ pub enum ServeError {
   tearline serve --listen 127.0.0.1:8443 --tls-self-signed
       HTTPS with a certificate from tearline's local CA (prints the line to trust it).
   tearline serve --protocol 2026-07-28
-      No event ids, no resumption: GET answers 405, a broken stream loses the request.
+      Modern only: no event ids, no resumption, GET answers 405, initialize gets -32022.
+  tearline serve --max-event-bytes 1MiB
+      No SSE event over 1 MiB (real Python clients refuse larger ones).
 
 Lab tokens (with --auth, no cryptography, lab-only):
   Authorization: Bearer aud=https://lab/tools/search,https://lab/tools/fetch
@@ -57,7 +60,11 @@ Lab tokens (with --auth, no cryptography, lab-only):
 Try it:
   curl -si -X POST http://127.0.0.1:8931/mcp -H 'Content-Type: application/json' \\
     -H 'Accept: application/json, text/event-stream' \\
-    -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-11-25\"}}'")]
+    -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-11-25\"}}'
+  curl -s -X POST http://127.0.0.1:8931/mcp -H 'Content-Type: application/json' \\
+    -H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2026-07-28' \\
+    -H 'Mcp-Method: tools/list' -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",
+    \"params\":{\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"}}}'")]
 pub struct Args {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8931")]
@@ -65,10 +72,16 @@ pub struct Args {
     /// Path of the MCP endpoint.
     #[arg(long, default_value = "/mcp")]
     pub path: String,
-    /// Protocol revision used when the client asks for none the lab speaks; 2026-07-28 makes
-    /// the whole server non-resumable.
-    #[arg(long, value_enum, default_value = "2025-11-25")]
-    pub protocol: ProtocolVersion,
+    /// Serve only this revision. Without it the lab is dual-era: `initialize` negotiates the
+    /// 2025 revision the client asks for (else 2025-11-25) and requests carrying 2026-07-28
+    /// `_meta`/headers (or `server/discover`) are served statelessly. 2026-07-28 makes the
+    /// whole server stateless and non-resumable.
+    #[arg(long, value_enum)]
+    pub protocol: Option<ProtocolVersion>,
+    /// Largest SSE event the lab writes (e.g. 1MiB for Python clients, which refuse larger
+    /// events): a `blob` without `size` shrinks to fit, a larger explicit `size` is refused.
+    #[arg(long, value_parser = crate::units::parse_size)]
+    pub max_event_bytes: Option<usize>,
     /// Events kept per session (one ring shared by the session's streams).
     #[arg(long, default_value_t = 64)]
     pub buffer: usize,
@@ -110,7 +123,9 @@ impl Args {
     pub fn config(&self) -> LabConfig {
         LabConfig {
             path: self.path.clone(),
-            protocol: self.protocol,
+            protocol: self.protocol.unwrap_or(ProtocolVersion::V2025_11_25),
+            narrow: self.protocol.is_some(),
+            max_event_bytes: self.max_event_bytes,
             buffer: self.buffer,
             buffer_bytes: self.buffer_bytes,
             on_evicted: self.on_evicted,

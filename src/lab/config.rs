@@ -120,8 +120,9 @@ pub enum Chunking {
 pub struct LabConfig {
     /// The MCP endpoint path.
     pub path: String,
-    /// The revision used when the client asks for none the lab speaks, and the only one in
-    /// 2026-07-28 mode (which then ignores the client's request).
+    /// The legacy revision `initialize` answers when the client asks for none the lab speaks
+    /// (and the only one when `narrow`); 2026-07-28 makes the lab modern-only (an
+    /// `initialize` then gets 400 with -32022 naming the supported revisions).
     pub protocol: ProtocolVersion,
     /// Capacity of each session's ring of events, shared by the session's streams.
     pub buffer: usize,
@@ -150,6 +151,40 @@ pub struct LabConfig {
     pub max_body_bytes: usize,
     /// Largest `size` the `blob` tool accepts.
     pub max_blob_bytes: usize,
+    /// Whether `protocol` is the only revision served (`tearline serve --protocol`). When
+    /// false (the default) the lab is dual-era: `initialize` negotiates a 2025 revision and
+    /// requests carrying 2026-07-28 metadata are served statelessly (see [`crate::lab::stateless`]).
+    pub narrow: bool,
+    /// Largest SSE event the lab may write (`None`: unlimited). A `blob` without an explicit
+    /// `size` shrinks to fit; a larger explicit `size` is refused with -32602. Real Python
+    /// clients cap one event at 1 MiB.
+    pub max_event_bytes: Option<usize>,
+    /// The server-side counter the non-idempotent `append` tool adds to: the ground truth of
+    /// how often a side effect ran. Clones of a config share it.
+    pub side_effects: SideEffects,
+}
+
+/// A shared counter of side effects (the `append` tool's state), readable by whoever built
+/// the config (tests, `tearline replay`).
+#[derive(Debug, Clone, Default)]
+pub struct SideEffects(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+impl SideEffects {
+    /// Adds `n` and returns the new value.
+    pub fn add(&self, n: u64) -> u64 {
+        self.0.fetch_add(n, std::sync::atomic::Ordering::SeqCst) + n
+    }
+
+    /// The current value.
+    pub fn get(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl PartialEq for SideEffects {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 impl Default for LabConfig {
@@ -170,6 +205,9 @@ impl Default for LabConfig {
             max_connections: 8_192,
             max_body_bytes: 1 << 20,
             max_blob_bytes: 256 << 20,
+            narrow: false,
+            max_event_bytes: None,
+            side_effects: SideEffects::default(),
         }
     }
 }

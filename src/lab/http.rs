@@ -173,6 +173,8 @@ pub fn check_version(headers: &HeaderMap) -> Result<(), Refusal> {
     match headers.get(VERSION_HEADER) {
         None => Ok(()),
         Some(v) if v.to_str().ok().and_then(ProtocolVersion::parse).is_some() => Ok(()),
+        // 2026-07-28 and later: `stateless.rs` answers unsupported ones with -32022.
+        Some(v) if v.to_str().is_ok_and(|v| v >= "2026-07-28") => Ok(()),
         Some(_) => Err(Box::new(rpc_error(
             StatusCode::BAD_REQUEST,
             Value::Null,

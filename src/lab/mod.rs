@@ -2,10 +2,22 @@
 //! misbehave on purpose in exactly the ways the two seed documents describe, so `tearline
 //! replay` and the tests have a server whose every byte they control.
 //!
+//! # Eras
+//! Dual-era by default: a POST carrying 2026-07-28 `_meta`/`MCP-Protocol-Version` (or
+//! `server/discover`) is served by [`stateless`] (no session, no ids, header validation,
+//! cache hints, `subscriptions/listen`, `input_required`); everything below describes the
+//! legacy (2025) era. [`LabConfig::narrow`] (`serve --protocol X`) serves only X; a
+//! modern-only lab answers `initialize` with 400 / -32022.
+//!
+//! Where the SDKs and the published spec differ, the lab follows the spec: the TS 2.x client
+//! rejects a 2026-07-28 result without `resultType` (the spec makes it required, so the lab
+//! always sends it); Python `mcp` 2.x sends `server/discover` first in its default `auto` mode
+//! while TS `@modelcontextprotocol/client` 2.x stays legacy unless `versionNegotiation` asks.
+//!
 //! # Endpoint (default `/mcp`, HTTP/1.1 only)
 //! - `POST initialize` → 200 JSON with `Mcp-Session-Id` (32 hex digits). The revision is the
 //!   client's `protocolVersion` if it is 2025-03-26, 2025-06-18 or 2025-11-25, else
-//!   [`LabConfig::protocol`]. In 2026-07-28 mode there is no session id and no header check.
+//!   [`LabConfig::protocol`] (always it when [`LabConfig::narrow`]).
 //! - `POST` of notifications/responses only → 202, no body. `ping`, `tools/list` and unknown
 //!   methods → 200 JSON (unknown method: JSON-RPC error -32601). Any `tools/call` → 200 SSE
 //!   stream carrying, in order: the priming event (2025-11-25), then every request's events.
@@ -62,6 +74,13 @@
 //!   then result text `progress done: <n>`.
 //! - `search {"query", "n": 0}`, `fetch {"url", "n": 0}`: `n` progress notifications, then a
 //!   one-item text result.
+//! - `append {"amount": 1, "pad": 0}`: NOT idempotent (annotations say so; every other tool is
+//!   `readOnlyHint`/`idempotentHint: true`). Adds `amount` to [`LabConfig::side_effects`]
+//!   before sending anything, then one progress notification and the result
+//!   `appended: <value>` (plus `pad` filler bytes). The counter is the ground truth of how
+//!   often the side effect ran.
+//! - `confirm {"message"}` (2026-07-28 only): the `input_required` round trip, see [`stateless`].
+//! - With [`LabConfig::max_event_bytes`], a `blob` without `size` shrinks to fit one event.
 //!
 //! Progress notifications carry `params._meta.progressToken`, or the request id when absent.
 
@@ -74,6 +93,7 @@ mod post;
 pub mod ring;
 pub mod session;
 pub mod sse_body;
+pub mod stateless;
 pub mod tools;
 
 use std::sync::Arc;
@@ -86,7 +106,9 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub use config::{Chunking, LabConfig, LineEnding, OnEvicted, OnUnauthorized, ProtocolVersion};
+pub use config::{
+    Chunking, LabConfig, LineEnding, OnEvicted, OnUnauthorized, ProtocolVersion, SideEffects,
+};
 pub use http::{
     EVICTED_ERROR, FRESH_STREAM_GREETING, SESSION_HEADER, TRANSPORT_ERROR, VERSION_HEADER,
 };

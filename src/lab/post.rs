@@ -107,6 +107,11 @@ where
             );
         }
     };
+    // Era dispatch: 2026-07-28 requests (and every request of a modern-only lab) are served
+    // statelessly by `stateless.rs`; everything else continues on the legacy path below.
+    if super::stateless::is_modern(&shared.cfg, &headers, &messages) {
+        return super::stateless::handle(shared, &headers, messages, batch).await;
+    }
     let aud = match audience(shared, &headers) {
         Ok(a) => a,
         Err(resp) => return *resp,
@@ -192,9 +197,20 @@ where
         return json_response(StatusCode::OK, &body);
     }
 
+    stream_steps(shared, session, steps, aud)
+}
+
+/// Answers `steps` on a new SSE stream of `session`. For a 2026-07-28 session, closing the
+/// response stream cancels the producer (the spec's cancellation on stream close).
+pub(super) fn stream_steps(
+    shared: &Arc<Shared>,
+    session: Arc<Session>,
+    steps: Vec<Step>,
+    aud: Option<super::auth::Audience>,
+) -> Response<LabBody> {
     let stream = session.open_stream();
     let cancel = session.cancel.child_token();
-    let guard = (!shared.cfg.protocol.resumable()).then(|| cancel.clone().drop_guard());
+    let guard = (!session.version.resumable()).then(|| cancel.clone().drop_guard());
     let body = delivery::spawn(
         shared,
         Delivery {
@@ -217,7 +233,7 @@ where
 }
 
 /// The step answering message `m`, or `None` for notifications and responses.
-fn plan(shared: &Shared, m: &Value) -> Option<Step> {
+pub(super) fn plan(shared: &Shared, m: &Value) -> Option<Step> {
     let id = m.get("id").cloned();
     let method = m.get("method").and_then(Value::as_str);
     let reply_error = |id: Value, code: i64, msg: &str| {
@@ -244,7 +260,10 @@ fn plan(shared: &Shared, m: &Value) -> Option<Step> {
             let params = m.get("params").cloned().unwrap_or(Value::Null);
             let name = params.get("name").and_then(Value::as_str).unwrap_or("");
             let args = params.get("arguments").cloned().unwrap_or(Value::Null);
-            match Tool::parse(name, &args, shared.cfg.max_blob_bytes) {
+            let parsed = Tool::parse(name, &args, shared.cfg.max_blob_bytes)
+                .map(|t| t.with_counter(&shared.cfg.side_effects))
+                .and_then(|t| super::stateless::fit_event(t, &args, shared.cfg.max_event_bytes));
+            match parsed {
                 Ok(tool) => {
                     let token = params
                         .get("_meta")
@@ -266,7 +285,10 @@ fn initialize(shared: &Shared, init: &Value) -> Response<LabBody> {
         .as_str()
         .and_then(ProtocolVersion::parse);
     let version = match (shared.cfg.protocol, requested) {
-        (ProtocolVersion::V2026_07_28, _) => ProtocolVersion::V2026_07_28,
+        (ProtocolVersion::V2026_07_28, _) => {
+            return super::stateless::initialize_refused(shared, id, init);
+        }
+        (narrowed, _) if shared.cfg.narrow => narrowed,
         (_, Some(v)) if v.resumable() => v,
         (default, _) => default,
     };
@@ -274,7 +296,7 @@ fn initialize(shared: &Shared, init: &Value) -> Response<LabBody> {
         "protocolVersion": version.as_str(),
         "capabilities": {"tools": {"listChanged": false}},
         "serverInfo": {"name": "tearline-lab", "version": env!("CARGO_PKG_VERSION")},
-        "instructions": "tearline lab server: tools blob, progress, search, fetch",
+        "instructions": "tearline lab server: tools blob, progress, search, fetch, append",
     });
     let body = json!({"jsonrpc": "2.0", "id": id, "result": result});
     if !version.resumable() {

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::auth;
+use super::config::SideEffects;
 use super::session::Session;
 use super::sse_body::SseEncoder;
 
@@ -58,6 +59,17 @@ pub enum Tool {
         url: String,
         /// Progress notifications before the result.
         n: u64,
+    },
+    /// `append {"amount", "pad"}`: the non-idempotent tool. Adds `amount` to the server's
+    /// [`SideEffects`] counter FIRST (the side effect), then sends one progress notification
+    /// and a result carrying the new value (text `appended: <value>` plus `pad` filler bytes).
+    Append {
+        /// Added to the counter.
+        amount: u64,
+        /// Filler bytes in the result text (a larger result is easier to cut mid-event).
+        pad: usize,
+        /// The server's counter (set by the server after parsing; see [`Tool::with_counter`]).
+        counter: SideEffects,
     },
 }
 
@@ -102,6 +114,11 @@ impl Tool {
                 url: arg_str(args, "url")?,
                 n: arg_u64(args, "n", 0, MAX_COUNT)?,
             }),
+            "append" => Ok(Tool::Append {
+                amount: arg_u64(args, "amount", 1, MAX_COUNT)?,
+                pad: arg_u64(args, "pad", 0, max_blob as u64)? as usize,
+                counter: SideEffects::default(),
+            }),
             _ => Err(format!("unknown tool {name:?}")),
         }
     }
@@ -113,15 +130,32 @@ impl Tool {
             Tool::Progress { .. } => auth::PROGRESS,
             Tool::Search { .. } => auth::SEARCH,
             Tool::Fetch { .. } => auth::FETCH,
+            Tool::Append { .. } => auth::APPEND,
+        }
+    }
+
+    /// The same call, adding to `counter` if it is an `append`.
+    pub fn with_counter(self, counter: &SideEffects) -> Tool {
+        match self {
+            Tool::Append { amount, pad, .. } => Tool::Append {
+                amount,
+                pad,
+                counter: counter.clone(),
+            },
+            other => other,
         }
     }
 }
 
-/// The `tools/list` result.
+/// The `tools/list` result. Annotations tell clients which calls are safe to repeat: every
+/// tool but `append` is read-only and idempotent; `append` is neither (a repeat adds again).
 pub fn list() -> Value {
     let tool = |name: &str, desc: &str, props: Value| {
+        let repeat_safe = name != "append";
         json!({"name": name, "description": desc,
-               "inputSchema": {"type": "object", "properties": props}})
+               "inputSchema": {"type": "object", "properties": props},
+               "annotations": {"readOnlyHint": repeat_safe, "destructiveHint": false,
+                               "idempotentHint": repeat_safe, "openWorldHint": false}})
     };
     let int = json!({"type": "integer", "minimum": 0});
     json!({"tools": [
@@ -133,6 +167,9 @@ pub fn list() -> Value {
              json!({"query": {"type": "string"}, "n": int})),
         tool("fetch", "A small result; requires https://lab/tools/fetch.",
              json!({"url": {"type": "string"}, "n": int})),
+        tool("append", "NOT idempotent: adds `amount` (default 1) to a server-side counter, \
+              then returns the new value (`pad` filler bytes make the result larger).",
+             json!({"amount": int, "pad": int})),
     ]})
 }
 
@@ -226,10 +263,17 @@ async fn run_steps(session: &Session, stream: u64, steps: Vec<Step>, enc: SseEnc
                         "params": {"progressToken": token, "progress": i, "total": total}})
                     .to_string()
                 };
+                // 2026-07-28 results must say `resultType` (real clients reject them without).
+                let modern = !session.version.resumable();
+                let tag = |mut v: Value| {
+                    if modern {
+                        v["result"]["resultType"] = json!("complete");
+                    }
+                    v.to_string()
+                };
                 let small = |text: String| {
-                    json!({"jsonrpc": "2.0", "id": id, "result": {
-                        "content": [{"type": "text", "text": text}], "isError": false}})
-                    .to_string()
+                    tag(json!({"jsonrpc": "2.0", "id": id, "result": {
+                        "content": [{"type": "text", "text": text}], "isError": false}}))
                 };
                 let (n, interval, last) = match tool {
                     Tool::Blob { size, lines } => {
@@ -237,7 +281,12 @@ async fn run_steps(session: &Session, stream: u64, steps: Vec<Step>, enc: SseEnc
                             out.emit(res, &[progress(i, BLOB_PROGRESS).as_bytes()])
                                 .await;
                         }
-                        let (json, cuts) = blob_json(&id, size, lines);
+                        let (mut json, cuts) = blob_json(&id, size, lines);
+                        if modern && json.ends_with(b"}}") {
+                            // Appended at the end so the data-line cut offsets stay valid.
+                            json.truncate(json.len() - 2);
+                            json.extend_from_slice(br#","resultType":"complete"}}"#);
+                        }
                         out.emit(res, &split_at(&json, &cuts)).await;
                         continue;
                     }
@@ -246,6 +295,26 @@ async fn run_steps(session: &Session, stream: u64, steps: Vec<Step>, enc: SseEnc
                         (n, Duration::ZERO, format!("search results for {query:?}"))
                     }
                     Tool::Fetch { url, n } => (n, Duration::ZERO, format!("fetched {url:?}")),
+                    Tool::Append {
+                        amount,
+                        pad,
+                        counter,
+                    } => {
+                        // The side effect happens before anything is sent: once any byte of
+                        // this call reached the client, the counter has moved.
+                        let value = counter.add(amount);
+                        out.emit(res, &[progress(1, 1).as_bytes()]).await;
+                        let mut text = format!("appended: {value}");
+                        if pad > 0 {
+                            text.push(' ');
+                            fill_pattern_str(&mut text, pad);
+                        }
+                        let json = tag(json!({"jsonrpc": "2.0", "id": id, "result": {
+                            "content": [{"type": "text", "text": text}],
+                            "structuredContent": {"value": value}, "isError": false}}));
+                        out.emit(res, &[json.as_bytes()]).await;
+                        continue;
+                    }
                 };
                 for i in 1..=n {
                     if !interval.is_zero() {
@@ -271,6 +340,10 @@ fn split_at<'a>(json: &'a [u8], cuts: &[usize]) -> Vec<&'a [u8]> {
     }
     parts.push(&json[start..]);
     parts
+}
+
+fn fill_pattern_str(out: &mut String, len: usize) {
+    out.extend((0..len).map(|i| ALPHABET[i % ALPHABET.len()] as char));
 }
 
 fn fill_pattern(out: &mut Vec<u8>, mut offset: usize, mut len: usize) {

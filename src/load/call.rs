@@ -298,6 +298,17 @@ impl Worker {
                     _ => CallEnd::SilentlyLost,
                 };
             }
+            // 2026-07-28: nothing to resume; re-issue only what is safe to repeat (era.rs).
+            if cursor.is_empty()
+                && let Some(s) = self.session.as_ref().filter(|s| s.modern)
+                && let Some((end, why)) =
+                    super::era::after_cut(policy, s.repeat_safe, rq.judge(&cfg.args))
+            {
+                if let Some(why) = why {
+                    self.error(why);
+                }
+                return end;
+            }
             if !cursor.is_empty() {
                 step = Step::Resume {
                     cursor: cursor.clone(),

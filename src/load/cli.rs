@@ -84,6 +84,14 @@ pub struct Args {
     /// Disconnect stories to keep per run.
     #[arg(long, default_value_t = 16)]
     pub traces: usize,
+    /// MCP era: `auto` probes with server/discover and falls back to initialize; `legacy`
+    /// always initializes (2025-11-25, resumable); `modern` always speaks 2026-07-28.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub era: super::era::EraChoice,
+    /// Bearer token sent on every request, e.g. a lab audience token
+    /// `aud=https://lab/tools/search,https://lab/tools/fetch` (see `tearline serve --auth`).
+    #[arg(long)]
+    pub token: Option<String>,
     /// Print the summary as JSON (with the disconnect stories).
     #[arg(long)]
     pub json: bool,
@@ -172,6 +180,8 @@ pub fn config(args: &Args) -> Result<LoadConfig, CliError> {
     } else {
         args.traces
     };
+    cfg.era = args.era;
+    cfg.token.clone_from(&args.token);
     cfg.progress = true;
     cfg.segment = args.segment;
     cfg.start_at = args.start_at;

@@ -208,6 +208,12 @@ pub struct LoadConfig {
     /// Wall-clock time at which the load starts (shared by a plan's agents), if any; the
     /// target is probed before it.
     pub start_at: Option<std::time::SystemTime>,
+    /// Which MCP era to speak (default: detect with `server/discover`, fall back to
+    /// `initialize`).
+    pub era: super::era::EraChoice,
+    /// A bearer token sent on every request (`Authorization: Bearer <token>`), e.g. a lab
+    /// audience token `aud=https://lab/tools/search`.
+    pub token: Option<String>,
 }
 
 /// Text a caller adds to the progress bar, computed at each tick.
@@ -241,6 +247,8 @@ impl LoadConfig {
             progress_note: None,
             segment: super::segment::Segment::WHOLE,
             start_at: None,
+            era: super::era::EraChoice::Auto,
+            token: None,
         }
     }
 }

@@ -8,8 +8,9 @@
 //! documents' client. Run both on the same target to see the silent loss the naive one suffers.
 //!
 //! Invariants of [`run`]:
-//! - The target is probed with one `initialize` first: a bad target (refused, not HTTP, 404,
-//!   silent) fails the run with [`LoadError::Target`] within the connect timeout.
+//! - The target is probed first (`server/discover`, then `initialize` unless it answered as a
+//!   2026-07-28 server; see [`era`]): a bad target (refused, not HTTP, 404, silent) fails the
+//!   run with [`LoadError::Target`] within the connect timeout.
 //! - Every finished call is counted once: `calls == ok + failed + silently_lost`.
 //! - Latencies are measured from each call's intended start ([`histo::Pacer`]) and recorded in
 //!   per-task histograms merged at the end (no contention, no coordinated omission).
@@ -23,6 +24,7 @@ pub mod call;
 pub mod cli;
 pub mod config;
 pub mod consume;
+pub mod era;
 pub mod histo;
 pub mod http;
 pub mod policy;

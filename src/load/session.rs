@@ -75,6 +75,11 @@ pub struct Session {
     pub protocol_version: String,
     idle: Option<Conn>,
     next_request_id: u64,
+    /// True for a 2026-07-28 session (no initialize, no session id; see [`super::era`]).
+    pub modern: bool,
+    /// Whether the called tool is declared idempotent in `tools/list` (read in modern sessions).
+    pub repeat_safe: bool,
+    token: Option<String>,
 }
 
 impl Session {
@@ -87,7 +92,21 @@ impl Session {
             protocol_version: OFFERED_PROTOCOL_VERSION.to_string(),
             idle: None,
             next_request_id: 1,
+            modern: false,
+            repeat_safe: false,
+            token: config.token.clone(),
         };
+        // Era detection (see `era.rs`): a modern session needs no initialize.
+        if config.era != super::era::EraChoice::Legacy
+            && session.open_modern(config, deadline).await?
+        {
+            return Ok(session);
+        }
+        if config.era == super::era::EraChoice::Modern {
+            return Err(SessionError::BadAnswer(
+                "server/discover did not list 2026-07-28 (try --era auto or legacy)",
+            ));
+        }
         let init = json!({
             "jsonrpc": "2.0", "id": 0, "method": "initialize",
             "params": {
@@ -139,6 +158,43 @@ impl Session {
         Ok(session)
     }
 
+    /// Probes with `server/discover`; on a modern answer makes this session modern and reads
+    /// the tool's annotations. `Ok(false)`: not modern (fall back to initialize).
+    async fn open_modern(
+        &mut self,
+        config: &LoadConfig,
+        deadline: Instant,
+    ) -> Result<bool, SessionError> {
+        use super::era;
+        self.modern = true;
+        let head_deadline = deadline.min(Instant::now() + config.connect_timeout);
+        let mut resp = self
+            .send("POST", &era::discover_body(), None, head_deadline, true)
+            .await
+            .map_err(SessionError::Http)?;
+        let answer = if (200..300).contains(&resp.status) {
+            read_response(&mut resp, 0, deadline).await.ok()
+        } else {
+            let _ = resp.body.read_all(deadline).await;
+            None
+        };
+        self.recycle(resp.body);
+        if !answer.as_ref().is_some_and(era::is_modern_discover) {
+            self.modern = false;
+            return Ok(false);
+        }
+        self.protocol_version = era::MODERN_VERSION.to_string();
+        let id = self.next_request_id();
+        let mut resp = self
+            .send("POST", &era::list_body(id), None, deadline, true)
+            .await
+            .map_err(SessionError::Http)?;
+        let list = read_response(&mut resp, id, deadline).await?;
+        self.recycle(resp.body);
+        self.repeat_safe = era::declared_idempotent(&list, &config.tool);
+        Ok(true)
+    }
+
     /// A fresh JSON-RPC request id, unique within the session.
     pub fn next_request_id(&mut self) -> u64 {
         let id = self.next_request_id;
@@ -158,14 +214,30 @@ impl Session {
     ) -> Result<Response, HttpError> {
         let session_id = self.id.clone();
         let version = self.protocol_version.clone();
-        let mut headers: Vec<(&str, &str)> = Vec::with_capacity(5);
+        let bearer = self.token.as_ref().map(|t| format!("Bearer {t}"));
+        // 2026-07-28: `_meta` in the body, method and name mirrored into headers.
+        let modern = (self.modern && method == "POST")
+            .then(|| super::era::modernize(body))
+            .flatten();
+        let body = modern.as_ref().map_or(body, |(b, _, _)| b.as_slice());
+        let mut headers: Vec<(&str, &str)> = Vec::with_capacity(8);
+        if let Some(b) = bearer.as_deref() {
+            headers.push(("Authorization", b));
+        }
+        if let Some((_, m, name)) = &modern {
+            headers.push(("MCP-Protocol-Version", super::era::MODERN_VERSION));
+            headers.push(("Mcp-Method", m));
+            if let Some(n) = name {
+                headers.push(("Mcp-Name", n));
+            }
+        }
         if method == "POST" {
             headers.push(("Content-Type", "application/json"));
             headers.push(("Accept", ACCEPT_POST));
         } else {
             headers.push(("Accept", "text/event-stream"));
         }
-        if with_session {
+        if with_session && modern.is_none() {
             if let Some(id) = session_id.as_deref() {
                 headers.push(("Mcp-Session-Id", id));
             }

@@ -24,6 +24,7 @@ use crate::report::{self, ReportError, Threshold, ThresholdError};
   tearline replay                               # the documents' test against the lab server
   tearline replay --seed 7                      # reproduce a run: same seed, same cuts
   tearline replay --server-mode error           # a lab server that signals loss correctly
+  tearline replay --scenario stateless          # the same cuts against MCP 2026-07-28
   tearline replay --upstream 127.0.0.1:8080 --target-path /mcp   # your own MCP server
   tearline replay --fail-on 'naive.silent-loss>0' --fail-on 'p99(strict.call)>5s'
   tearline replay --tls                         # every leg over TLS (local CA, created once)
@@ -88,6 +89,10 @@ pub struct Args {
     /// ~/.local/share/tearline/ca).
     #[arg(long, value_name = "DIR", env = "TEARLINE_CA_DIR")]
     pub tls_ca_dir: Option<PathBuf>,
+    /// Which document to reproduce: `reset-250ms` (seed 004, 2025-11-25 resumption) or
+    /// `stateless` (the same cuts against MCP 2026-07-28: no resumption, re-issue or lose).
+    #[arg(long, value_enum, default_value_t = super::scenario::Scenario::Reset250ms)]
+    pub scenario: super::scenario::Scenario,
 }
 
 /// Which client policies a replay runs.
@@ -157,6 +162,7 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
         "tearline replay: seed {seed} (reproduce with --seed {seed}), profile {}",
         profile.origin
     );
+    println!("{}", args.scenario.intro());
 
     let mut cfg = config(&args, seed, &out);
     if args.tls {
@@ -180,7 +186,7 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
 }
 
 fn config(args: &Args, seed: u64, out: &std::path::Path) -> ReplayConfig {
-    let lab = LabConfig {
+    let mut lab = LabConfig {
         buffer: args.buffer,
         buffer_bytes: Some(args.buffer_bytes),
         on_evicted: args.server_mode,
@@ -190,6 +196,7 @@ fn config(args: &Args, seed: u64, out: &std::path::Path) -> ReplayConfig {
             .max(LabConfig::default().max_blob_bytes),
         ..LabConfig::default()
     };
+    args.scenario.apply(&mut lab);
     let policies = match args.policy {
         PolicyChoice::Both => vec![Policy::Strict, Policy::Naive],
         PolicyChoice::Strict => vec![Policy::Strict],

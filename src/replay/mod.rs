@@ -14,6 +14,7 @@
 pub mod assemble;
 pub mod cli;
 pub mod phase;
+pub mod scenario;
 pub mod story;
 pub mod tap;
 

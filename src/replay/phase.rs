@@ -124,6 +124,13 @@ pub async fn run_phase(
     lcfg.sessions = cfg.sessions;
     lcfg.stop = cfg.stop;
     lcfg.policy = policy;
+    // The seed documents are 2025-era stories (resumption): speak 2025-11-25 unless the
+    // scenario made the lab 2026-07-28-only (`--scenario stateless`; see scenario.rs).
+    lcfg.era = if cfg.lab.protocol == crate::lab::ProtocolVersion::V2026_07_28 {
+        crate::load::era::EraChoice::Auto
+    } else {
+        crate::load::era::EraChoice::Legacy
+    };
     lcfg.call_timeout = cfg.call_timeout;
     // Half the streams are cut: eight attempts make a visible failure of a correct client rare.
     lcfg.max_attempts = 8;

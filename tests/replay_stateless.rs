@@ -1,0 +1,80 @@
+//! `tearline replay --scenario stateless`: the documents' cuts against a 2026-07-28 lab. No
+//! stream can be resumed, so the strict client re-issues every cut call with a new id (the
+//! audit reports `reissued`) and loses nothing, while the naive client takes a truncated
+//! stream as the answer and loses calls silently.
+
+use std::time::Duration;
+
+use tearline::lab::LabConfig;
+use tearline::load::{Policy, Stop};
+use tearline::replay::ReplayConfig;
+use tearline::replay::scenario::Scenario;
+use tokio_util::sync::CancellationToken;
+
+const PROFILE: &str = r#"
+description = "reset-250ms scaled down"
+[[fault]]
+kind = "sse_cut"
+at = "any-byte"
+range = [0, 262144]
+action = "reset"
+outage_ms = 250
+probability = 0.5
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stateless_scenario_strict_reissues_and_loses_nothing_naive_loses_silently() {
+    let mut lab = LabConfig {
+        retry: Duration::from_millis(50),
+        ..LabConfig::default()
+    };
+    Scenario::Stateless.apply(&mut lab);
+    let cfg = ReplayConfig {
+        sessions: 1,
+        stop: Stop::Calls(8),
+        seed: 7,
+        size: 256 * 1024,
+        lines: 3,
+        lab,
+        upstream: None,
+        target_path: "/mcp".to_owned(),
+        call_timeout: Duration::from_secs(20),
+        policies: vec![Policy::Strict, Policy::Naive],
+        progress: false,
+        findings_dir: None,
+        tls_ca_dir: None,
+    };
+    let profile = tearline::profile::parse(PROFILE, "test-profile").expect("profile parses");
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(60),
+        tearline::replay::run(&cfg, &profile, PROFILE, &CancellationToken::new()),
+    )
+    .await
+    .expect("replay finishes within 60 s")
+    .expect("replay runs");
+    assert!(outcome.report.cuts.total > 0, "no cut was made");
+    let strict = &outcome.phases[0];
+    let naive = &outcome.phases[1];
+    assert_eq!(strict.policy, Policy::Strict);
+    let s = &strict.load.counters;
+    assert_eq!(
+        (s.calls, s.ok, s.silently_lost),
+        (8, 8, 0),
+        "{:?}",
+        strict.load.errors
+    );
+    assert!(s.reissues > 0, "a cut call was re-issued");
+    assert_eq!(s.resumes, 0, "2026-07-28 streams are never resumed");
+    let counts = strict.auditor.counts();
+    assert!(
+        counts.get("reissued").copied().unwrap_or(0) > 0,
+        "{counts:?}"
+    );
+    let n = &naive.load.counters;
+    assert!(
+        n.silently_lost > 0,
+        "the naive client's silent loss did not show"
+    );
+    assert_eq!(n.calls, n.ok + n.failed + n.silently_lost);
+    assert_eq!(n.reissues, 0);
+}
