@@ -132,12 +132,18 @@ pub fn opaque_id() -> String {
     )
 }
 
+/// Opaque names of one session, both ways.
+#[derive(Debug, Default)]
+struct Names {
+    by_name: HashMap<String, (u64, u64)>,
+    by_pos: HashMap<(u64, u64), String>,
+}
+
 /// Names the events of one session and maps names back to `(stream, seq)`.
 #[derive(Debug, Default)]
 pub struct IdNamer {
     style: IdStyle,
-    opaque: Mutex<HashMap<String, (u64, u64)>>,
-    names: Mutex<HashMap<(u64, u64), String>>,
+    names: Mutex<Names>,
 }
 
 impl IdNamer {
@@ -149,35 +155,23 @@ impl IdNamer {
         }
     }
 
-    fn maps(
-        &self,
-    ) -> (
-        MutexGuard<'_, HashMap<String, (u64, u64)>>,
-        MutexGuard<'_, HashMap<(u64, u64), String>>,
-    ) {
-        (
-            self.opaque.lock().unwrap_or_else(|p| p.into_inner()),
-            self.names.lock().unwrap_or_else(|p| p.into_inner()),
-        )
-    }
-
     /// The id of event `seq` of `stream` (the same string every time it is asked).
     pub fn name(&self, stream: u64, seq: u64) -> String {
         match self.style {
             IdStyle::Counter => event_id(stream, seq),
             IdStyle::Opaque => {
-                let (mut by_name, mut by_pos) = self.maps();
-                if let Some(n) = by_pos.get(&(stream, seq)) {
-                    return n.clone();
+                let mut n = lock(&self.names);
+                if let Some(name) = n.by_pos.get(&(stream, seq)) {
+                    return name.clone();
                 }
                 let name = loop {
-                    let n = opaque_id();
-                    if !by_name.contains_key(&n) {
-                        break n;
+                    let id = opaque_id();
+                    if !n.by_name.contains_key(&id) {
+                        break id;
                     }
                 };
-                by_name.insert(name.clone(), (stream, seq));
-                by_pos.insert((stream, seq), name.clone());
+                n.by_name.insert(name.clone(), (stream, seq));
+                n.by_pos.insert((stream, seq), name.clone());
                 name
             }
         }
@@ -187,7 +181,7 @@ impl IdNamer {
     pub fn parse(&self, id: &str) -> Option<(u64, u64)> {
         match self.style {
             IdStyle::Counter => super::session::parse_event_id(id),
-            IdStyle::Opaque => self.maps().0.get(id.trim()).copied(),
+            IdStyle::Opaque => lock(&self.names).by_name.get(id.trim()).copied(),
         }
     }
 }
