@@ -258,7 +258,7 @@ impl Ledger {
                         t.bytes,
                         last.as_deref().unwrap_or("(none)")
                     ));
-                f.class = t.class.map(|c| c.as_str().to_string());
+                f.cut_class = t.class.map(|c| c.as_str().to_string());
                 f.torn_bytes = Some(t.bytes);
                 f.data_line = t.data_line;
                 finding = Some(f);
@@ -268,7 +268,7 @@ impl Ledger {
             }
             Some(e) => {
                 let after = stream.ids_between(Some(e.ordinal), snapshot);
-                let mut owed: Vec<String> = after.iter().map(|p| p.1.clone()).collect();
+                let mut owed = stream.owed_between(e.ordinal, snapshot);
                 if !after.is_empty() {
                     finding = Some(
                         self.finding(FindingKind::CursorBehind, key, now)
@@ -281,7 +281,11 @@ impl Ledger {
                             )),
                     );
                 }
-                if let Some(tid) = torn.and_then(|t| t.id) {
+                // A torn priming event (empty data) is never dispatched, so never owed.
+                if let Some(tid) = torn
+                    .filter(|t| t.class != Some(crate::wire::SseClass::Priming))
+                    .and_then(|t| t.id)
+                {
                     owed.push(tid);
                 }
                 let mut r = Resume::new(cursor, Some(e.ordinal), snapshot, owed);

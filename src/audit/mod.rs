@@ -33,10 +33,11 @@ pub mod ledger;
 pub mod log;
 pub mod order;
 pub mod rpc;
+pub mod sequence;
 pub mod stream;
 pub mod watch;
 
-pub use finding::{Finding, FindingKind, StreamRef};
+pub use finding::{Finding, FindingClass, FindingKind, StreamRef};
 
 use crate::wire::{Observation, ObservationSink};
 use hdrhistogram::Histogram;

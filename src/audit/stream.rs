@@ -14,6 +14,7 @@
 //!   is an ordinal comparison even when ids are opaque.
 
 use super::finding::{Finding, StreamRef};
+use super::sequence::Sequences;
 use crate::wire::SseClass;
 use std::collections::{HashMap, VecDeque};
 use tokio::time::Instant;
@@ -113,6 +114,8 @@ pub struct Stream {
     /// Findings held until the stream is forgotten or the run finishes; a resume of the
     /// stream drops them.
     pub deferred: Vec<Finding>,
+    /// Order and gap state over all legs (ids and progress values).
+    pub seq: Sequences,
 }
 
 impl Stream {
@@ -145,6 +148,7 @@ impl Stream {
             open_legs: 0,
             ended_at: None,
             deferred: Vec::new(),
+            seq: Sequences::default(),
         }
     }
 
@@ -223,6 +227,20 @@ impl Stream {
             .iter()
             .filter(|e| after.is_none_or(|a| e.ordinal > a) && e.ordinal <= upto)
             .filter_map(|e| e.id.clone().map(|id| (e.ordinal, id)))
+            .collect()
+    }
+
+    /// Ids of remembered events in `(after, upto]` a client dispatched (non-empty data): the
+    /// events a replay after a cursor owes. Priming events and ids committed without an event
+    /// are never owed.
+    pub fn owed_between(&self, after: u64, upto: Option<u64>) -> Vec<String> {
+        let Some(upto) = upto else {
+            return Vec::new();
+        };
+        self.ring
+            .iter()
+            .filter(|e| e.ordinal > after && e.ordinal <= upto && e.dispatched && e.len > 0)
+            .filter_map(|e| e.id.clone())
             .collect()
     }
 
