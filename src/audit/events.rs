@@ -18,7 +18,7 @@ use super::finding::{Finding, FindingKind};
 use super::judge::{LegEnd, ReplayClass};
 use super::ledger::Ledger;
 use super::rpc::{self, RpcMessage, TOOLS_CALL};
-use super::stream::{StreamKey, Torn};
+use super::stream::{Origin, StreamKey, Torn};
 use crate::fault::CutAction;
 use crate::wire::{CutPoint, Direction};
 use bytes::Bytes;
@@ -89,6 +89,19 @@ impl Ledger {
         }
         if matches!(status, 202 | 204 | 304) || (is_resume && (status != 200 || !sse)) {
             self.end_leg(now, conn, seq, false, true);
+        }
+        // A GET answered with anything but a 200 event stream (a 404 `favicon.ico`, a 405)
+        // opened no stream: forget it, so it neither owns ids nor waits for a resume.
+        let get_stream = self
+            .streams
+            .get(&key)
+            .is_some_and(|s| s.origin == Origin::Get && s.open_legs <= 1);
+        if !is_resume && get_stream && (status != 200 || !sse) {
+            self.legs.remove(&(conn, seq));
+            if let Some(s) = self.streams.get_mut(&key) {
+                s.open_legs = 0;
+            }
+            self.forget_stream(key);
         }
     }
 
@@ -487,7 +500,7 @@ impl Ledger {
                 else {
                     continue;
                 };
-                if call.answers > 0 || call.reported {
+                if call.answers > 0 || call.reported || call.replaced {
                     continue;
                 }
                 call.reported = true;

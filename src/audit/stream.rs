@@ -66,6 +66,8 @@ pub struct Call {
     pub answers: u32,
     /// True once a `pending-call` was reported for it.
     pub reported: bool,
+    /// True once a later request re-issued it (see `reissue`): it counts as answered.
+    pub replaced: bool,
 }
 
 /// Whether the stream was opened by a POST or a standalone GET.
@@ -254,9 +256,9 @@ impl Stream {
         self.ring.len()
     }
 
-    /// Calls of `tools/call` without any answer.
+    /// Calls without any answer that no re-issue replaced.
     pub fn unanswered(&self) -> impl Iterator<Item = &Call> {
-        self.calls.iter().filter(|c| c.answers == 0)
+        self.calls.iter().filter(|c| c.answers == 0 && !c.replaced)
     }
 
     /// Ids of the opening POST's unanswered calls, as JSON text.
