@@ -313,7 +313,10 @@ async fn newer_event_before_torn_one_yields_replay_reorder() {
         "{:#?}",
         w.auditor.findings()
     );
-    assert_eq!(w.auditor.findings()[0].cut_class.as_deref(), Some("field-name"));
+    assert_eq!(
+        w.auditor.findings()[0].cut_class.as_deref(),
+        Some("field-name")
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -721,7 +724,10 @@ async fn cursor_named_after_id_line_only_is_cursor_ahead() {
         "{:#?}",
         w.auditor.findings()
     );
-    assert_eq!(w.auditor.findings()[0].cut_class.as_deref(), Some("after-id"));
+    assert_eq!(
+        w.auditor.findings()[0].cut_class.as_deref(),
+        Some("after-id")
+    );
 }
 
 #[tokio::test(start_paused = true)]

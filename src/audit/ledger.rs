@@ -75,9 +75,15 @@ impl LossTally {
             f.stream.rpc_ids.iter().collect()
         };
         let keys: Vec<String> = if calls.is_empty() {
-            vec![format!("{session} stream {}/{}", f.stream.conn, f.stream.seq)]
+            vec![format!(
+                "{session} stream {}/{}",
+                f.stream.conn, f.stream.seq
+            )]
         } else {
-            calls.iter().map(|id| format!("{session} call {id}")).collect()
+            calls
+                .iter()
+                .map(|id| format!("{session} call {id}"))
+                .collect()
         };
         for k in keys {
             if self.affected.len() < MAX_LOSS_KEYS {

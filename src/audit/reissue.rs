@@ -3,8 +3,9 @@
 //!
 //! A `tools/call` *re-issues* an earlier call if and only if both have the same method and the
 //! same params without `_meta` (tool and arguments; a new progress token does not matter), the
-//! earlier call is unanswered and not yet replaced, every leg of its stream has ended (cut or
-//! ended cleanly), and one of:
+//! earlier call is unanswered and not yet replaced, its stream was cut at least once or every
+//! leg of it has ended (a client may re-issue before the proxy saw its old connection close),
+//! and one of:
 //! - the new request is in the same session with the same JSON-RPC id (sent again as is);
 //! - the new request is the first `tools/call` of a session other than the earlier call's (the
 //!   client renegotiated a session and re-issued, as tearline's strict client does).
@@ -39,11 +40,17 @@ pub struct Candidate<'a> {
 impl Ledger {
     /// Links `new` to the call it re-issues, if any (rules in the module doc); returns the
     /// stream and id of the replaced call.
-    pub fn link_reissue(&mut self, now: Instant, new: Candidate<'_>) -> Option<(StreamKey, String)> {
+    pub fn link_reissue(
+        &mut self,
+        now: Instant,
+        new: Candidate<'_>,
+    ) -> Option<(StreamKey, String)> {
         let mut best: Option<(Instant, StreamKey, String)> = None;
         for (key, s) in &self.streams {
+            // A client that saw its stream break may re-issue before the proxy saw the old
+            // connection close: a stream cut once counts as ended for this.
             if s.origin != Origin::Post
-                || s.open_legs > 0
+                || (s.open_legs > 0 && s.cut_at.is_none())
                 || s.version.as_deref().is_some_and(is_stateless_version)
             {
                 continue;
@@ -83,7 +90,10 @@ impl Ledger {
         let where_ = if old_session == *new.session {
             "in the same session".to_string()
         } else {
-            format!("in new session {}", new.session.as_deref().unwrap_or("(none)"))
+            format!(
+                "in new session {}",
+                new.session.as_deref().unwrap_or("(none)")
+            )
         };
         let f: Finding = self
             .finding(FindingKind::Reissued, key, now)

@@ -309,10 +309,17 @@ mod tests {
         let p = parse(
             br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p-1","progress":3,"total":9}}"#,
         );
-        assert!(matches!(&p[0], RpcMessage::Notification { progress: Some((t, v)), .. }
-            if t == "\"p-1\"" && *v == 3.0));
-        let q = parse(br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":3}}"#);
-        assert!(matches!(&q[0], RpcMessage::Notification { progress: None, .. }));
+        assert!(
+            matches!(&p[0], RpcMessage::Notification { progress: Some((t, v)), .. }
+            if t == "\"p-1\"" && *v == 3.0)
+        );
+        let q = parse(
+            br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":3}}"#,
+        );
+        assert!(matches!(
+            &q[0],
+            RpcMessage::Notification { progress: None, .. }
+        ));
     }
 
     #[test]

@@ -263,7 +263,10 @@ mod tests {
         for id in ["2-0", "2-1", "2-2"] {
             assert!(s.observe(Some(id), None, false).is_empty());
         }
-        assert_eq!(gap_count(&s.observe(Some("2-5"), None, true)), Some((2, true)));
+        assert_eq!(
+            gap_count(&s.observe(Some("2-5"), None, true)),
+            Some((2, true))
+        );
         let f = s.observe(Some("2-3"), None, true);
         assert!(matches!(&f[0], SeqFact::Reorder { id, after } if id == "2-3" && after == "2-5"));
     }
