@@ -33,7 +33,10 @@
 //! - `pending-call`: a call without any response dispatched whose last leg ended cleanly (the
 //!   body's end, or the client stopping at a discontinuity) with no response handed to it, and
 //!   the client sent nothing afterwards (no resume, no re-issue).
-//! - Nothing else is ever expected (`cursor-missing`, `unknown`, `reissued`, `abandoned`).
+//! - `reissued`: the client sent a new POST after a call's request that never had a response
+//!   dispatched (the re-issue of a lost call; a call re-sent after a response arrived, e.g.
+//!   to retry an invalid result, is not one).
+//! - Nothing else is ever expected (`cursor-missing`, `unknown`, `abandoned`).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -151,7 +154,12 @@ pub fn expected(t: &Truth) -> BTreeSet<String> {
         }
         let last_leg = legs.len().saturating_sub(1);
         for (rid, _, idx) in &streams {
-            stream_rules(t, legs, idx, *rid, last_leg, &mut out, &mut response_hits);
+            let answered = stream_rules(t, legs, idx, *rid, last_leg, &mut out, &mut response_hits);
+            let last = idx.last().copied().unwrap_or(0);
+            let reissued = legs[last + 1..].iter().any(|m| m.client.method == "POST");
+            if rid.is_some() && !answered && reissued {
+                out.insert("reissued".to_owned());
+            }
         }
     }
     if response_hits.values().any(|&n| n > 1) {
@@ -169,7 +177,7 @@ fn stream_rules<'a>(
     last_leg: usize,
     out: &mut BTreeSet<String>,
     response_hits: &mut HashMap<Key<'a>, u32>,
-) {
+) -> bool {
     let mut say = |k: &str| {
         out.insert(k.to_owned());
     };
@@ -184,7 +192,7 @@ fn stream_rules<'a>(
                 say("torn-cut");
             }
         }
-        return;
+        return false;
     };
     let id_seq: HashMap<&str, u64> = t
         .lab
@@ -344,4 +352,5 @@ fn stream_rules<'a>(
             say("pending-call");
         }
     }
+    answered
 }
