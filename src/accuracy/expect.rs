@@ -354,3 +354,128 @@ fn stream_rules<'a>(
     }
     answered
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::truth::Dispatched;
+
+    fn ev(seq: u64) -> Emitted {
+        let class = match seq {
+            0 => EventClass::Priming,
+            5 => EventClass::Response { id: "1".into() },
+            s => EventClass::Progress { value: s as f64 },
+        };
+        Emitted {
+            id: Some(format!("1-{seq}")),
+            session: "s".into(),
+            stream: 1,
+            seq,
+            class,
+            data_hash: seq,
+        }
+    }
+
+    fn lab(method: &'static str, cursor: Option<&str>, seqs: &[u64]) -> LabLeg {
+        LabLeg {
+            session: "s".into(),
+            method,
+            stream: 1,
+            request_ids: if method == "POST" {
+                vec!["1".into()]
+            } else {
+                vec![]
+            },
+            cursor: cursor.map(str::to_owned),
+            answer: if method == "POST" {
+                Answer::Stream
+            } else {
+                Answer::Replay
+            },
+            injected: Vec::new(),
+            emitted: seqs.iter().map(|&s| ev(s)).collect(),
+        }
+    }
+
+    fn client(
+        method: &str,
+        cursor: Option<&str>,
+        seqs: &[u64],
+        partial: bool,
+        stop: &str,
+    ) -> ClientLeg {
+        let dispatched: Vec<Dispatched> = seqs
+            .iter()
+            .filter(|&&s| s != 0)
+            .map(|&s| Dispatched {
+                id: format!("1-{s}"),
+                has_id: true,
+                event_type: "message".into(),
+                data_hash: s,
+            })
+            .collect();
+        ClientLeg {
+            session: "s".into(),
+            method: method.into(),
+            path: "/mcp".into(),
+            request_id: Some(1),
+            cursor: cursor.map(str::to_owned),
+            status: Some(200),
+            committed: seqs.last().map(|s| format!("1-{s}")).unwrap_or_default(),
+            dispatched,
+            partial,
+            stop: stop.into(),
+        }
+    }
+
+    /// A POST cut (partial event in hand) after events 0..=2, then a resume from `1-2` whose
+    /// lab leg hands over `replayed` and whose client dispatches `got`.
+    fn run(replayed: &[u64], got: &[u64], stop: &str) -> BTreeSet<String> {
+        let mut resume = lab("GET", Some("1-2"), replayed);
+        if replayed != [3, 4, 5] {
+            resume
+                .injected
+                .push(crate::lab::truth::Injected::Dropped { seqs: vec![] });
+        }
+        let t = Truth {
+            lab: vec![lab("POST", None, &[0, 1, 2, 3]), resume],
+            clients: vec![vec![
+                client("POST", None, &[0, 1, 2], true, "reset"),
+                client("GET", Some("1-2"), got, false, stop),
+            ]],
+        };
+        expected(&t)
+    }
+
+    fn set(kinds: &[&str]) -> BTreeSet<String> {
+        kinds.iter().map(|k| (*k).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_correct_replay_after_a_torn_cut_is_exact() {
+        assert_eq!(
+            run(&[3, 4, 5], &[3, 4, 5], "answered"),
+            set(&["replay-exact", "torn-cut"])
+        );
+    }
+
+    #[test]
+    fn reordered_dropped_and_lost_replays_are_named() {
+        assert_eq!(
+            run(&[4, 3, 5], &[4, 3, 5], "answered"),
+            set(&["replay-reorder", "torn-cut"])
+        );
+        assert_eq!(
+            run(&[3, 5], &[3, 5], "answered"),
+            set(&["replay-gap", "torn-cut"])
+        );
+        assert_eq!(
+            run(&[3, 3, 4, 5], &[3, 3, 4, 5], "answered"),
+            set(&["replay-duplicate", "torn-cut"])
+        );
+        assert_eq!(
+            run(&[3, 4], &[3, 4], "clean-end"),
+            set(&["pending-call", "torn-cut"])
+        );
+    }
+}

@@ -9,8 +9,9 @@
 //!   unless a profile adds faults. One logical stream, one cut — the contract's premise.
 //! - The cut lands on a message event at least three events into the stream and at least two
 //!   events before its end, at a class drawn from the seeded RNG.
-//! - The observed kinds are the auditor's counts after [`Auditor::finish`]; the expected ones
-//!   come from the truth records only ([`super::expect`]).
+//! - The observed kinds are the auditor's counts after the proxy has drained and stopped and
+//!   [`Auditor::finish`] ran; the expected ones come from the truth records only
+//!   ([`super::expect`]).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -281,6 +282,10 @@ async fn run_inner(
             clients.push(truth);
         }
     }
+    // The proxy drains (delayed bytes, closes) before the audit closes its judgements.
+    token.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(5), proxy_task).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), lab).await;
     auditor.finish();
     let observed = auditor
         .counts()
@@ -288,9 +293,6 @@ async fn run_inner(
         .filter(|(_, n)| *n > 0)
         .map(|(k, _)| k)
         .collect();
-    token.cancel();
-    let _ = tokio::time::timeout(Duration::from_secs(5), proxy_task).await;
-    let _ = tokio::time::timeout(Duration::from_secs(5), lab).await;
     let truth = Truth {
         lab: lab_truth.legs(),
         clients: clients.iter().map(|c| c.legs()).collect(),
