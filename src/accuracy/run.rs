@@ -237,7 +237,11 @@ async fn run_inner(
     proxy.set_sink(Some(sink));
     let proxy_listener = bind().await?;
     let proxy_addr = proxy_listener.local_addr().map_err(|e| e.to_string())?;
-    let proxy_task = tokio::spawn(crate::proxy::run(proxy_listener, proxy, token.clone()));
+    let proxy_task = tokio::spawn(crate::proxy::run(
+        proxy_listener,
+        Arc::clone(&proxy),
+        token.clone(),
+    ));
 
     let target = |path: &str| Target {
         host: proxy_addr.ip().to_string(),
@@ -282,7 +286,12 @@ async fn run_inner(
             clients.push(truth);
         }
     }
-    // The proxy drains (delayed bytes, closes) before the audit closes its judgements.
+    // The proxy drains (delayed bytes, closes) before the audit closes its judgements: wait,
+    // bounded, until the clients' connections are gone, then stop everything.
+    let drained = Instant::now() + Duration::from_secs(3);
+    while proxy.stats().snapshot().connections_open > 0 && Instant::now() < drained {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     token.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(5), proxy_task).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), lab).await;
