@@ -73,7 +73,7 @@ async fn torn_then_exact(eol: Eol, ids: [&str; 5]) {
         w.auditor.findings()
     );
     let f = &w.auditor.findings()[0];
-    assert_eq!(f.class.as_deref(), Some("mid-value"));
+    assert_eq!(f.cut_class.as_deref(), Some("mid-value"));
     assert_eq!(f.data_line, Some(1));
     assert_eq!(f.ids.first().map(String::as_str), Some(ids[2]));
 }
@@ -266,7 +266,7 @@ async fn torn_event_missing_from_replay_yields_replay_gap() {
         w.auditor.findings()
     );
     assert_eq!(
-        w.auditor.findings()[0].class.as_deref(),
+        w.auditor.findings()[0].cut_class.as_deref(),
         Some("before-dispatch")
     );
     assert_eq!(w.auditor.findings()[1].ids, vec!["3".to_string()]);
@@ -313,7 +313,10 @@ async fn newer_event_before_torn_one_yields_replay_reorder() {
         "{:#?}",
         w.auditor.findings()
     );
-    assert_eq!(w.auditor.findings()[0].class.as_deref(), Some("field-name"));
+    assert_eq!(
+        w.auditor.findings()[0].cut_class.as_deref(),
+        Some("field-name")
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -721,7 +724,10 @@ async fn cursor_named_after_id_line_only_is_cursor_ahead() {
         "{:#?}",
         w.auditor.findings()
     );
-    assert_eq!(w.auditor.findings()[0].class.as_deref(), Some("after-id"));
+    assert_eq!(
+        w.auditor.findings()[0].cut_class.as_deref(),
+        Some("after-id")
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -104,7 +104,7 @@ async fn findings_log_has_one_json_line_per_finding_with_evidence() {
     assert_eq!(lines[0]["stream"]["request"], "POST /mcp");
     assert_eq!(lines[0]["stream"]["rpc_ids"][0], "7");
     assert_eq!(lines[0]["raw_offsets"][0], offset);
-    assert_eq!(lines[0]["class"], "mid-value");
+    assert_eq!(lines[0]["cut_class"], "mid-value");
     assert_eq!(lines[0]["data_line"], 1);
     assert_eq!(lines[1]["kind"], "cursor-ahead");
     assert_eq!(lines[2]["kind"], "explicit-loss");

@@ -17,12 +17,19 @@
 use super::finding::{Finding, FindingKind};
 use super::judge::{LegEnd, ReplayClass};
 use super::ledger::Ledger;
-use super::rpc::TOOLS_CALL;
-use super::stream::{StreamKey, Torn};
+use super::rpc::{self, RpcMessage, TOOLS_CALL};
+use super::stream::{Origin, StreamKey, Torn};
 use crate::fault::CutAction;
 use crate::wire::{CutPoint, Direction};
 use bytes::Bytes;
 use tokio::time::Instant;
+
+/// Events longer than this are not parsed for progress values (a progress notification is
+/// small; a long event is a result).
+const MAX_PARSED: usize = 4096;
+
+/// Order and gap facts kept per resume leg, at most.
+const MAX_SEQ_FACTS: usize = 64;
 
 /// The facts of one delivered SSE event.
 #[derive(Debug)]
@@ -83,6 +90,19 @@ impl Ledger {
         if matches!(status, 202 | 204 | 304) || (is_resume && (status != 200 || !sse)) {
             self.end_leg(now, conn, seq, false, true);
         }
+        // A GET answered with anything but a 200 event stream (a 404 `favicon.ico`, a 405)
+        // opened no stream: forget it, so it neither owns ids nor waits for a resume.
+        let get_stream = self
+            .streams
+            .get(&key)
+            .is_some_and(|s| s.origin == Origin::Get && s.open_legs <= 1);
+        if !is_resume && get_stream && (status != 200 || !sse) {
+            self.legs.remove(&(conn, seq));
+            if let Some(s) = self.streams.get_mut(&key) {
+                s.open_legs = 0;
+            }
+            self.forget_stream(key);
+        }
     }
 
     pub fn on_body(&mut self, now: Instant, conn: u64, seq: u64, body: Option<Bytes>) {
@@ -137,6 +157,7 @@ impl Ledger {
             }
         }
         if !cross {
+            self.sequence(key, conn, seq, &ev, is_resume);
             self.push_event(key, ev.id.clone(), ev.data_hash, ev.data_len, true);
             if let Some(s) = self.streams.get_mut(&key) {
                 s.last_event_id = ev.last_event_id.clone().or(ev.id.clone());
@@ -145,6 +166,53 @@ impl Ledger {
         if let Some(data) = &ev.data {
             let whole = data.len() as u64 >= ev.data_len;
             self.on_server_messages(now, key, data, whole, copy);
+        }
+    }
+
+    /// Feeds a delivered event of stream `key` to its order and gap state if it is a first
+    /// delivery (its id never delivered with data before), and hands what it proves to the
+    /// resume leg being judged.
+    fn sequence(&mut self, key: StreamKey, conn: u64, seq: u64, ev: &EventFacts, resume: bool) {
+        let Some(stream) = self.streams.get_mut(&key) else {
+            return;
+        };
+        let first = ev
+            .id
+            .as_ref()
+            .is_none_or(|id| stream.entry_of(id).is_none_or(|e| !e.dispatched));
+        if !first {
+            return;
+        }
+        let progress = ev
+            .data
+            .as_ref()
+            .filter(|d| d.len() as u64 >= ev.data_len && d.len() <= MAX_PARSED)
+            .and_then(|d| {
+                rpc::parse(d).into_iter().find_map(|m| match m {
+                    RpcMessage::Notification {
+                        progress: Some(p), ..
+                    } => Some(p),
+                    _ => None,
+                })
+            });
+        let facts = stream.seq.observe(
+            ev.id.as_deref(),
+            progress.as_ref().map(|(t, v)| (t.as_str(), *v)),
+            resume,
+        );
+        if facts.is_empty() {
+            return;
+        }
+        if let Some(r) = self
+            .legs
+            .get_mut(&(conn, seq))
+            .and_then(|l| l.resume.as_mut())
+        {
+            for f in facts {
+                if r.seq_facts.len() < MAX_SEQ_FACTS {
+                    r.seq_facts.push(f);
+                }
+            }
         }
     }
 
@@ -274,6 +342,9 @@ impl Ledger {
                 .get(&key)
                 .is_some_and(|s| s.entry_of(lc).is_none())
         {
+            if let Some(s) = self.streams.get_mut(&key) {
+                s.seq.observe(Some(lc), None, false);
+            }
             self.push_event(key, Some(lc.clone()), 0, 0, false);
             if let Some(s) = self.streams.get_mut(&key) {
                 s.last_event_id = Some(lc.clone());
@@ -325,7 +396,7 @@ impl Ledger {
                     .map_or(String::new(), |l| format!(", in data line {l}")),
                 p.last_committed_id.as_deref().unwrap_or("(none)"),
             ));
-        f.class = p.class.map(|c| c.as_str().to_string());
+        f.cut_class = p.class.map(|c| c.as_str().to_string());
         f.torn_bytes = Some(p.torn_bytes);
         f.data_line = p.data_line;
         self.emit(f);
@@ -429,7 +500,7 @@ impl Ledger {
                 else {
                     continue;
                 };
-                if call.answers > 0 || call.reported {
+                if call.answers > 0 || call.reported || call.replaced {
                     continue;
                 }
                 call.reported = true;

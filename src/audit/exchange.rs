@@ -17,6 +17,7 @@ use super::finding::FindingKind;
 use super::finding::StreamRef;
 use super::judge::Resume;
 use super::ledger::{Ledger, Leg};
+use super::reissue::Candidate;
 use super::rpc::{self, RpcMessage};
 use super::stream::{Call, Origin, Stream, StreamKey};
 use super::watch::WatchKind;
@@ -66,7 +67,13 @@ impl Ledger {
         match (r.method.as_str(), &r.last_event_id) {
             ("GET", Some(cursor)) => self.on_resume(now, &r, cursor.clone(), reference, version),
             ("GET", None) => {
-                self.note_reopen(now, &r.session, None, &[format!("GET seq {}", r.seq)]);
+                self.note_reopen(
+                    now,
+                    &r.session,
+                    None,
+                    Some(&r.path),
+                    &[format!("GET {} seq {}", r.path, r.seq)],
+                );
                 let s = Stream::new(
                     r.session.clone(),
                     reference,
@@ -94,6 +101,7 @@ impl Ledger {
                             params_hash: *params_hash,
                             answers: 0,
                             reported: false,
+                            replaced: false,
                         }),
                         _ => None,
                     })
@@ -106,6 +114,7 @@ impl Ledger {
                         params_hash: 0,
                         answers: 0,
                         reported: false,
+                        replaced: false,
                     });
                 }
                 if calls.is_empty() && r.body.is_some() {
@@ -123,6 +132,30 @@ impl Ledger {
                 );
                 s.calls = calls;
                 let ids: Vec<String> = s.calls.iter().map(|c| c.id.clone()).collect();
+                let tools: Vec<(String, u64)> = s
+                    .calls
+                    .iter()
+                    .filter(|c| c.method == rpc::TOOLS_CALL)
+                    .map(|c| (c.id.clone(), c.params_hash))
+                    .collect();
+                for (id, params_hash) in &tools {
+                    let first_of_session = self
+                        .sessions
+                        .get(&r.session)
+                        .is_none_or(|s| s.tool_calls == 0);
+                    self.link_reissue(
+                        now,
+                        Candidate {
+                            session: &r.session,
+                            id,
+                            method: rpc::TOOLS_CALL,
+                            params_hash: *params_hash,
+                            first_of_session,
+                        },
+                    );
+                    let session = self.session_mut(&r.session, now);
+                    session.tool_calls = session.tool_calls.saturating_add(1);
+                }
                 let key = self.add_stream(s, now);
                 let session = self.session_mut(&r.session, now);
                 for id in ids {
@@ -177,7 +210,8 @@ impl Ledger {
             .unwrap_or_default();
         let key = match owners.as_slice() {
             [k] => Some(*k),
-            _ => None,
+            [] => None,
+            many => self.pick_owner(many, &r.path, &cursor),
         };
         let Some(key) = key.filter(|k| self.streams.contains_key(k)) else {
             let reason = if owners.len() > 1 {
@@ -258,7 +292,7 @@ impl Ledger {
                         t.bytes,
                         last.as_deref().unwrap_or("(none)")
                     ));
-                f.class = t.class.map(|c| c.as_str().to_string());
+                f.cut_class = t.class.map(|c| c.as_str().to_string());
                 f.torn_bytes = Some(t.bytes);
                 f.data_line = t.data_line;
                 finding = Some(f);
@@ -268,7 +302,7 @@ impl Ledger {
             }
             Some(e) => {
                 let after = stream.ids_between(Some(e.ordinal), snapshot);
-                let mut owed: Vec<String> = after.iter().map(|p| p.1.clone()).collect();
+                let mut owed = stream.owed_between(e.ordinal, snapshot);
                 if !after.is_empty() {
                     finding = Some(
                         self.finding(FindingKind::CursorBehind, key, now)
@@ -281,7 +315,11 @@ impl Ledger {
                             )),
                     );
                 }
-                if let Some(tid) = torn.and_then(|t| t.id) {
+                // A torn priming event (empty data) is never dispatched, so never owed.
+                if let Some(tid) = torn
+                    .filter(|t| t.class != Some(crate::wire::SseClass::Priming))
+                    .and_then(|t| t.id)
+                {
                     owed.push(tid);
                 }
                 let mut r = Resume::new(cursor, Some(e.ordinal), snapshot, owed);
@@ -293,6 +331,45 @@ impl Ledger {
             self.emit(f);
         }
         self.open_leg(r, key, now, Some(resume), false);
+    }
+
+    /// Several streams of one session delivered the cursor's id (plain EventSource streams have
+    /// no session, and counter ids repeat in every stream): the resume continues the stream of
+    /// the same URL whose client holds that id as its cursor, preferring one awaiting a
+    /// reconnect, then the one cut last. `None` when that leaves more than one.
+    fn pick_owner(&self, owners: &[StreamKey], path: &str, cursor: &str) -> Option<StreamKey> {
+        let path_of = |k: &StreamKey| {
+            self.streams
+                .get(k)
+                .and_then(|s| s.reference.request.split_once(' ').map(|p| p.1 == path))
+                .unwrap_or(false)
+        };
+        let same_url: Vec<StreamKey> = owners.iter().copied().filter(path_of).collect();
+        let narrow = |keys: Vec<StreamKey>, keep: &dyn Fn(&Stream) -> bool| {
+            let kept: Vec<StreamKey> = keys
+                .iter()
+                .copied()
+                .filter(|k| self.streams.get(k).is_some_and(keep))
+                .collect();
+            if kept.is_empty() { keys } else { kept }
+        };
+        let holding = narrow(same_url, &|s| s.last_event_id.as_deref() == Some(cursor));
+        let waiting = narrow(holding, &|s| s.awaiting_reconnect);
+        match waiting.as_slice() {
+            [k] => Some(*k),
+            [] => None,
+            many => {
+                let latest = many
+                    .iter()
+                    .filter_map(|k| self.streams.get(k).and_then(|s| s.cut_at).map(|t| (t, *k)))
+                    .max()?;
+                let ties = many
+                    .iter()
+                    .filter(|k| self.streams.get(k).and_then(|s| s.cut_at) == Some(latest.0))
+                    .count();
+                (ties == 1).then_some(latest.1)
+            }
+        }
     }
 
     /// Matches JSON-RPC messages from the server (SSE data or a JSON body) to calls.

@@ -44,7 +44,10 @@ pub enum FindingKind {
     PendingCall,
     /// A second response for one JSON-RPC request id.
     DuplicateResponse,
-    /// MCP 2026-07-28: after a cut, the client re-issued the call with a new id.
+    /// A call cut (or ended) without its response was sent again: MCP 2026-07-28 with a new
+    /// id, or after renegotiating a session (same tool and arguments, the first call of the
+    /// new session), or with the same id in the same session. The finding names both calls and
+    /// sessions; the replaced call is never `pending-call`.
     Reissued,
     /// MCP 2026-07-28: after a cut, the client neither re-issued nor cancelled the call in time.
     Abandoned,
@@ -106,6 +109,74 @@ impl FindingKind {
     }
 }
 
+/// How much a finding weighs: what went wrong, and whose fault it is. Every kind has exactly
+/// one class ([`FindingKind::class`]); the summary's first line counts the calls affected by
+/// `loss` findings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FindingClass {
+    /// Data the client never got and nobody re-delivered: events missing from a replay, a call
+    /// whose response never came.
+    Loss,
+    /// Something reached the client twice.
+    Duplicate,
+    /// Something reached the client out of order.
+    Order,
+    /// The client did something wrong (its cursor, or not recovering a cut call).
+    ClientBug,
+    /// The server did something wrong that is not itself a loss, duplicate or reorder seen by
+    /// the client (a continuation instead of a replay, events of another stream).
+    ServerBug,
+    /// Correct behaviour, or a fact worth knowing (a torn cut, a signalled loss, a judgement
+    /// withheld).
+    Info,
+}
+
+impl FindingClass {
+    /// The kebab-case name used in logs and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FindingClass::Loss => "loss",
+            FindingClass::Duplicate => "duplicate",
+            FindingClass::Order => "order",
+            FindingClass::ClientBug => "client-bug",
+            FindingClass::ServerBug => "server-bug",
+            FindingClass::Info => "info",
+        }
+    }
+}
+
+impl FindingKind {
+    /// The class of every finding of this kind.
+    pub fn class(self) -> FindingClass {
+        match self {
+            FindingKind::ReplayGap | FindingKind::SilentEmpty | FindingKind::PendingCall => {
+                FindingClass::Loss
+            }
+            FindingKind::ReplayDuplicate | FindingKind::DuplicateResponse => {
+                FindingClass::Duplicate
+            }
+            FindingKind::ReplayReorder => FindingClass::Order,
+            FindingKind::CursorAhead
+            | FindingKind::CursorBehind
+            | FindingKind::CursorMissing
+            | FindingKind::Abandoned => FindingClass::ClientBug,
+            FindingKind::FreshStream | FindingKind::CrossStream => FindingClass::ServerBug,
+            FindingKind::TornCut
+            | FindingKind::ReplayExact
+            | FindingKind::ExplicitLoss
+            | FindingKind::Reissued
+            | FindingKind::Unknown => FindingClass::Info,
+        }
+    }
+}
+
+impl fmt::Display for FindingClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl fmt::Display for FindingKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -131,6 +202,9 @@ pub struct StreamRef {
 pub struct Finding {
     /// What was found.
     pub kind: FindingKind,
+    /// Its weight: `loss`, `duplicate`, `order`, `client-bug`, `server-bug` or `info`
+    /// (always `kind.class()`).
+    pub class: FindingClass,
     /// Milliseconds since the auditor was created, at the observation that decided it.
     pub at_ms: u64,
     /// `Mcp-Session-Id`, `None` for traffic without a session.
@@ -143,7 +217,7 @@ pub struct Finding {
     pub raw_offsets: Vec<u64>,
     /// SSE position class of the cut, for cut-related findings.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub class: Option<String>,
+    pub cut_class: Option<String>,
     /// Bytes of the torn event that were delivered, for `torn-cut` and `cursor-ahead`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub torn_bytes: Option<u64>,
@@ -159,12 +233,13 @@ impl Finding {
     pub fn new(kind: FindingKind, at_ms: u64, session: Option<String>, stream: StreamRef) -> Self {
         Finding {
             kind,
+            class: kind.class(),
             at_ms,
             session,
             stream,
             ids: Vec::new(),
             raw_offsets: Vec::new(),
-            class: None,
+            cut_class: None,
             torn_bytes: None,
             data_line: None,
             detail: String::new(),

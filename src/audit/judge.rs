@@ -38,6 +38,7 @@
 //! cannot know events the server produced but never sent before the cut.
 
 use super::finding::FindingKind;
+use super::sequence::SeqFact;
 use std::collections::{HashMap, HashSet};
 
 /// At most this many replayed events are classified per leg; later ones only count.
@@ -85,6 +86,9 @@ pub struct Resume {
     pub explicit_reported: bool,
     /// The cursor was judged wrong (`cursor-ahead` or `cursor-behind`).
     pub cursor_wrong: bool,
+    /// Order and gap facts the leg's events proved across all legs of the stream
+    /// ([`super::sequence`]).
+    pub seq_facts: Vec<SeqFact>,
 }
 
 /// How a replay leg ended.
@@ -184,7 +188,8 @@ impl Resume {
             ReplayClass::Cross { id } => Some(id.clone()),
             _ => None,
         });
-        if !cross.is_empty() {
+        let has_cross = !cross.is_empty();
+        if has_cross {
             out.push((
                 FindingKind::CrossStream,
                 cross,
@@ -205,7 +210,10 @@ impl Resume {
                 ),
             ));
         }
-        if let Some(c) = self.fresh() {
+        // Content of another stream under ids new to this one is that stream's, not a restart.
+        let fresh = if has_cross { None } else { self.fresh() };
+        let is_fresh = fresh.is_some();
+        if let Some(c) = fresh {
             out.push(c);
         }
         if let Some(c) = self.reorder() {
@@ -221,17 +229,10 @@ impl Resume {
                     self.cursor
                 ),
             ));
-        } else if finished && !explicit {
-            let missing: Vec<String> = (0..self.owed.len())
-                .filter(|r| !self.got.contains(r))
-                .filter_map(|r| self.owed.get(r).cloned())
-                .collect();
-            if !missing.is_empty() {
-                out.push((
-                    FindingKind::ReplayGap,
-                    missing,
-                    format!("owed events after cursor {} never came back", self.cursor),
-                ));
+        } else if !explicit && !is_fresh {
+            // A continuation instead of a replay is `fresh-stream`; its gaps are part of it.
+            if let Some(c) = self.gap(finished) {
+                out.push(c);
             }
         }
         let withheld =
@@ -292,7 +293,61 @@ impl Resume {
         })
     }
 
+    /// Owed events that never came (only when the leg finished) and skipped counter values
+    /// (certain); else a gap inferred from progress values (suspected).
+    fn gap(&self, finished: bool) -> Option<Conclusion> {
+        let mut missing: Vec<String> = Vec::new();
+        if finished {
+            missing.extend(
+                (0..self.owed.len())
+                    .filter(|r| !self.got.contains(r))
+                    .filter_map(|r| self.owed.get(r).cloned()),
+            );
+        }
+        let mut details = Vec::new();
+        if !missing.is_empty() {
+            details.push(format!(
+                "owed events after cursor {} never came back",
+                self.cursor
+            ));
+        }
+        let mut suspected = None;
+        for f in &self.seq_facts {
+            if let SeqFact::Gap {
+                missing: m,
+                certain,
+                detail,
+                ..
+            } = f
+            {
+                if *certain {
+                    for id in m {
+                        if !missing.contains(id) {
+                            missing.push(id.clone());
+                        }
+                    }
+                    details.push(detail.clone());
+                } else if suspected.is_none() {
+                    suspected = Some((m.clone(), detail.clone()));
+                }
+            }
+        }
+        if !missing.is_empty() {
+            return Some((FindingKind::ReplayGap, missing, details.join("; ")));
+        }
+        suspected.map(|(m, d)| (FindingKind::ReplayGap, m, d))
+    }
+
     fn reorder(&self) -> Option<Conclusion> {
+        for f in &self.seq_facts {
+            if let SeqFact::Reorder { id, after } = f {
+                return Some((
+                    FindingKind::ReplayReorder,
+                    vec![id.clone(), after.clone()],
+                    format!("{id} was first delivered after {after}, a later event of the stream"),
+                ));
+            }
+        }
         let mut max_rank: Option<usize> = None;
         let mut newer_seen: Option<String> = None;
         for c in &self.classes {

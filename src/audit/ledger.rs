@@ -12,14 +12,14 @@
 //! - Findings are kept in memory up to `max_findings` (counters and the log see all of them).
 
 use super::AuditConfig;
-use super::finding::{Finding, FindingKind};
+use super::finding::{Finding, FindingClass, FindingKind};
 use super::histo::Histos;
 use super::judge::Resume;
 use super::log::FindingsLog;
 use super::order::ConnOrder;
 use super::stream::{Stream, StreamKey};
 use super::watch::Watch;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use tokio::time::Instant;
 
 /// One MCP session (or the anonymous one).
@@ -31,6 +31,9 @@ pub struct Session {
     /// JSON-RPC request id → the stream whose POST carried it.
     pub calls: HashMap<String, StreamKey>,
     pub streams: u32,
+    /// `tools/call` requests seen in this session (a re-issue after renegotiation is the
+    /// first of its session).
+    pub tool_calls: u32,
     pub watches: Vec<Watch>,
     pub last_active: Instant,
 }
@@ -42,9 +45,68 @@ impl Session {
             ids: HashMap::new(),
             calls: HashMap::new(),
             streams: 0,
+            tool_calls: 0,
             watches: Vec::new(),
             last_active: now,
         }
+    }
+}
+
+/// The calls (or, for streams without calls, the streams) that `loss` findings affect.
+#[derive(Debug, Default)]
+pub struct LossTally {
+    affected: HashSet<String>,
+    overflow: u64,
+}
+
+/// Affected calls remembered by name, at most; more are only counted.
+const MAX_LOSS_KEYS: usize = 100_000;
+
+impl LossTally {
+    /// Notes a finding; only `loss` findings count.
+    pub fn note(&mut self, f: &Finding) {
+        if f.class != FindingClass::Loss {
+            return;
+        }
+        let session = f.session.as_deref().unwrap_or("-");
+        let calls: Vec<&String> = if f.kind == FindingKind::PendingCall {
+            f.ids.iter().take(1).collect()
+        } else {
+            f.stream.rpc_ids.iter().collect()
+        };
+        let keys: Vec<String> = if calls.is_empty() {
+            vec![format!(
+                "{session} stream {}/{}",
+                f.stream.conn, f.stream.seq
+            )]
+        } else {
+            calls
+                .iter()
+                .map(|id| format!("{session} call {id}"))
+                .collect()
+        };
+        for k in keys {
+            if self.affected.len() < MAX_LOSS_KEYS {
+                self.affected.insert(k);
+            } else if !self.affected.contains(&k) {
+                self.overflow += 1;
+            }
+        }
+    }
+
+    /// Calls (or call-less streams) affected so far.
+    pub fn affected(&self) -> u64 {
+        self.affected.len() as u64 + self.overflow
+    }
+
+    /// The summary's first line.
+    pub fn headline(&self) -> String {
+        let n = self.affected();
+        format!(
+            "silent loss observed: {} ({n} call{} affected)",
+            if n > 0 { "yes" } else { "no" },
+            if n == 1 { "" } else { "s" }
+        )
     }
 }
 
@@ -82,6 +144,8 @@ pub struct Ledger {
     pub counts: BTreeMap<String, u64>,
     pub histos: Histos,
     pub log: Option<FindingsLog>,
+    /// Calls affected by `loss` findings (the summary's first line).
+    pub loss: LossTally,
     /// Ordering state per connection (see `order`).
     pub order: HashMap<u64, ConnOrder>,
     last_sweep: Instant,
@@ -115,6 +179,7 @@ impl Ledger {
             counts: BTreeMap::new(),
             histos: Histos::default(),
             log: None,
+            loss: LossTally::default(),
             order: HashMap::new(),
             last_sweep: now,
         }
@@ -155,6 +220,7 @@ impl Ledger {
     /// Counts, logs and keeps a finding.
     pub fn emit(&mut self, f: Finding) {
         *self.counts.entry(f.kind.as_str().to_string()).or_insert(0) += 1;
+        self.loss.note(&f);
         if let Some(log) = &mut self.log {
             log.write(&f);
         }
@@ -243,6 +309,23 @@ impl Ledger {
             .map(|(k, _)| *k)
             .collect();
         self.settle_watches(now, false);
+        // A call whose stream ended without its response is `pending-call` once no resume and
+        // no re-issue came for `abandon_after`.
+        let settle = self.cfg.abandon_after.min(grace);
+        let pending: Vec<StreamKey> = self
+            .streams
+            .iter()
+            .filter(|(_, s)| {
+                s.open_legs == 0
+                    && !s.deferred.is_empty()
+                    && s.ended_at
+                        .is_some_and(|t| now.saturating_duration_since(t) >= settle)
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        for key in pending {
+            self.settle_deferred(key);
+        }
         for key in due {
             self.forget_stream(key);
         }
@@ -253,7 +336,8 @@ impl Ledger {
         });
     }
 
-    fn forget_stream(&mut self, key: StreamKey) {
+    /// Forgets stream `key` now (after settling what it deferred).
+    pub fn forget_stream(&mut self, key: StreamKey) {
         self.settle_deferred(key);
         let Some(stream) = self.streams.remove(&key) else {
             return;

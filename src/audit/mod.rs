@@ -32,11 +32,13 @@ pub mod judge;
 pub mod ledger;
 pub mod log;
 pub mod order;
+pub mod reissue;
 pub mod rpc;
+pub mod sequence;
 pub mod stream;
 pub mod watch;
 
-pub use finding::{Finding, FindingKind, StreamRef};
+pub use finding::{Finding, FindingClass, FindingKind, StreamRef};
 
 use crate::wire::{Observation, ObservationSink};
 use hdrhistogram::Histogram;
@@ -121,9 +123,23 @@ impl Auditor {
         self.lock().log = Some(log::FindingsLog::new(out));
     }
 
-    /// The findings so far (at most `max_findings`), in the order found.
+    /// The findings so far (at most `max_findings`), in the order found, after settling the
+    /// judgements that are due (a `pending-call` appears here once `abandon_after` passed
+    /// without a resume or re-issue).
     pub fn findings(&self) -> Vec<Finding> {
-        self.lock().findings.clone()
+        let mut l = self.lock();
+        l.sweep(Instant::now());
+        l.findings.clone()
+    }
+
+    /// Calls (or call-less streams) affected by `loss` findings so far.
+    pub fn loss_affected(&self) -> u64 {
+        self.lock().loss.affected()
+    }
+
+    /// "silent loss observed: yes/no (N calls affected)", from the `loss` findings so far.
+    pub fn silent_loss(&self) -> String {
+        self.lock().loss.headline()
     }
 
     /// Number of findings by kind name (every finding, also those beyond `max_findings`).
@@ -182,13 +198,44 @@ impl Auditor {
     pub fn summary(&self) -> String {
         let now = Instant::now();
         let mut l = self.lock();
-        l.settle_watches(now, false);
-        let mut out = format!("tearline audit after {} ms\n findings:\n", l.ms(now));
+        l.sweep(now);
+        let mut out = format!(
+            "{}\ntearline audit after {} ms\n findings:\n",
+            l.loss.headline(),
+            l.ms(now)
+        );
         if l.counts.is_empty() {
             out.push_str("  (none)\n");
         }
         for (kind, n) in &l.counts {
-            out.push_str(&format!("  {kind:<19} {n}\n"));
+            let class = FindingKind::ALL
+                .iter()
+                .find(|k| k.as_str() == kind)
+                .map_or("", |k| k.class().as_str());
+            out.push_str(&format!("  {kind:<19} {n:>6}  {class}\n"));
+        }
+        let awaiting: Vec<String> = l
+            .streams
+            .values()
+            .flat_map(|s| s.deferred.iter())
+            .map(|f| {
+                format!(
+                    "  {} {} (session {}): {}\n",
+                    f.kind,
+                    f.ids.join(","),
+                    f.session.as_deref().unwrap_or("-"),
+                    f.detail
+                )
+            })
+            .collect();
+        if !awaiting.is_empty() {
+            out.push_str(&format!(
+                " awaiting judgement ({} ms for a resume or re-issue; reported at shutdown):\n",
+                l.cfg.abandon_after.min(l.cfg.grace).as_millis()
+            ));
+            for line in awaiting {
+                out.push_str(&line);
+            }
         }
         out.push_str(" latency (from observation receipt times):\n");
         for line in l.histos.summary_lines() {

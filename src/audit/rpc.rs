@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 /// One JSON-RPC message, reduced to what the audit judges.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum RpcMessage {
     /// A request (has `method` and `id`).
     Request {
@@ -16,7 +16,7 @@ pub enum RpcMessage {
         id: String,
         /// The method name.
         method: String,
-        /// FNV-1a 64 of the serialized `params` (0 when absent).
+        /// FNV-1a 64 of the serialized `params` without `_meta` (0 when absent).
         params_hash: u64,
         /// `params.protocolVersion` of an `initialize` request.
         protocol_version: Option<String>,
@@ -27,6 +27,9 @@ pub enum RpcMessage {
         method: String,
         /// `params.requestId` of `notifications/cancelled`, as JSON text.
         cancelled: Option<String>,
+        /// `(params.progressToken as JSON text, params.progress)` of
+        /// `notifications/progress`.
+        progress: Option<(String, f64)>,
     },
     /// A response (has `result` or `error`, and an `id`).
     Response {
@@ -181,6 +184,15 @@ fn message(v: &Value) -> Option<RpcMessage> {
                 protocol_version: string_at(params, "protocolVersion"),
             },
             None => RpcMessage::Notification {
+                progress: (method == "notifications/progress")
+                    .then(|| {
+                        let p = params?;
+                        Some((
+                            p.get("progressToken")?.to_string(),
+                            p.get("progress")?.as_f64()?,
+                        ))
+                    })
+                    .flatten(),
                 method: method.to_string(),
                 cancelled: (method == "notifications/cancelled")
                     .then(|| {
@@ -211,7 +223,6 @@ fn string_at(v: Option<&Value>, key: &str) -> Option<String> {
     v?.get(key)?.as_str().map(str::to_string)
 }
 
-/// FNV-1a 64-bit hash.
 /// The hash a re-issue is matched by: `params` without `_meta`, because a re-issued request
 /// legitimately carries a new `progressToken` there (and, in 2026-07-28, per-request
 /// client metadata); the call itself is `name` + `arguments`.
@@ -226,6 +237,7 @@ fn params_hash(params: &Value) -> u64 {
     }
 }
 
+/// FNV-1a 64-bit hash.
 pub fn fnv1a(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in bytes {
@@ -260,7 +272,8 @@ mod tests {
             msgs[2],
             RpcMessage::Notification {
                 method: "notifications/cancelled".into(),
-                cancelled: Some("7".into())
+                cancelled: Some("7".into()),
+                progress: None,
             }
         );
     }
@@ -290,6 +303,24 @@ mod tests {
         assert!(parse(b"{\"id\":1,\"resu").is_empty());
         assert!(parse(b"not json").is_empty());
         assert!(parse(b"{\"id\":1}").is_empty());
+    }
+
+    #[test]
+    fn progress_notifications_yield_token_and_value() {
+        let p = parse(
+            br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p-1","progress":3,"total":9}}"#,
+        );
+        assert!(
+            matches!(&p[0], RpcMessage::Notification { progress: Some((t, v)), .. }
+            if t == "\"p-1\"" && *v == 3.0)
+        );
+        let q = parse(
+            br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":3}}"#,
+        );
+        assert!(matches!(
+            &q[0],
+            RpcMessage::Notification { progress: None, .. }
+        ));
     }
 
     #[test]

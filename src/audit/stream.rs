@@ -14,6 +14,7 @@
 //!   is an ordinal comparison even when ids are opaque.
 
 use super::finding::{Finding, StreamRef};
+use super::sequence::Sequences;
 use crate::wire::SseClass;
 use std::collections::{HashMap, VecDeque};
 use tokio::time::Instant;
@@ -65,6 +66,8 @@ pub struct Call {
     pub answers: u32,
     /// True once a `pending-call` was reported for it.
     pub reported: bool,
+    /// True once a later request re-issued it (see `reissue`): it counts as answered.
+    pub replaced: bool,
 }
 
 /// Whether the stream was opened by a POST or a standalone GET.
@@ -113,6 +116,8 @@ pub struct Stream {
     /// Findings held until the stream is forgotten or the run finishes; a resume of the
     /// stream drops them.
     pub deferred: Vec<Finding>,
+    /// Order and gap state over all legs (ids and progress values).
+    pub seq: Sequences,
 }
 
 impl Stream {
@@ -145,6 +150,7 @@ impl Stream {
             open_legs: 0,
             ended_at: None,
             deferred: Vec::new(),
+            seq: Sequences::default(),
         }
     }
 
@@ -226,6 +232,20 @@ impl Stream {
             .collect()
     }
 
+    /// Ids of remembered events in `(after, upto]` a client dispatched (non-empty data): the
+    /// events a replay after a cursor owes. Priming events and ids committed without an event
+    /// are never owed.
+    pub fn owed_between(&self, after: u64, upto: Option<u64>) -> Vec<String> {
+        let Some(upto) = upto else {
+            return Vec::new();
+        };
+        self.ring
+            .iter()
+            .filter(|e| e.ordinal > after && e.ordinal <= upto && e.dispatched && e.len > 0)
+            .filter_map(|e| e.id.clone())
+            .collect()
+    }
+
     /// All ids the stream remembers (for removing them from indexes when it is forgotten).
     pub fn remembered_ids(&self) -> impl Iterator<Item = &String> {
         self.id_pos.keys()
@@ -236,9 +256,9 @@ impl Stream {
         self.ring.len()
     }
 
-    /// Calls of `tools/call` without any answer.
+    /// Calls without any answer that no re-issue replaced.
     pub fn unanswered(&self) -> impl Iterator<Item = &Call> {
-        self.calls.iter().filter(|c| c.answers == 0)
+        self.calls.iter().filter(|c| c.answers == 0 && !c.replaced)
     }
 
     /// Ids of the opening POST's unanswered calls, as JSON text.

@@ -5,8 +5,8 @@
 //! unanswered calls, a re-issue with new ids is expected.
 //!
 //! Precise rules:
-//! - `cursor-missing` iff, after the cut, the client re-opened a standalone GET stream without
-//!   `Last-Event-ID` (only for a cut GET stream) or re-sent one of the cut POST's unanswered
+//! - `cursor-missing` iff, after the cut, the client re-opened a standalone GET stream of the
+//!   same URL without `Last-Event-ID` (only for a cut GET stream) or re-sent one of the cut POST's unanswered
 //!   calls (same method and params hash) without resuming, AND no resume GET for that stream
 //!   arrived before the watch settled (`grace` after the cut, or `finish`). A client that
 //!   re-issues *and* resumes is not reported; a concurrent identical call is not a re-issue
@@ -107,6 +107,7 @@ impl Ledger {
         now: Instant,
         session: &Option<String>,
         call: Option<(&str, &str, u64)>,
+        path: Option<&str>,
         new_ids: &[String],
     ) {
         let ms = self.ms(now);
@@ -117,7 +118,10 @@ impl Ledger {
         };
         for w in s.watches.iter_mut() {
             match (w.kind, call) {
-                (WatchKind::Resume { get: true }, None) if w.reopened.is_none() => {
+                (WatchKind::Resume { get: true }, None)
+                    if w.reopened.is_none()
+                        && w.reference.request.split_once(' ').map(|p| p.1) == path =>
+                {
                     w.reopened = Some(new_ids.to_vec());
                     reconnect.push(w.stream);
                 }
@@ -180,6 +184,7 @@ impl Ledger {
                     now,
                     session,
                     Some((id, method, *params_hash)),
+                    None,
                     std::slice::from_ref(id),
                 ),
                 RpcMessage::Notification {

@@ -116,6 +116,16 @@ pub struct Args {
     /// Serve HTTPS (--tls-cert/--tls-key, or --tls-self-signed).
     #[command(flatten)]
     pub tls: crate::tls::cli::ServerTlsArgs,
+    /// A scripted server bug on resumes (reorder, drop-after-replay, duplicate, shared-store,
+    /// lose-final); `none` is a correct event store.
+    #[arg(long, value_enum, default_value = "none")]
+    pub bug: super::bugs::ServerBug,
+    /// Event ids: `counter` (`<stream>-<seq>`) or `opaque` (UUID-like).
+    #[arg(long, value_enum, default_value = "counter")]
+    pub ids: super::bugs::IdStyle,
+    /// Also serve a plain SSE feed (no MCP, no session; EventSource-style) at this path.
+    #[arg(long)]
+    pub plain_path: Option<String>,
 }
 
 impl Args {
@@ -136,6 +146,9 @@ impl Args {
             keepalive: self.keepalive.filter(|d| !d.is_zero()),
             retry: self.retry,
             max_sessions: self.max_sessions,
+            bug: self.bug,
+            ids: self.ids,
+            plain_path: self.plain_path.clone(),
             ..LabConfig::default()
         }
     }

@@ -162,6 +162,14 @@ pub struct LabConfig {
     /// The server-side counter the non-idempotent `append` tool adds to: the ground truth of
     /// how often a side effect ran. Clones of a config share it.
     pub side_effects: SideEffects,
+    /// A scripted server bug acting on resume legs (see [`crate::lab::bugs`]).
+    pub bug: super::bugs::ServerBug,
+    /// How events are named: `<stream>-<seq>` counters or opaque UUID-like ids.
+    pub ids: super::bugs::IdStyle,
+    /// Path of the plain-SSE endpoint (no MCP, no session; see [`crate::lab::plain`]).
+    pub plain_path: Option<String>,
+    /// Records what the lab emitted per leg (see [`crate::lab::truth`]); `None`: no record.
+    pub truth: Option<std::sync::Arc<super::truth::LabTruth>>,
 }
 
 /// A shared counter of side effects (the `append` tool's state), readable by whoever built
@@ -208,6 +216,10 @@ impl Default for LabConfig {
             narrow: false,
             max_event_bytes: None,
             side_effects: SideEffects::default(),
+            bug: super::bugs::ServerBug::None,
+            ids: super::bugs::IdStyle::Counter,
+            plain_path: None,
+            truth: None,
         }
     }
 }

@@ -35,7 +35,7 @@
 //!   over [`LabConfig::max_body_bytes`]; 415 non-JSON `Content-Type`; 503 session limit.
 //!
 //! # Events
-//! Ids are `<stream>-<seq>`: the stream number is unique within the session, `seq` counts
+//! Ids are `<stream>-<seq>` (or opaque, below): the stream number is unique within the session, `seq` counts
 //! from 0 (the priming event, `id`, `retry: <ms>`, empty `data:`). Message events are
 //! `event: message`, `id:`, then `data:` lines (see [`sse_body`]). Every event goes into the
 //! session's ring ([`LabConfig::buffer`] events shared by all its streams). A producer stays
@@ -54,6 +54,24 @@
 //! answers 200 from the oldest retained event of that stream (a silent gap). A live reader that falls behind
 //! the ring gets `event: error` with data `{"error": "events-evicted", "lost_from",
 //! "lost_to"}` under `error`; the other modes skip the lost range silently.
+//!
+//! # Scripted server bugs and id styles (off by default; see [`bugs`])
+//! [`LabConfig::bug`] makes every resume misbehave in one documented way: `reorder` (the first
+//! two replayed progress events swapped), `drop-after-replay` (the first replayed event, then
+//! two progress events skipped, then the rest), `duplicate` (the first replayed progress event
+//! sent twice), `shared-store` (one store for all sessions keyed by request id: a resume is
+//! served from the first stream ever opened for that request id, whichever session owns it),
+//! `lose-final` (the call's response dropped and the body ended cleanly). POST streams are
+//! never touched. [`LabConfig::ids`] = `opaque` names events with random UUID-like ids instead
+//! of `<stream>-<seq>` (the resume rules are the same).
+//!
+//! # Plain SSE (off by default; see [`plain`])
+//! With [`LabConfig::plain_path`], `GET <plain_path>` serves a fixed feed of
+//! [`plain::PLAIN_EVENTS`] events without MCP or sessions, resumable by `Last-Event-ID`.
+//!
+//! # Ground truth (off by default; see [`truth`])
+//! With [`LabConfig::truth`], every leg records the events handed to its body and every bug it
+//! injected, for measuring the audit (`tearline::accuracy`).
 //!
 //! # Auth (lab-only, off by default)
 //! See [`auth`]: `Authorization: Bearer aud=<uri>,…`, no cryptography. Tool resource
@@ -85,16 +103,20 @@
 //! Progress notifications carry `params._meta.progressToken`, or the request id when absent.
 
 pub mod auth;
+pub mod bugs;
 pub mod cli;
 pub mod config;
 mod delivery;
 mod http;
+mod legs;
+pub mod plain;
 mod post;
 pub mod ring;
 pub mod session;
 pub mod sse_body;
 pub mod stateless;
 pub mod tools;
+pub mod truth;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -127,6 +149,8 @@ pub(crate) struct Shared {
     pub(crate) cfg: LabConfig,
     pub(crate) enc: sse_body::SseEncoder,
     pub(crate) sessions: session::Sessions,
+    pub(crate) bugs: bugs::BugState,
+    pub(crate) plain: plain::Feed,
     pub(crate) shutdown: CancellationToken,
     pub(crate) tasks: TaskTracker,
 }
@@ -158,7 +182,10 @@ pub async fn serve_tls(
     let limit = Arc::new(Semaphore::new(config.max_connections.max(1)));
     let shared = Arc::new(Shared {
         enc: sse_body::SseEncoder::new(config.line_ending),
-        sessions: session::Sessions::new(config.max_sessions, config.buffer, config.buffer_bytes),
+        sessions: session::Sessions::new(config.max_sessions, config.buffer, config.buffer_bytes)
+            .with_id_style(config.ids),
+        bugs: bugs::BugState::default(),
+        plain: plain::Feed::new(config.ids, config.line_ending),
         cfg: config,
         shutdown: shutdown.child_token(),
         tasks: TaskTracker::new(),

@@ -209,6 +209,7 @@ pub(super) fn stream_steps(
     aud: Option<super::auth::Audience>,
 ) -> Response<LabBody> {
     let stream = session.open_stream();
+    let shape = super::legs::post_leg(shared, &session, stream, &steps);
     let cancel = session.cancel.child_token();
     let guard = (!session.version.resumable()).then(|| cancel.clone().drop_guard());
     let body = delivery::spawn(
@@ -219,6 +220,7 @@ pub(super) fn stream_steps(
             cursor: None,
             audience: aud,
             guard,
+            shape,
         },
     );
     shared.tasks.spawn(tools::produce(

@@ -214,6 +214,11 @@ pub struct LoadConfig {
     /// A bearer token sent on every request (`Authorization: Bearer <token>`), e.g. a lab
     /// audience token `aud=https://lab/tools/search`.
     pub token: Option<String>,
+    /// Client bug `stale-cursor`: after a resume is cut, resume again with the cursor that
+    /// resume used (not the newer one it reached).
+    pub stale_cursor: bool,
+    /// Records what the client dispatched per leg (see [`crate::load::truth`]).
+    pub truth: Option<std::sync::Arc<super::truth::ClientTruth>>,
 }
 
 /// Text a caller adds to the progress bar, computed at each tick.
@@ -249,6 +254,8 @@ impl LoadConfig {
             start_at: None,
             era: super::era::EraChoice::Auto,
             token: None,
+            stale_cursor: false,
+            truth: None,
         }
     }
 }

@@ -25,6 +25,7 @@ pub mod cli;
 pub mod config;
 pub mod consume;
 pub mod era;
+pub mod eventsource;
 pub mod histo;
 pub mod http;
 pub mod policy;
@@ -35,6 +36,7 @@ pub mod session;
 pub mod stats;
 pub mod summary;
 pub mod tail;
+pub mod truth;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

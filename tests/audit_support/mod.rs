@@ -63,6 +63,21 @@ pub fn result(id: &str, text: &str) -> String {
     )
 }
 
+/// A progress notification carrying its token, as MCP servers send them.
+pub fn progress_of(token: &str, n: u64) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progressToken":"{token}","progress":{n}}}}}"#
+    )
+}
+
+/// A `tools/call` request body with a progress token in `_meta` (a new one per request, as
+/// real clients send).
+pub fn call_with_token(id: &str, tool: &str, token: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{{"n":3}},"_meta":{{"progressToken":"{token}"}}}}}}"#
+    )
+}
+
 /// A `tools/call` request body.
 pub fn call(id: &str, tool: &str) -> String {
     format!(
@@ -125,6 +140,21 @@ impl Wire {
             protocol_version: version.map(str::to_string),
             has_authorization: false,
             body: body.map(|b| Bytes::from(b.to_string())),
+        });
+    }
+
+    /// A GET of `path` without a session (plain EventSource), with an optional cursor.
+    pub fn get_url(&self, conn: u64, seq: u64, path: &str, last_event_id: Option<&str>) {
+        self.rec(Observation::Request {
+            conn,
+            seq,
+            method: "GET".into(),
+            path: path.into(),
+            session: None,
+            last_event_id: last_event_id.map(str::to_string),
+            protocol_version: None,
+            has_authorization: false,
+            body: None,
         });
     }
 
