@@ -312,6 +312,10 @@ impl Resume {
             ));
         }
         let mut suspected = None;
+        let reordered = self
+            .seq_facts
+            .iter()
+            .any(|f| matches!(f, SeqFact::Reorder { .. }));
         for f in &self.seq_facts {
             if let SeqFact::Gap {
                 missing: m,
@@ -321,13 +325,18 @@ impl Resume {
             } = f
             {
                 if *certain {
-                    for id in m {
+                    // An id skipped and delivered later on the leg is a reorder, not a gap.
+                    let still: Vec<&String> = m.iter().filter(|id| !self.seen_on_leg(id)).collect();
+                    if still.is_empty() {
+                        continue;
+                    }
+                    for id in still {
                         if !missing.contains(id) {
                             missing.push(id.clone());
                         }
                     }
                     details.push(detail.clone());
-                } else if suspected.is_none() {
+                } else if suspected.is_none() && !reordered {
                     suspected = Some((m.clone(), detail.clone()));
                 }
             }
