@@ -19,6 +19,7 @@
 // `unsafe` is denied everywhere but in `proxy::sendq` (one ioctl, see its doc).
 #![deny(unsafe_code)]
 
+pub mod accuracy;
 pub mod audit;
 pub mod control;
 pub mod fault;

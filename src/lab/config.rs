@@ -150,6 +150,14 @@ pub struct LabConfig {
     pub max_body_bytes: usize,
     /// Largest `size` the `blob` tool accepts.
     pub max_blob_bytes: usize,
+    /// A scripted server bug acting on resume legs (see [`crate::lab::bugs`]).
+    pub bug: super::bugs::ServerBug,
+    /// How events are named: `<stream>-<seq>` counters or opaque UUID-like ids.
+    pub ids: super::bugs::IdStyle,
+    /// Path of the plain-SSE endpoint (no MCP, no session; see [`crate::lab::plain`]).
+    pub plain_path: Option<String>,
+    /// Records what the lab emitted per leg (see [`crate::lab::truth`]); `None`: no record.
+    pub truth: Option<std::sync::Arc<super::truth::LabTruth>>,
 }
 
 impl Default for LabConfig {
@@ -170,6 +178,10 @@ impl Default for LabConfig {
             max_connections: 8_192,
             max_body_bytes: 1 << 20,
             max_blob_bytes: 256 << 20,
+            bug: super::bugs::ServerBug::None,
+            ids: super::bugs::IdStyle::Counter,
+            plain_path: None,
+            truth: None,
         }
     }
 }

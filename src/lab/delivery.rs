@@ -2,7 +2,8 @@
 //!
 //! A delivery task belongs to a connection, a producer to a call; they share only the ring.
 //! Invariants:
-//! - Events go out in sequence order, each exactly as stored, cut into HTTP chunks per the
+//! - Events go out in sequence order (unless a scripted bug of [`super::bugs`] reorders,
+//!   repeats or skips some on a resume leg), each exactly as stored, cut into HTTP chunks per the
 //!   `chunking` knob; the cursor advances only past events handed to the body.
 //! - An event whose resource indicator the reader's audience does not cover is never sent:
 //!   `on_unauthorized = error` sends `event: error` (offending id, required indicator, no id
@@ -23,9 +24,10 @@ use tokio_util::sync::DropGuard;
 
 use super::Shared;
 use super::auth::Audience;
+use super::bugs::LegShape;
 use super::config::{Chunking, OnEvicted, OnUnauthorized};
 use super::ring::Next;
-use super::session::{Session, event_id};
+use super::session::Session;
 use super::sse_body::{LabBody, lines};
 
 /// What one response body delivers.
@@ -42,6 +44,8 @@ pub struct Delivery {
     /// Dropped when delivery ends; in 2026-07-28 mode it cancels the producer (closing the
     /// response stream cancels the request).
     pub guard: Option<DropGuard>,
+    /// The leg's scripted bug and truth record ([`super::bugs`]).
+    pub shape: LegShape,
 }
 
 /// Starts delivering `d` and returns the response body it feeds.
@@ -107,6 +111,7 @@ impl Drop for Attached {
 
 async fn run(shared: Arc<Shared>, d: Delivery, attached: Attached, tx: mpsc::Sender<Bytes>) {
     let _guard = d.guard;
+    let mut shape = d.shape;
     let session = d.session;
     let reader = attached.reader;
     let _attached = attached;
@@ -128,16 +133,18 @@ async fn run(shared: Arc<Shared>, d: Delivery, attached: Attached, tx: mpsc::Sen
         changes.borrow_and_update();
         match session.next_after(d.stream, cursor, limit) {
             Next::Events(events) => {
-                for ev in events {
+                let newest = events.iter().map(|e| e.seq).max();
+                let shaped = shape.shape(events);
+                for ev in shaped.events {
                     if let (Some(aud), Some(res)) = (&d.audience, &ev.resource) {
                         if !aud.covers(res) {
                             let bytes = match cfg.on_unauthorized {
                                 OnUnauthorized::Error => {
                                     let data = serde_json::json!({
                                         "error": "unauthorized-event",
-                                        "event_id": event_id(ev.stream, ev.seq),
+                                        "event_id": session.event_id(ev.stream, ev.seq),
                                         "resource": &**res,
-                                        "last_delivered": cursor.map(|c| event_id(ev.stream, c)),
+                                        "last_delivered": cursor.map(|c| session.event_id(ev.stream, c)),
                                     });
                                     enc.named("error", data.to_string().as_bytes())
                                 }
@@ -148,12 +155,18 @@ async fn run(shared: Arc<Shared>, d: Delivery, attached: Attached, tx: mpsc::Sen
                             return;
                         }
                     }
+                    if let Some(leg) = &shape.leg {
+                        leg.emit(&session.id, ev.stream, ev.seq, &ev.bytes);
+                    }
+                    let seq = ev.seq;
                     if out.event(ev.bytes).await.is_err() {
                         return;
                     }
-                    cursor = Some(ev.seq);
+                    cursor = Some(seq);
                 }
-                if out.flush().await.is_err() {
+                // A shaped batch may reorder or skip events: the cursor is past all of them.
+                cursor = newest.or(cursor);
+                if out.flush().await.is_err() || shaped.end {
                     return;
                 }
                 if let Some(c) = cursor {
@@ -164,8 +177,8 @@ async fn run(shared: Arc<Shared>, d: Delivery, attached: Attached, tx: mpsc::Sen
                 OnEvicted::Error => {
                     let data = serde_json::json!({
                         "error": "events-evicted",
-                        "lost_from": event_id(d.stream, from),
-                        "lost_to": event_id(d.stream, to),
+                        "lost_from": session.event_id(d.stream, from),
+                        "lost_to": session.event_id(d.stream, to),
                     });
                     let _ = out
                         .tx

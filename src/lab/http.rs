@@ -17,8 +17,10 @@ use super::Shared;
 use super::auth::Audience;
 use super::config::{OnEvicted, ProtocolVersion};
 use super::delivery::{self, Delivery};
-use super::session::{Session, event_id, parse_event_id};
+use super::legs;
+use super::session::Session;
 use super::sse_body::LabBody;
+use super::truth::Answer;
 
 /// What an `on-evicted = fresh` resume sends after its new priming event: the log message a
 /// server that believes the stream is new might send. Not a replay of anything.
@@ -42,6 +44,9 @@ where
     B: hyper::body::Body<Data = Bytes> + Send + 'static,
     B::Error: std::error::Error + Send + Sync + 'static,
 {
+    if shared.cfg.plain_path.as_deref() == Some(req.uri().path()) {
+        return Ok(super::plain::handle(&shared, req.method(), req.headers()));
+    }
     if req.uri().path() != shared.cfg.path {
         return Ok(rpc_error(
             StatusCode::NOT_FOUND,
@@ -255,14 +260,15 @@ fn get(shared: &Arc<Shared>, headers: &HeaderMap) -> Response<LabBody> {
         // No standalone GET stream: server-initiated messages only travel on POST streams.
         return method_not_allowed("POST, DELETE");
     };
-    let parsed = last.to_str().ok().and_then(parse_event_id);
+    let last = last.to_str().unwrap_or("").trim().to_owned();
+    let parsed = session.parse_id(&last);
     let state = parsed.and_then(|(stream, seq)| {
         session
             .stream_state(stream)
             .filter(|&(next, _, _)| seq < next)
             .map(|st| (stream, seq, st))
     });
-    let Some((stream, seq, (next, first_retained, _))) = state else {
+    let Some((stream, seq, (mut next, mut first_retained, _))) = state else {
         return rpc_error(
             StatusCode::BAD_REQUEST,
             Value::Null,
@@ -270,20 +276,40 @@ fn get(shared: &Arc<Shared>, headers: &HeaderMap) -> Response<LabBody> {
             "Last-Event-ID names no event of this session",
         );
     };
+    let (asked_session, asked_stream) = (session.id.clone(), stream);
+    let (session, stream) = match legs::shared_source(shared, &session, stream, seq) {
+        Some((other, other_stream)) => {
+            if let Some((n, f, _)) = other.stream_state(other_stream) {
+                (next, first_retained) = (n, f);
+            }
+            (other, other_stream)
+        }
+        None => (session, stream),
+    };
+    let served_from = (session.id != asked_session).then(|| (session.id.clone(), stream));
+    let mut answer = Answer::Replay;
     let cursor = if session.retains(stream, seq) {
         Some(seq)
     } else {
         match shared.cfg.on_evicted {
             OnEvicted::Error => {
                 let lost = (seq + 1 < first_retained).then(|| {
-                    json!({"from": event_id(stream, seq + 1), "to": event_id(stream, first_retained - 1)})
+                    json!({"from": session.event_id(stream, seq + 1), "to": session.event_id(stream, first_retained - 1)})
                 });
+                drop(legs::resume_leg(
+                    shared,
+                    &asked_session,
+                    asked_stream,
+                    &last,
+                    Answer::Gone,
+                    served_from.as_ref().map(|(s, st)| (s.as_str(), *st)),
+                ));
                 return rpc_error_data(
                     StatusCode::GONE,
                     Value::Null,
                     EVICTED_ERROR,
                     "Last-Event-ID was evicted from the session's event buffer; events after it cannot be replayed",
-                    Some(json!({"last_event_id": event_id(stream, seq), "lost": lost})),
+                    Some(json!({"last_event_id": session.event_id(stream, seq), "lost": lost})),
                 );
             }
             OnEvicted::Fresh => {
@@ -298,11 +324,23 @@ fn get(shared: &Arc<Shared>, headers: &HeaderMap) -> Response<LabBody> {
                 }
                 let greeting = FRESH_STREAM_GREETING.as_bytes();
                 session.push(stream, None, |id| enc.message(id, &[greeting]));
+                answer = Answer::Fresh;
                 next.checked_sub(1)
             }
-            OnEvicted::ReplayFromOldest => first_retained.checked_sub(1),
+            OnEvicted::ReplayFromOldest => {
+                answer = Answer::ReplayFromOldest;
+                first_retained.checked_sub(1)
+            }
         }
     };
+    let shape = legs::resume_leg(
+        shared,
+        &asked_session,
+        asked_stream,
+        &last,
+        answer,
+        served_from.as_ref().map(|(s, st)| (s.as_str(), *st)),
+    );
     let body = delivery::spawn(
         shared,
         Delivery {
@@ -311,6 +349,7 @@ fn get(shared: &Arc<Shared>, headers: &HeaderMap) -> Response<LabBody> {
             cursor,
             audience: aud,
             guard: None,
+            shape,
         },
     );
     sse_response(body)

@@ -66,15 +66,19 @@
 //! Progress notifications carry `params._meta.progressToken`, or the request id when absent.
 
 pub mod auth;
+pub mod bugs;
 pub mod cli;
 pub mod config;
 mod delivery;
 mod http;
+mod legs;
+pub mod plain;
 mod post;
 pub mod ring;
 pub mod session;
 pub mod sse_body;
 pub mod tools;
+pub mod truth;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -105,6 +109,8 @@ pub(crate) struct Shared {
     pub(crate) cfg: LabConfig,
     pub(crate) enc: sse_body::SseEncoder,
     pub(crate) sessions: session::Sessions,
+    pub(crate) bugs: bugs::BugState,
+    pub(crate) plain: plain::Feed,
     pub(crate) shutdown: CancellationToken,
     pub(crate) tasks: TaskTracker,
 }
@@ -125,7 +131,10 @@ pub async fn serve(
     let limit = Arc::new(Semaphore::new(config.max_connections.max(1)));
     let shared = Arc::new(Shared {
         enc: sse_body::SseEncoder::new(config.line_ending),
-        sessions: session::Sessions::new(config.max_sessions, config.buffer, config.buffer_bytes),
+        sessions: session::Sessions::new(config.max_sessions, config.buffer, config.buffer_bytes)
+            .with_id_style(config.ids),
+        bugs: bugs::BugState::default(),
+        plain: plain::Feed::new(config.ids, config.line_ending),
         cfg: config,
         shutdown: shutdown.child_token(),
         tasks: TaskTracker::new(),

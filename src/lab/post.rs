@@ -193,6 +193,7 @@ where
     }
 
     let stream = session.open_stream();
+    let shape = super::legs::post_leg(shared, &session, stream, &steps);
     let cancel = session.cancel.child_token();
     let guard = (!shared.cfg.protocol.resumable()).then(|| cancel.clone().drop_guard());
     let body = delivery::spawn(
@@ -203,6 +204,7 @@ where
             cursor: None,
             audience: aud,
             guard,
+            shape,
         },
     );
     shared.tasks.spawn(tools::produce(

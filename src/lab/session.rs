@@ -14,6 +14,7 @@ use bytes::Bytes;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::bugs::{IdNamer, IdStyle};
 use super::config::ProtocolVersion;
 use super::ring::{Next, Ring};
 
@@ -31,6 +32,7 @@ pub struct Session {
     capacity: usize,
     /// In-flight request ids (JSON text) → the token of the producer answering them.
     inflight: Mutex<HashMap<String, CancellationToken>>,
+    ids: IdNamer,
 }
 
 impl Session {
@@ -50,7 +52,24 @@ impl Session {
             changed: watch::Sender::new(0),
             capacity: capacity.max(1),
             inflight: Mutex::new(HashMap::new()),
+            ids: IdNamer::default(),
         }
+    }
+
+    /// The same session naming its events in `style`.
+    pub fn with_id_style(mut self, style: IdStyle) -> Self {
+        self.ids = IdNamer::new(style);
+        self
+    }
+
+    /// The id of event `seq` of `stream`.
+    pub fn event_id(&self, stream: u64, seq: u64) -> String {
+        self.ids.name(stream, seq)
+    }
+
+    /// The `(stream, seq)` an id of this session names.
+    pub fn parse_id(&self, id: &str) -> Option<(u64, u64)> {
+        self.ids.parse(id)
     }
 
     fn ring(&self) -> MutexGuard<'_, Ring> {
@@ -100,7 +119,7 @@ impl Session {
         let with_ids = self.version.resumable();
         let seq = self.ring().push(stream, resource, |seq| {
             if with_ids {
-                encode(Some(&event_id(stream, seq)))
+                encode(Some(&self.ids.name(stream, seq)))
             } else {
                 encode(None)
             }
@@ -198,6 +217,7 @@ pub struct Sessions {
     max: usize,
     capacity: usize,
     byte_budget: Option<usize>,
+    style: IdStyle,
 }
 
 impl Sessions {
@@ -209,7 +229,14 @@ impl Sessions {
             max,
             capacity,
             byte_budget,
+            style: IdStyle::Counter,
         }
+    }
+
+    /// The same table, whose sessions name events in `style`.
+    pub fn with_id_style(mut self, style: IdStyle) -> Self {
+        self.style = style;
+        self
     }
 
     fn map(&self) -> MutexGuard<'_, HashMap<String, Arc<Session>>> {
@@ -232,13 +259,16 @@ impl Sessions {
                 break id;
             }
         };
-        let session = Arc::new(Session::new(
-            id.clone(),
-            version,
-            self.capacity,
-            self.byte_budget,
-            parent.child_token(),
-        ));
+        let session = Arc::new(
+            Session::new(
+                id.clone(),
+                version,
+                self.capacity,
+                self.byte_budget,
+                parent.child_token(),
+            )
+            .with_id_style(self.style),
+        );
         map.insert(id, Arc::clone(&session));
         Ok(session)
     }

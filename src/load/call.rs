@@ -10,6 +10,10 @@
 //!   accepted silently.
 //! - Naive: resumes from the id line it saw last and accepts whatever comes; a clean stream
 //!   end or an invalid response is taken as completion, which counts as silently lost.
+//! - Client bug `stale-cursor` (off by default): after a resume is cut, the next resume sends
+//!   the cursor the cut resume was sent with, not the newer one it reached.
+//! - With truth recording on, every request of the call is recorded as one
+//!   [`super::truth::ClientLeg`] once it stopped being read.
 //! - A call uses at most `max_attempts` connections and ends by `call_timeout` after its start.
 //! - `reissues` counts requests sent again after the previous one reached the server (a
 //!   response head came back); a POST that never connected is retried, not re-issued.
@@ -26,6 +30,7 @@ use super::histo::{self, Histograms};
 use super::policy::{Judgement, RequestStream};
 use super::session::Session;
 use super::stats::{CallEnd, CallTrace, Counters, ResumeAnswer};
+use super::truth::ClientLeg;
 
 /// The state and records of one session task.
 #[derive(Debug)]
@@ -133,6 +138,12 @@ impl Worker {
                 continue;
             };
             let resuming = matches!(step, Step::Resume { .. });
+            let mut leg = cfg.truth.as_ref().map(|_| ClientLeg {
+                session: session.id.clone().unwrap_or_default(),
+                method: if resuming { "GET" } else { "POST" }.to_owned(),
+                path: cfg.target.path.clone(),
+                ..ClientLeg::default()
+            });
             let sent = match std::mem::replace(&mut step, Step::Issue) {
                 Step::Resume {
                     cursor: c,
@@ -149,6 +160,9 @@ impl Worker {
                         t.last_event_id_sent = Some(c.clone());
                     }
                     clock.resumed_from = Some(from);
+                    if let Some(l) = &mut leg {
+                        l.cursor = Some(c.clone());
+                    }
                     let r = session.send("GET", b"", Some(&c), deadline, true).await;
                     step = Step::Resume {
                         cursor: c,
@@ -163,7 +177,8 @@ impl Worker {
                     }
                     reached = false;
                     let id = session.next_request_id();
-                    let r = RequestStream::new(policy, id);
+                    let mut r = RequestStream::new(policy, id);
+                    r.tape = leg.as_ref().map(|_| Vec::new());
                     let body = json!({
                         "jsonrpc": "2.0", "id": id, "method": "tools/call",
                         "params": {
@@ -182,6 +197,10 @@ impl Worker {
             let Some(rq) = req.as_mut() else {
                 continue;
             };
+            if let Some(l) = &mut leg {
+                l.request_id = Some(rq.request_id);
+                l.status = sent.as_ref().ok().map(|r| r.status);
+            }
             let mut resp = match sent {
                 Ok(resp) => {
                     step = Step::Issue;
@@ -189,6 +208,7 @@ impl Worker {
                     resp
                 }
                 Err(e) => {
+                    record(&cfg, leg, e.kind());
                     self.error(e.kind());
                     if resuming {
                         self.answer(open_trace, ResumeAnswer::NoResponse { error: e.kind() });
@@ -201,6 +221,7 @@ impl Worker {
             };
             // Resume refused or POST refused: an explicit failure.
             if resp.status != 200 || (resuming && !resp.is_event_stream()) {
+                record(&cfg, leg, "refused");
                 self.counters.explicit_errors += 1;
                 self.error(status_kind(resp.status));
                 if resuming {
@@ -219,6 +240,7 @@ impl Worker {
                 continue;
             }
             if !resp.is_event_stream() {
+                record(&cfg, leg, "json");
                 match resp.body.read_all(deadline).await {
                     Ok(bytes) => match serde_json::from_slice(&bytes) {
                         Ok(msg) => rq.on_message(msg),
@@ -258,7 +280,16 @@ impl Worker {
                 };
                 self.answer(open_trace, answer);
             }
-            cursor.clone_from(&got.cursor);
+            if let Some(mut l) = leg {
+                l.dispatched = rq.tape.replace(Vec::new()).unwrap_or_default();
+                l.committed.clone_from(&got.committed);
+                l.partial = got.partial;
+                record(&cfg, Some(l), got.stop.label());
+            }
+            // The stale-cursor client bug keeps the cursor its cut resume was sent with.
+            if !(cfg.stale_cursor && resuming) {
+                cursor.clone_from(&got.cursor);
+            }
             retry = got.retry.or(retry);
             match got.stop {
                 Stop::Answered => {
@@ -352,6 +383,14 @@ impl Worker {
             outcome: None,
         });
         Some(self.traces.len() - 1)
+    }
+}
+
+/// Appends a finished leg to the client's truth record, if it keeps one.
+fn record(cfg: &LoadConfig, leg: Option<ClientLeg>, stop: &str) {
+    if let (Some(truth), Some(mut leg)) = (&cfg.truth, leg) {
+        leg.stop = stop.to_owned();
+        truth.push(leg);
     }
 }
 

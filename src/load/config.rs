@@ -139,6 +139,11 @@ pub struct LoadConfig {
     pub max_traces: usize,
     /// Show a progress bar on stderr (only if stderr is a terminal).
     pub progress: bool,
+    /// Client bug `stale-cursor`: after a resume is cut, resume again with the cursor that
+    /// resume used (not the newer one it reached).
+    pub stale_cursor: bool,
+    /// Records what the client dispatched per leg (see [`crate::load::truth`]).
+    pub truth: Option<std::sync::Arc<super::truth::ClientTruth>>,
 }
 
 impl LoadConfig {
@@ -159,6 +164,8 @@ impl LoadConfig {
             max_backoff: Duration::from_secs(5),
             max_traces: 16,
             progress: false,
+            stale_cursor: false,
+            truth: None,
         }
     }
 }

@@ -8,6 +8,8 @@
 //!   cursor = the id line of the event in progress if one was seen, else the committed id.
 //! - `partial` is the scanner's `has_partial_event()` at the stop: bytes of an event that was
 //!   never dispatched — the torn-boundary condition.
+//! - With truth recording on, every dispatched event is recorded, also those after the strict
+//!   client decided the stream is discontinuous (it then drains the body briefly first).
 //! - Latencies are recorded as events are dispatched: first event of the call (from the
 //!   intended start), first event after a resume (from the disconnect), gaps between events.
 
@@ -19,6 +21,7 @@ use super::http::{HttpError, Next, Response};
 use super::policy::{IdVerdict, RequestStream};
 use super::stats::Counters;
 use super::tail::{self, Tail};
+use super::truth::Dispatched;
 use crate::wire::sse::{SseEvent, SseScanner};
 
 /// How long the client waits for a body's end after the call's response arrived, hoping to
@@ -128,6 +131,9 @@ pub async fn consume(
         }
         let mut verdict = IdVerdict::New;
         let mut on_event = |ev: &SseEvent<'_>| {
+            if let Some(tape) = &mut req.tape {
+                tape.push(Dispatched::of(ev));
+            }
             if verdict == IdVerdict::Discontinuity {
                 return;
             }
@@ -162,6 +168,9 @@ pub async fn consume(
         }
         if policy == Policy::Strict {
             if verdict == IdVerdict::Discontinuity {
+                if let Some(tape) = &mut req.tape {
+                    drain(resp, &mut scanner, tape, deadline).await;
+                }
                 break Stop::Discontinuity;
             }
             if req.error_event {
@@ -194,5 +203,20 @@ pub async fn consume(
         first_id,
         at: Instant::now(),
         reusable,
+    }
+}
+
+/// Truth recording only: after the strict client gave up on a stream, records the events that
+/// still reach it (until the body ends, breaks, or [`LINGER_AFTER_RESPONSE`] passes), so the
+/// record says what reached the client, not only what it chose to process.
+async fn drain(
+    resp: &mut Response,
+    scanner: &mut SseScanner,
+    tape: &mut Vec<Dispatched>,
+    deadline: Instant,
+) {
+    let until = deadline.min(Instant::now() + LINGER_AFTER_RESPONSE);
+    while let Ok(Next::Data(d)) = resp.body.next(until).await {
+        scanner.feed(d, &mut |ev| tape.push(Dispatched::of(ev)));
     }
 }

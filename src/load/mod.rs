@@ -19,6 +19,7 @@ pub mod call;
 pub mod cli;
 pub mod config;
 pub mod consume;
+pub mod eventsource;
 pub mod histo;
 pub mod http;
 pub mod policy;
@@ -27,6 +28,7 @@ pub mod session;
 pub mod stats;
 pub mod summary;
 pub mod tail;
+pub mod truth;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

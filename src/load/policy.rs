@@ -69,6 +69,8 @@ pub struct RequestStream {
     response: Option<Value>,
     /// True once an `event: error` arrived.
     pub error_event: bool,
+    /// Every dispatched event, when the client records truth ([`super::truth`]).
+    pub tape: Option<Vec<super::truth::Dispatched>>,
 }
 
 impl RequestStream {
@@ -89,6 +91,7 @@ impl RequestStream {
             progress_out_of_order: false,
             response: None,
             error_event: false,
+            tape: None,
         }
     }
 

@@ -1,0 +1,347 @@
+//! The truth → expected-findings contract: from what the lab emitted ([`LabLeg`]) and what each
+//! client dispatched ([`ClientLeg`]), the finding kinds a correct audit must report for a run.
+//! Never from the audit's output.
+//!
+//! Legs are matched by what both sides know: a POST by (session, request id), a resume by
+//! (session, `Last-Event-ID`), in order; a plain GET by its cursor. A dispatched event gets the
+//! lab's identity (session, stream, seq, class) by matching, in order, its id and data hash
+//! against the events the lab handed to that leg. A logical stream is one client request (a
+//! POST and its resumes) or, for the EventSource-like client, one URL.
+//!
+//! Rules (per logical stream unless said otherwise):
+//! - `torn-cut`: a leg stopped by its connection (error or clean end) with bytes of an
+//!   undispatched event in hand.
+//! - `replay-exact`: a resume the lab answered with a replay (no injected bug; a replay from
+//!   the oldest retained event counts when nothing between the cursor and it was lost), sent
+//!   with the client's newest cursor, not cut, that delivered at least one event and everything
+//!   the lab handed to it, with nothing wrong found on it.
+//! - `explicit-loss`: a resume answered 410, or an `event: error` dispatched.
+//! - `fresh-stream`: a resume the lab answered as a fresh stream.
+//! - `cursor-ahead` / `cursor-behind`: a resume whose cursor names an id the client never fully
+//!   got / an event older than the newest one it fully got (dispatched, or committed: priming).
+//! - `replay-reorder`: an event dispatched for the first time after a later event of the
+//!   same stream.
+//! - `replay-duplicate`: an event dispatched again within one leg, or at/before the leg's
+//!   cursor (a repeat caused by a stale cursor is the client's: `cursor-behind` only).
+//! - `replay-gap`: on a replay leg, an event between the cursor and the newest event the leg
+//!   delivered that the client never got (priming is never owed); with opaque ids only when at
+//!   least two progress values came before it (the constant step that makes the jump visible).
+//! - `cross-stream`: an event of another session's or stream's store dispatched.
+//! - `duplicate-response`: one response event dispatched twice (over all clients), or two
+//!   responses for one request.
+//! - `silent-empty`: a 200 replay that handed over nothing, ended cleanly, the call unanswered.
+//! - `pending-call`: a call without any response dispatched whose last leg ended cleanly (the
+//!   body's end, or the client stopping at a discontinuity) with no response handed to it, and
+//!   the client sent nothing afterwards (no resume, no re-issue).
+//! - Nothing else is ever expected (`cursor-missing`, `unknown`, `reissued`, `abandoned`).
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use crate::lab::truth::{Answer, Emitted, EventClass, LabLeg};
+use crate::load::truth::ClientLeg;
+
+/// The ground truth of one run.
+#[derive(Debug, Clone, Default)]
+pub struct Truth {
+    /// Every leg the lab served.
+    pub lab: Vec<LabLeg>,
+    /// Every leg of every client, per client, in send order.
+    pub clients: Vec<Vec<ClientLeg>>,
+}
+
+/// Stops that mean the client, not the connection, ended the leg.
+const CLIENT_STOPS: [&str; 7] = [
+    "answered",
+    "complete",
+    "discontinuity",
+    "error-event",
+    "json",
+    "refused",
+    "side",
+];
+
+struct Matched<'a> {
+    client: &'a ClientLeg,
+    lab: Option<&'a LabLeg>,
+    ident: Vec<Option<&'a Emitted>>,
+}
+
+fn match_client<'a>(
+    legs: &'a [ClientLeg],
+    lab: &'a [LabLeg],
+    used: &mut [bool],
+) -> Vec<Matched<'a>> {
+    legs.iter()
+        .map(|c| {
+            let found = c.status.and_then(|_| {
+                lab.iter().enumerate().position(|(i, l)| {
+                    !used[i]
+                        && l.session == c.session
+                        && l.method == c.method
+                        && match c.method.as_str() {
+                            "POST" => c
+                                .request_id
+                                .is_some_and(|r| l.request_ids.contains(&r.to_string())),
+                            _ => l.cursor == c.cursor,
+                        }
+                })
+            });
+            if let Some(i) = found {
+                used[i] = true;
+            }
+            let l = found.map(|i| &lab[i]);
+            let mut at = 0;
+            let ident = c
+                .dispatched
+                .iter()
+                .map(|d| {
+                    let l = l?;
+                    let j = l.emitted[at.min(l.emitted.len())..].iter().position(|e| {
+                        e.class != EventClass::Priming
+                            && e.data_hash == d.data_hash
+                            && e.id.as_ref().is_none_or(|id| *id == d.id)
+                    })? + at;
+                    at = j + 1;
+                    Some(&l.emitted[j])
+                })
+                .collect();
+            Matched {
+                client: c,
+                lab: l,
+                ident,
+            }
+        })
+        .collect()
+}
+
+fn counter_like(id: &str) -> bool {
+    id.bytes().any(|b| b.is_ascii_digit()) && id.bytes().all(|b| b.is_ascii_digit() || b == b'-')
+}
+
+type Key<'a> = (&'a str, u64, u64);
+
+fn key(e: &Emitted) -> Key<'_> {
+    (e.session.as_str(), e.stream, e.seq)
+}
+
+/// The finding kinds the truth requires.
+pub fn expected(t: &Truth) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut used = vec![false; t.lab.len()];
+    let mut response_hits: HashMap<Key<'_>, u32> = HashMap::new();
+    let matched: Vec<Vec<Matched<'_>>> = t
+        .clients
+        .iter()
+        .map(|legs| match_client(legs, &t.lab, &mut used))
+        .collect();
+    for legs in &matched {
+        let mut streams: Vec<(Option<u64>, String, Vec<usize>)> = Vec::new();
+        for (i, m) in legs.iter().enumerate() {
+            let rid = m.client.request_id;
+            let path = &m.client.path;
+            let open = m.client.method == "POST" || rid.is_none() && m.client.cursor.is_none();
+            match streams
+                .iter_mut()
+                .rev()
+                .find(|s| s.0 == rid && s.1 == *path)
+            {
+                Some(s) if !open => s.2.push(i),
+                _ => streams.push((rid, path.clone(), vec![i])),
+            }
+        }
+        let last_leg = legs.len().saturating_sub(1);
+        for (rid, _, idx) in &streams {
+            stream_rules(t, legs, idx, *rid, last_leg, &mut out, &mut response_hits);
+        }
+    }
+    if response_hits.values().any(|&n| n > 1) {
+        out.insert("duplicate-response".to_owned());
+    }
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+fn stream_rules<'a>(
+    t: &'a Truth,
+    legs: &[Matched<'a>],
+    idx: &[usize],
+    rid: Option<u64>,
+    last_leg: usize,
+    out: &mut BTreeSet<String>,
+    response_hits: &mut HashMap<Key<'a>, u32>,
+) {
+    let mut say = |k: &str| {
+        out.insert(k.to_owned());
+    };
+    let Some(home) = idx
+        .iter()
+        .find_map(|&i| legs[i].lab)
+        .map(|l| (l.session.as_str(), l.stream))
+    else {
+        for &i in idx {
+            let c = legs[i].client;
+            if c.partial && !CLIENT_STOPS.contains(&c.stop.as_str()) {
+                say("torn-cut");
+            }
+        }
+        return;
+    };
+    let id_seq: HashMap<&str, u64> = t
+        .lab
+        .iter()
+        .flat_map(|l| l.emitted.iter())
+        .filter(|e| (e.session.as_str(), e.stream) == home)
+        .filter_map(|e| e.id.as_deref().map(|id| (id, e.seq)))
+        .collect();
+    let mut got_ids: HashSet<&str> = HashSet::new();
+    let mut max_got: Option<u64> = None;
+    let mut seen: HashSet<Key<'a>> = HashSet::new();
+    let mut max_first: Option<u64> = None;
+    let mut progress_seqs: Vec<u64> = Vec::new();
+    let mut responses: HashSet<Key<'a>> = HashSet::new();
+    let mut answered = false;
+    let rid_text = rid.map(|r| r.to_string());
+    for &i in idx {
+        let m = &legs[i];
+        let c = m.client;
+        let answer = m.lab.map(|l| l.answer);
+        let injected = m.lab.is_some_and(|l| !l.injected.is_empty());
+        let cursor_seq = c.cursor.as_deref().and_then(|cur| id_seq.get(cur).copied());
+        let mut wrong = false;
+        let mut stale = false;
+        if let Some(cur) = c.cursor.as_deref()
+            && c.status.is_some()
+        {
+            if !got_ids.contains(cur) {
+                say("cursor-ahead");
+                wrong = true;
+            }
+            if let (Some(cs), Some(mg)) = (cursor_seq, max_got)
+                && cs < mg
+            {
+                say("cursor-behind");
+                stale = true;
+            }
+            match answer {
+                Some(Answer::Gone) => say("explicit-loss"),
+                Some(Answer::Fresh) => say("fresh-stream"),
+                _ => {}
+            }
+        }
+        let mut in_leg: HashSet<Key<'a>> = HashSet::new();
+        let mut leg_max: Option<u64> = None;
+        for (d, e) in c.dispatched.iter().zip(&m.ident) {
+            if d.event_type == "error" {
+                say("explicit-loss");
+            }
+            if !d.id.is_empty() {
+                got_ids.insert(d.id.as_str());
+            }
+            let Some(e) = e else { continue };
+            let k = key(e);
+            if let EventClass::Response { id } = &e.class {
+                *response_hits.entry(k).or_insert(0) += 1;
+                responses.insert(k);
+                if Some(id) == rid_text.as_ref() {
+                    answered = true;
+                }
+            }
+            if (e.session.as_str(), e.stream) != home {
+                say("cross-stream");
+                wrong = true;
+                continue;
+            }
+            if seen.contains(&k) {
+                let server_made = in_leg.contains(&k) || cursor_seq.is_some_and(|cs| e.seq <= cs);
+                if server_made || !stale {
+                    say("replay-duplicate");
+                    wrong = true;
+                }
+            } else {
+                if max_first.is_some_and(|mf| e.seq < mf) {
+                    say("replay-reorder");
+                    wrong = true;
+                }
+                max_first = max_first.max(Some(e.seq));
+                if matches!(e.class, EventClass::Progress { .. }) {
+                    progress_seqs.push(e.seq);
+                }
+            }
+            seen.insert(k);
+            in_leg.insert(k);
+            leg_max = leg_max.max(Some(e.seq));
+            max_got = max_got.max(Some(e.seq));
+        }
+        if !c.committed.is_empty() {
+            got_ids.insert(c.committed.as_str());
+            if let Some(&s) = id_seq.get(c.committed.as_str()) {
+                max_got = max_got.max(Some(s));
+            }
+        }
+        let replay = matches!(
+            answer,
+            Some(Answer::Replay | Answer::ReplayFromOldest | Answer::Plain)
+        );
+        if replay && let (Some(cs), Some(lm)) = (cursor_seq, leg_max) {
+            let missing = (cs + 1..lm).find(|s| !seen.contains(&(home.0, home.1, *s)));
+            if let Some(gap) = missing {
+                // Even an invisible gap is not an exact replay.
+                wrong = true;
+                let visible = c.cursor.as_deref().is_some_and(counter_like)
+                    || progress_seqs.iter().filter(|&&s| s < gap).count() >= 2;
+                if visible {
+                    say("replay-gap");
+                    wrong = true;
+                }
+            }
+        }
+        let cut = c.partial || !CLIENT_STOPS.contains(&c.stop.as_str()) && c.stop != "clean-end";
+        if c.partial && !CLIENT_STOPS.contains(&c.stop.as_str()) {
+            say("torn-cut");
+        }
+        let handed = m.lab.map_or(0, |l| {
+            l.emitted
+                .iter()
+                .filter(|e| e.class != EventClass::Priming)
+                .count()
+        });
+        let got = m.ident.iter().filter(|e| e.is_some()).count();
+        if c.cursor.is_some()
+            && replay
+            && !injected
+            && !wrong
+            && !stale
+            && !cut
+            && got > 0
+            && got == handed
+        {
+            say("replay-exact");
+        }
+        if c.cursor.is_some()
+            && matches!(answer, Some(Answer::Replay | Answer::ReplayFromOldest))
+            && handed == 0
+            && c.stop == "clean-end"
+            && !answered
+        {
+            say("silent-empty");
+        }
+    }
+    if responses.len() > 1 {
+        say("duplicate-response");
+    }
+    let last = idx.last().map(|&i| &legs[i]);
+    if let (Some(_), Some(m)) = (rid, last) {
+        let lab_sent_response = m.lab.is_some_and(|l| {
+            l.emitted
+                .iter()
+                .any(|e| matches!(e.class, EventClass::Response { .. }))
+        });
+        let ended_cleanly = m.client.status == Some(200)
+            && matches!(m.client.stop.as_str(), "clean-end" | "discontinuity")
+            && !m.client.partial;
+        let nothing_after = idx.last() == Some(&last_leg);
+        if !answered && ended_cleanly && !lab_sent_response && nothing_after {
+            say("pending-call");
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! One accuracy run, in-process on 127.0.0.1 port 0: the lab (recording truth) behind
+//! `tearline::proxy` with an `sse_cut` fault (plus an optional profile's faults) and the HTTP/1
+//! observer feeding an [`Auditor`], and the load client (recording truth) in front.
+//!
+//! Invariants:
+//! - The scripted cut hits only the connections the scenario names ([`OnConnections`]): the
+//!   first call's POST stream (a second client's, for the shared store), and for the
+//!   stale-cursor client also its first resume; every later leg (resumes, re-issues) is uncut
+//!   unless a profile adds faults. One logical stream, one cut — the contract's premise.
+//! - The cut lands on a message event at least three events into the stream and at least two
+//!   events before its end, at a class drawn from the seeded RNG.
+//! - The observed kinds are the auditor's counts after [`Auditor::finish`]; the expected ones
+//!   come from the truth records only ([`super::expect`]).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::cell::{Cell, Scenario};
+use super::expect::{self, Truth};
+use crate::audit::{AuditConfig, Auditor};
+use crate::fault::sse_cut::{CutTarget, SseCutConfig};
+use crate::fault::{ConnRng, Fault, FaultFactory};
+use crate::lab::bugs::ServerBug;
+use crate::lab::truth::LabTruth;
+use crate::lab::{LabConfig, LineEnding, OnEvicted};
+use crate::load::eventsource::{EventSourceConfig, run as run_eventsource};
+use crate::load::truth::ClientTruth;
+use crate::load::{LoadConfig, Target};
+use crate::profile::Profile;
+use crate::proxy::{Proxy, ProxyConfig};
+use crate::wire::{Direction, ObservationSink, SseClass};
+
+/// Progress notifications per call (a shared-store run's first client uses fewer, so the two
+/// sessions' events differ).
+pub const PROGRESS_N: u64 = 12;
+/// Path of the lab's plain-SSE endpoint in EventSource runs.
+pub const PLAIN_PATH: &str = "/events";
+
+/// What one run produced.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    /// The cell.
+    pub cell: Cell,
+    /// The seed.
+    pub seed: u64,
+    /// The profile's name, if one was added.
+    pub profile: Option<String>,
+    /// Finding kinds the truth says must be reported.
+    pub expected: BTreeSet<String>,
+    /// Finding kinds the audit reported.
+    pub observed: BTreeSet<String>,
+    /// Why the harness itself failed (no truth to judge against), if it did.
+    pub harness_error: Option<String>,
+}
+
+/// Instantiates `inner` only on the connections whose accept index is in `conns`.
+pub struct OnConnections {
+    inner: Arc<dyn FaultFactory>,
+    conns: Vec<u64>,
+    next: AtomicU64,
+}
+
+impl OnConnections {
+    /// `inner`, on connections `conns` (0 = the first one the proxy accepts).
+    pub fn new(inner: Arc<dyn FaultFactory>, conns: Vec<u64>) -> Arc<Self> {
+        Arc::new(OnConnections {
+            inner,
+            conns,
+            next: AtomicU64::new(0),
+        })
+    }
+}
+
+impl FaultFactory for OnConnections {
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+
+    fn direction(&self) -> Direction {
+        self.inner.direction()
+    }
+
+    fn instantiate(&self, rng: &mut ConnRng, now: Instant) -> Option<Box<dyn Fault>> {
+        let index = self.next.fetch_add(1, Ordering::SeqCst);
+        if self.conns.contains(&index) {
+            self.inner.instantiate(rng, now)
+        } else {
+            None
+        }
+    }
+}
+
+/// The classes a scripted cut aims at (those of CRLF output only appear with CRLF).
+fn classes(eol: LineEnding) -> Vec<(SseClass, f64)> {
+    let mut v = vec![
+        (SseClass::Boundary, 1.0),
+        (SseClass::FieldName, 1.0),
+        (SseClass::AfterColon, 1.0),
+        (SseClass::MidValue, 2.0),
+        (SseClass::BeforeEol, 1.0),
+        (SseClass::BeforeDispatch, 1.0),
+        (SseClass::AfterId, 1.0),
+        (SseClass::MidId, 1.0),
+    ];
+    if eol == LineEnding::Crlf {
+        v.push((SseClass::CrLf, 1.0));
+        v.push((SseClass::DispatchCrLf, 1.0));
+    }
+    v
+}
+
+fn scripted_cut(cell: &Cell, method: &str, events: (u64, u64)) -> Arc<dyn FaultFactory> {
+    crate::fault::sse_cut::factory(SseCutConfig {
+        at: CutTarget::Classes(classes(cell.eol)),
+        range: (0, 0),
+        events: Some(events),
+        method: Some(method.to_owned()),
+        path: None,
+        action: cell.action,
+        stall: None,
+        outage: None,
+        probability: 1.0,
+    })
+}
+
+fn lab_config(cell: &Cell, truth: &Arc<LabTruth>) -> LabConfig {
+    let mut lab = LabConfig {
+        line_ending: cell.eol,
+        ids: cell.ids,
+        retry: Duration::from_millis(10),
+        truth: Some(Arc::clone(truth)),
+        ..LabConfig::default()
+    };
+    match cell.scenario {
+        Scenario::Server(bug) => lab.bug = bug,
+        Scenario::Evicted(mode) => {
+            lab.on_evicted = mode;
+            lab.buffer = 4;
+        }
+        Scenario::StaleCursor => {}
+        Scenario::EventSource => lab.plain_path = Some(PLAIN_PATH.to_owned()),
+    }
+    lab
+}
+
+fn client(target: Target, n: u64, attempts: u32, truth: &Arc<ClientTruth>) -> LoadConfig {
+    let mut c = LoadConfig::new(
+        target,
+        "progress",
+        serde_json::json!({"n": n, "interval": 0}),
+    );
+    c.max_attempts = attempts;
+    c.backoff = Duration::from_millis(10);
+    c.max_backoff = Duration::from_millis(50);
+    c.call_timeout = Duration::from_secs(10);
+    c.connect_timeout = Duration::from_secs(5);
+    c.truth = Some(Arc::clone(truth));
+    c
+}
+
+/// Runs `cell` once with `seed`, adding `profile`'s faults when given.
+pub async fn run(cell: Cell, seed: u64, profile: Option<(&str, &Profile)>) -> RunResult {
+    let mut result = RunResult {
+        cell,
+        seed,
+        profile: profile.map(|p| p.0.to_owned()),
+        expected: BTreeSet::new(),
+        observed: BTreeSet::new(),
+        harness_error: None,
+    };
+    match run_inner(&cell, seed, profile.map(|p| p.1)).await {
+        Ok((truth, observed)) => {
+            result.expected = expect::expected(&truth);
+            result.observed = observed;
+        }
+        Err(e) => result.harness_error = Some(e),
+    }
+    result
+}
+
+async fn run_inner(
+    cell: &Cell,
+    seed: u64,
+    profile: Option<&Profile>,
+) -> Result<(Truth, BTreeSet<String>), String> {
+    let token = CancellationToken::new();
+    let _stop = token.clone().drop_guard();
+    let lab_truth = Arc::new(LabTruth::default());
+    let lab_listener = bind().await?;
+    let lab_addr = lab_listener.local_addr().map_err(|e| e.to_string())?;
+    let lab = tokio::spawn(crate::lab::serve(
+        lab_listener,
+        lab_config(cell, &lab_truth),
+        token.clone(),
+    ));
+
+    let n_end = PROGRESS_N - 2;
+    let mut faults: Vec<Arc<dyn FaultFactory>> = match cell.scenario {
+        Scenario::Server(ServerBug::SharedStore) => {
+            vec![OnConnections::new(
+                scripted_cut(cell, "POST", (3, n_end)),
+                vec![1],
+            )]
+        }
+        Scenario::StaleCursor => vec![
+            OnConnections::new(scripted_cut(cell, "POST", (3, n_end)), vec![0]),
+            OnConnections::new(scripted_cut(cell, "GET", (1, 2)), vec![1]),
+        ],
+        Scenario::EventSource => vec![OnConnections::new(
+            scripted_cut(cell, "GET", (3, 12)),
+            vec![0],
+        )],
+        _ => vec![OnConnections::new(
+            scripted_cut(cell, "POST", (3, n_end)),
+            vec![0],
+        )],
+    };
+    if let Some(p) = profile {
+        faults.extend(p.factories_for(None));
+    }
+    let auditor = Arc::new(Auditor::new(AuditConfig::default()));
+    let mut pcfg = ProxyConfig::new("accuracy", lab_addr.to_string());
+    pcfg.seed = seed;
+    let proxy = Proxy::with_faults(pcfg, faults);
+    let sink: Arc<dyn ObservationSink> = auditor.clone();
+    let obs_sink = sink.clone();
+    proxy.set_observer_factory(Arc::new(move |conn| {
+        crate::wire::http1::observer_pair(conn, obs_sink.clone())
+    }));
+    proxy.set_sink(Some(sink));
+    let proxy_listener = bind().await?;
+    let proxy_addr = proxy_listener.local_addr().map_err(|e| e.to_string())?;
+    let proxy_task = tokio::spawn(crate::proxy::run(proxy_listener, proxy, token.clone()));
+
+    let target = |path: &str| Target {
+        host: proxy_addr.ip().to_string(),
+        port: proxy_addr.port(),
+        path: path.to_owned(),
+    };
+    let mut clients = Vec::new();
+    match cell.scenario {
+        Scenario::EventSource => {
+            let truth = Arc::new(ClientTruth::default());
+            let cfg = EventSourceConfig {
+                url: target(PLAIN_PATH),
+                side_path: Some("/favicon.ico".to_owned()),
+                max_connections: 4,
+                timeout: Duration::from_secs(10),
+                backoff: Duration::from_millis(10),
+                truth: Some(Arc::clone(&truth)),
+            };
+            run_eventsource(&cfg).await;
+            clients.push(truth);
+        }
+        scenario => {
+            if scenario == Scenario::Server(ServerBug::SharedStore) {
+                // The first session's call runs uncut to its end; the store now holds it.
+                let first = Arc::new(ClientTruth::default());
+                let c = client(target("/mcp"), PROGRESS_N - 2, 4, &first);
+                crate::load::run(c, token.child_token())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                clients.push(first);
+            }
+            let attempts = match scenario {
+                Scenario::Server(ServerBug::LoseFinal) | Scenario::Evicted(OnEvicted::Fresh) => 2,
+                _ => 4,
+            };
+            let truth = Arc::new(ClientTruth::default());
+            let mut c = client(target("/mcp"), PROGRESS_N, attempts, &truth);
+            c.stale_cursor = scenario == Scenario::StaleCursor;
+            crate::load::run(c, token.child_token())
+                .await
+                .map_err(|e| e.to_string())?;
+            clients.push(truth);
+        }
+    }
+    auditor.finish();
+    let observed = auditor
+        .counts()
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(k, _)| k)
+        .collect();
+    token.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(5), proxy_task).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), lab).await;
+    let truth = Truth {
+        lab: lab_truth.legs(),
+        clients: clients.iter().map(|c| c.legs()).collect(),
+    };
+    Ok((truth, observed))
+}
+
+async fn bind() -> Result<TcpListener, String> {
+    TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| format!("cannot bind 127.0.0.1:0: {e}"))
+}

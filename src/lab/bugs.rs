@@ -1,0 +1,387 @@
+//! Scripted server bugs of the lab, each off by default, and the lab's event-id styles: the
+//! ground truth the audit's verdicts are measured against (see [`super::truth`]).
+//!
+//! Why: real event stores misbehave in a handful of ways (PROTOCOL.md, "What real servers put
+//! on the wire"); the lab reproduces each one on purpose, on a resume leg only, and records
+//! what it did, so a test knows the truth without asking the audit.
+//!
+//! Invariants:
+//! - [`ServerBug::None`] changes nothing: a resume replays the events after the cursor, in
+//!   order, once each.
+//! - A bug acts on resume legs only (a POST's own stream is always correct), and only on
+//!   `notifications/progress` events, except [`ServerBug::LoseFinal`] which drops the call's
+//!   JSON-RPC response. The lab's progress notifications never contain `"result":` and its
+//!   responses always do, so the classification of an event by its bytes is exact.
+//! - Every injected deviation is recorded on the leg's truth record before the bytes leave.
+//! - Opaque ids ([`IdStyle::Opaque`]) are random UUID-like strings (version-4 layout, the last
+//!   group starting with a letter so no client mistakes them for `<stream>-<seq>`), unique per
+//!   session, mapped back to `(stream, seq)` by the session's [`IdNamer`].
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+use super::ring::StoredEvent;
+use super::session::event_id;
+use super::truth::{Injected, LegHandle};
+
+/// A scripted server bug (`tearline serve --bug`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Default,
+    PartialOrd,
+    Ord,
+    clap::ValueEnum,
+    serde::Serialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum ServerBug {
+    /// A correct event store.
+    #[default]
+    None,
+    /// A resume sends the first two replayed progress events in swapped order.
+    Reorder,
+    /// A resume sends the first replayed event (the end of its "replay"), then skips the next
+    /// two progress events (the ones "produced between replay and live delivery") when a later
+    /// event follows them, then continues.
+    DropAfterReplay,
+    /// A resume sends its first replayed progress event twice.
+    Duplicate,
+    /// One event store for all sessions, keyed by JSON-RPC request id: a resume is served from
+    /// the first stream ever opened for the same request id, whichever session opened it.
+    SharedStore,
+    /// A resume drops the call's JSON-RPC response and ends the body cleanly there (the
+    /// response is lost for every later resume too).
+    LoseFinal,
+}
+
+impl ServerBug {
+    /// Every bug, `None` first.
+    pub const ALL: [ServerBug; 6] = [
+        ServerBug::None,
+        ServerBug::Reorder,
+        ServerBug::DropAfterReplay,
+        ServerBug::Duplicate,
+        ServerBug::SharedStore,
+        ServerBug::LoseFinal,
+    ];
+
+    /// The kebab-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServerBug::None => "none",
+            ServerBug::Reorder => "reorder",
+            ServerBug::DropAfterReplay => "drop-after-replay",
+            ServerBug::Duplicate => "duplicate",
+            ServerBug::SharedStore => "shared-store",
+            ServerBug::LoseFinal => "lose-final",
+        }
+    }
+}
+
+/// How the lab names events.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Default,
+    PartialOrd,
+    Ord,
+    clap::ValueEnum,
+    serde::Serialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum IdStyle {
+    /// `<stream>-<seq>` (plain endpoint: `<seq>`).
+    #[default]
+    Counter,
+    /// Random UUID-like ids.
+    Opaque,
+}
+
+impl IdStyle {
+    /// The kebab-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IdStyle::Counter => "counter",
+            IdStyle::Opaque => "opaque",
+        }
+    }
+}
+
+/// A random UUID-like id whose last group starts with a letter.
+pub fn opaque_id() -> String {
+    let v: u128 = rand::random();
+    let hex = format!("{v:032x}");
+    let last = &hex[20..32];
+    let letter = b"abcdef"[usize::from(last.as_bytes()[0]) % 6] as char;
+    format!(
+        "{}-{}-4{}-a{}-{letter}{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[13..16],
+        &hex[17..20],
+        &last[1..]
+    )
+}
+
+/// Opaque names of one session, both ways.
+#[derive(Debug, Default)]
+struct Names {
+    by_name: HashMap<String, (u64, u64)>,
+    by_pos: HashMap<(u64, u64), String>,
+}
+
+/// Names the events of one session and maps names back to `(stream, seq)`.
+#[derive(Debug, Default)]
+pub struct IdNamer {
+    style: IdStyle,
+    names: Mutex<Names>,
+}
+
+impl IdNamer {
+    /// A namer of `style`.
+    pub fn new(style: IdStyle) -> Self {
+        IdNamer {
+            style,
+            ..IdNamer::default()
+        }
+    }
+
+    /// The id of event `seq` of `stream` (the same string every time it is asked).
+    pub fn name(&self, stream: u64, seq: u64) -> String {
+        match self.style {
+            IdStyle::Counter => event_id(stream, seq),
+            IdStyle::Opaque => {
+                let mut n = lock(&self.names);
+                if let Some(name) = n.by_pos.get(&(stream, seq)) {
+                    return name.clone();
+                }
+                let name = loop {
+                    let id = opaque_id();
+                    if !n.by_name.contains_key(&id) {
+                        break id;
+                    }
+                };
+                n.by_name.insert(name.clone(), (stream, seq));
+                n.by_pos.insert((stream, seq), name.clone());
+                name
+            }
+        }
+    }
+
+    /// The `(stream, seq)` an id names, if it is one of this session's ids.
+    pub fn parse(&self, id: &str) -> Option<(u64, u64)> {
+        match self.style {
+            IdStyle::Counter => super::session::parse_event_id(id),
+            IdStyle::Opaque => lock(&self.names).by_name.get(id.trim()).copied(),
+        }
+    }
+}
+
+/// Whether `bytes` (one lab event) carries a `notifications/progress`.
+pub fn is_progress(bytes: &[u8]) -> bool {
+    memchr::memmem::find(bytes, b"\"method\":\"notifications/progress\"").is_some()
+}
+
+/// Whether `bytes` (one lab message event) carries a JSON-RPC response.
+pub fn is_response(bytes: &[u8]) -> bool {
+    memchr::memmem::find(bytes, b"\"result\":").is_some()
+}
+
+/// Server-wide state of the bugs: the shared store's index.
+#[derive(Debug, Default)]
+pub struct BugState {
+    /// Shared store: request id (JSON text) → the first (session, stream) opened for it.
+    by_request: Mutex<HashMap<String, (String, u64)>>,
+    /// (session, stream) → the request ids its POST carried.
+    requests: Mutex<HashMap<(String, u64), Vec<String>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl BugState {
+    /// Records that `stream` of `session` answers the requests `ids` (first writer wins in the
+    /// shared store).
+    pub fn register(&self, session: &str, stream: u64, ids: &[String]) {
+        let mut by_request = lock(&self.by_request);
+        for id in ids {
+            by_request
+                .entry(id.clone())
+                .or_insert_with(|| (session.to_owned(), stream));
+        }
+        lock(&self.requests).insert((session.to_owned(), stream), ids.to_vec());
+    }
+
+    /// Shared store: the (session, stream) a resume of `stream` of `session` is served from.
+    pub fn shared_source(&self, session: &str, stream: u64) -> Option<(String, u64)> {
+        let requests = lock(&self.requests);
+        let first = requests.get(&(session.to_owned(), stream))?.first()?;
+        lock(&self.by_request).get(first).cloned()
+    }
+}
+
+/// What one delivery does to the events it sends: its bug (on resume legs) and its truth
+/// record.
+#[derive(Debug, Default)]
+pub struct LegShape {
+    /// The bug in force; `None` on POST legs.
+    pub bug: ServerBug,
+    /// The truth record of this leg, when the lab records truth.
+    pub leg: Option<LegHandle>,
+    first_done: bool,
+}
+
+/// What the delivery does after shaping a batch.
+#[derive(Debug)]
+pub struct Shaped {
+    /// The events to send, in order.
+    pub events: Vec<StoredEvent>,
+    /// True if the body must end after them (a dropped response).
+    pub end: bool,
+}
+
+impl LegShape {
+    /// A shape for a leg with `bug` (use `ServerBug::None` for POST legs).
+    pub fn new(bug: ServerBug, leg: Option<LegHandle>) -> Self {
+        LegShape {
+            bug,
+            leg,
+            first_done: false,
+        }
+    }
+
+    fn inject(&self, what: Injected) {
+        if let Some(leg) = &self.leg {
+            leg.inject(what);
+        }
+    }
+
+    /// Applies the bug to one batch of events read from the ring.
+    pub fn shape(&mut self, mut events: Vec<StoredEvent>) -> Shaped {
+        let first = !self.first_done;
+        self.first_done = true;
+        match self.bug {
+            ServerBug::None | ServerBug::SharedStore => {}
+            ServerBug::Reorder if first => {
+                if events.len() >= 2
+                    && is_progress(&events[0].bytes)
+                    && is_progress(&events[1].bytes)
+                {
+                    events.swap(0, 1);
+                    self.inject(Injected::Reordered {
+                        seqs: vec![events[1].seq, events[0].seq],
+                    });
+                }
+            }
+            ServerBug::Duplicate if first => {
+                if let Some(e) = events.first().filter(|e| is_progress(&e.bytes)).cloned() {
+                    self.inject(Injected::Duplicated { seq: e.seq });
+                    events.insert(0, e);
+                }
+            }
+            ServerBug::DropAfterReplay if first => {
+                let mut dropped = Vec::new();
+                let i = 1;
+                // Only progress events, never the last event of the batch: something later
+                // always arrives, so the drop is a gap, not a truncation.
+                while dropped.len() < 2 && i + 1 < events.len() && is_progress(&events[i].bytes) {
+                    dropped.push(events.remove(i).seq);
+                }
+                if !dropped.is_empty() {
+                    self.inject(Injected::Dropped { seqs: dropped });
+                }
+            }
+            ServerBug::LoseFinal => {
+                // Every resume leg loses it, so the response is gone for good.
+                if let Some(at) = events.iter().position(|e| is_response(&e.bytes)) {
+                    let seq = events[at].seq;
+                    events.truncate(at);
+                    self.inject(Injected::FinalLost { seq });
+                    return Shaped { events, end: true };
+                }
+            }
+            ServerBug::Reorder | ServerBug::Duplicate | ServerBug::DropAfterReplay => {}
+        }
+        Shaped { events, end: false }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn ev(seq: u64, body: &str) -> StoredEvent {
+        StoredEvent {
+            stream: 1,
+            seq,
+            resource: None,
+            bytes: Bytes::from(body.to_owned()),
+        }
+    }
+
+    const P: &str = r#"data: {"method":"notifications/progress"}"#;
+    const R: &str = r#"data: {"id":1,"result":{}}"#;
+
+    fn seqs(s: &Shaped) -> Vec<u64> {
+        s.events.iter().map(|e| e.seq).collect()
+    }
+
+    #[test]
+    fn opaque_ids_are_unique_stable_and_not_counters() {
+        let n = IdNamer::new(IdStyle::Opaque);
+        let a = n.name(1, 0);
+        assert_eq!(n.name(1, 0), a);
+        assert_ne!(n.name(1, 1), a);
+        assert_eq!(n.parse(&a), Some((1, 0)));
+        assert_eq!(a.len(), 36);
+        let last = a.rsplit('-').next().unwrap_or("");
+        assert!(last.as_bytes()[0].is_ascii_lowercase(), "{a}");
+        assert_eq!(IdNamer::new(IdStyle::Counter).parse("3-4"), Some((3, 4)));
+    }
+
+    #[test]
+    fn each_bug_shapes_only_the_first_resume_batch_of_progress_events() {
+        let batch = || vec![ev(3, P), ev(4, P), ev(5, P), ev(6, R)];
+        let mut s = LegShape::new(ServerBug::Reorder, None);
+        assert_eq!(seqs(&s.shape(batch())), [4, 3, 5, 6]);
+        assert_eq!(seqs(&s.shape(batch())), [3, 4, 5, 6]);
+        let mut s = LegShape::new(ServerBug::Duplicate, None);
+        assert_eq!(seqs(&s.shape(batch())), [3, 3, 4, 5, 6]);
+        let mut s = LegShape::new(ServerBug::DropAfterReplay, None);
+        assert_eq!(seqs(&s.shape(batch())), [3, 6]);
+        let mut s = LegShape::new(ServerBug::DropAfterReplay, None);
+        assert_eq!(seqs(&s.shape(vec![ev(3, P), ev(6, R)])), [3, 6]);
+        let mut s = LegShape::new(ServerBug::None, None);
+        assert_eq!(seqs(&s.shape(batch())), [3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn lose_final_drops_the_response_and_ends_the_body() {
+        let mut s = LegShape::new(ServerBug::LoseFinal, None);
+        let out = s.shape(vec![ev(3, P), ev(4, R)]);
+        assert_eq!((seqs(&out), out.end), (vec![3], true));
+        let out = s.shape(vec![ev(5, P)]);
+        assert_eq!((seqs(&out), out.end), (vec![5], false));
+    }
+
+    #[test]
+    fn shared_store_serves_the_first_stream_of_a_request_id() {
+        let st = BugState::default();
+        st.register("a", 1, &["1".to_owned()]);
+        st.register("b", 1, &["1".to_owned()]);
+        assert_eq!(st.shared_source("b", 1), Some(("a".to_owned(), 1)));
+        assert_eq!(st.shared_source("a", 1), Some(("a".to_owned(), 1)));
+        assert_eq!(st.shared_source("c", 1), None);
+    }
+}

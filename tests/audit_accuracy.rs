@@ -1,0 +1,80 @@
+//! The audit's verdicts against ground truth (issue 13): every cell of the accuracy matrix —
+//! each lab server-bug mode, the eviction answers (410, fresh, replay-from-oldest), the
+//! stale-cursor client and the EventSource-like client (with a 404 side request), × counter
+//! and opaque ids × LF/CRLF × reset/fin/clean-end — twice with different seeds, in-process on
+//! 127.0.0.1 port 0 (lab + proxy with an `sse_cut` fault + load client, 12 runs at a time).
+//! The expected finding kinds come from what the lab emitted and what the client dispatched
+//! (`tearline::accuracy::expect`), never from the audit. On failure the per-kind confusion
+//! table (with example runs of every FP and FN) is printed.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use tearline::accuracy::{self, RunResult, Table};
+
+const SEEDS: [u64; 2] = [7, 8];
+
+async fn all_runs() -> Vec<RunResult> {
+    let cells = accuracy::matrix();
+    let runs = accuracy::run_all(&cells, &SEEDS, None, 12);
+    tokio::time::timeout(Duration::from_secs(100), runs)
+        .await
+        .expect("the accuracy matrix must finish within 100 s")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_verdicts_equal_ground_truth_for_every_finding_kind() {
+    let results = all_runs().await;
+    let table = Table::of(&results);
+    let text = table.render();
+    println!("{text}");
+    assert!(results.len() >= 200, "only {} runs", results.len());
+    assert!(
+        table.harness_errors.is_empty(),
+        "the harness failed on some runs:\n{text}"
+    );
+
+    // The truth is not vacuous: every kind of the contract is required by some run.
+    for kind in [
+        "torn-cut",
+        "replay-exact",
+        "explicit-loss",
+        "replay-reorder",
+        "replay-gap",
+        "replay-duplicate",
+        "cross-stream",
+        "duplicate-response",
+        "pending-call",
+        "fresh-stream",
+        "cursor-behind",
+    ] {
+        let required = table.kinds.get(kind).map_or(0, |s| s.tp + s.fn_);
+        assert!(required > 0, "no run requires {kind}:\n{text}");
+    }
+
+    // Clean servers with correct clients: nothing but torn-cut and replay-exact.
+    let allowed: BTreeSet<String> = ["torn-cut", "replay-exact"]
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    for r in results.iter().filter(|r| r.cell.scenario.is_clean()) {
+        assert!(
+            r.observed.is_subset(&allowed),
+            "{} seed {}: clean run reported {:?}\n{text}",
+            r.cell.label(),
+            r.seed,
+            r.observed
+        );
+        assert!(
+            r.expected.is_subset(&allowed),
+            "truth of a clean run: {:?}",
+            r.expected
+        );
+    }
+
+    let failing = table.failing();
+    assert!(
+        failing.is_empty(),
+        "precision or recall below 1.0 for {failing:?}:\n{text}"
+    );
+}
