@@ -231,7 +231,8 @@ impl Resume {
             ));
         } else if !explicit && !is_fresh {
             // A continuation instead of a replay is `fresh-stream`; its gaps are part of it.
-            if let Some(c) = self.gap(finished) {
+            // Events of another stream make progress values say nothing about this one.
+            if let Some(c) = self.gap(finished, !has_cross) {
                 out.push(c);
             }
         }
@@ -295,7 +296,7 @@ impl Resume {
 
     /// Owed events that never came (only when the leg finished) and skipped counter values
     /// (certain); else a gap inferred from progress values (suspected).
-    fn gap(&self, finished: bool) -> Option<Conclusion> {
+    fn gap(&self, finished: bool, infer: bool) -> Option<Conclusion> {
         let mut missing: Vec<String> = Vec::new();
         if finished {
             missing.extend(
@@ -336,7 +337,7 @@ impl Resume {
                         }
                     }
                     details.push(detail.clone());
-                } else if suspected.is_none() && !reordered {
+                } else if suspected.is_none() && !reordered && infer {
                     suspected = Some((m.clone(), detail.clone()));
                 }
             }
