@@ -26,8 +26,18 @@
 //!   (newer) event came before an owed one.
 //! - `silent-empty` iff the leg ended (not by the proxy), delivered no event with data, and the
 //!   stream's call is unanswered.
-//! - `replay-gap` iff the leg ended (not by the proxy) and some owed event never came; the
-//!   finding lists the missing ids.
+//! - `replay-gap` iff no `explicit-loss`, `fresh-stream`, `cross-stream` or `silent-empty`
+//!   covers the leg, and: the leg ended (not by the proxy) with some owed event missing, or
+//!   counter ids skipped values on the leg that never came later on it (certain; see
+//!   `sequence`), or else, with opaque ids, a progress value jumped after constant steps
+//!   (suspected: the detail says so). Owed events are the dispatched, non-empty events after
+//!   the cursor plus the torn one: priming events are never owed. The finding lists the
+//!   missing ids (or progress values).
+//! - `replay-reorder` also iff an event of the stream was first delivered after a later one
+//!   (counter ids, or progress values of one token; across all legs, so also when the cut fell
+//!   before the torn event's `id:` line and nothing was owed).
+//! - `fresh-stream` is withheld when the leg carried another stream's events (`cross-stream`
+//!   explains the content).
 //! - `replay-exact` iff none of the above, the cursor was right (no `cursor-ahead` or
 //!   `cursor-behind`: the resume as a whole was not clean), the proxy did not cut the leg, and
 //!   the leg did not end cleanly with a `tools/call` still unanswered (then `pending-call` is
@@ -229,10 +239,10 @@ impl Resume {
                     self.cursor
                 ),
             ));
-        } else if !explicit && !is_fresh {
-            // A continuation instead of a replay is `fresh-stream`; its gaps are part of it.
-            // Events of another stream make progress values say nothing about this one.
-            if let Some(c) = self.gap(finished, !has_cross) {
+        } else if !explicit && !is_fresh && !has_cross {
+            // A continuation instead of a replay is `fresh-stream`, a replay of another stream
+            // `cross-stream`: the events missing from this one are part of that finding.
+            if let Some(c) = self.gap(finished) {
                 out.push(c);
             }
         }
@@ -296,7 +306,7 @@ impl Resume {
 
     /// Owed events that never came (only when the leg finished) and skipped counter values
     /// (certain); else a gap inferred from progress values (suspected).
-    fn gap(&self, finished: bool, infer: bool) -> Option<Conclusion> {
+    fn gap(&self, finished: bool) -> Option<Conclusion> {
         let mut missing: Vec<String> = Vec::new();
         if finished {
             missing.extend(
@@ -337,7 +347,7 @@ impl Resume {
                         }
                     }
                     details.push(detail.clone());
-                } else if suspected.is_none() && !reordered && infer {
+                } else if suspected.is_none() && !reordered {
                     suspected = Some((m.clone(), detail.clone()));
                 }
             }
