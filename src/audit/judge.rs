@@ -37,7 +37,8 @@
 //!   (counter ids, or progress values of one token; across all legs, so also when the cut fell
 //!   before the torn event's `id:` line and nothing was owed).
 //! - `fresh-stream` is withheld when the leg carried another stream's events (`cross-stream`
-//!   explains the content).
+//!   explains the content); a `fresh-stream` leg is judged for no reorder and no gap (a
+//!   continuation has its own order and skips by definition).
 //! - `replay-exact` iff none of the above, the cursor was right (no `cursor-ahead` or
 //!   `cursor-behind`: the resume as a whole was not clean), the proxy did not cut the leg, and
 //!   the leg did not end cleanly with a `tools/call` still unanswered (then `pending-call` is
@@ -226,7 +227,8 @@ impl Resume {
         if let Some(c) = fresh {
             out.push(c);
         }
-        if let Some(c) = self.reorder() {
+        // A continuation starts its own order (ids may restart): no reorder against the cut one.
+        if !is_fresh && let Some(c) = self.reorder() {
             out.push(c);
         }
         let finished = !end.cut;
