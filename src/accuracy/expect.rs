@@ -33,7 +33,10 @@
 //! - `pending-call`: a call without any response dispatched whose last leg ended cleanly (the
 //!   body's end, or the client stopping at a discontinuity) with no response handed to it, and
 //!   the client sent nothing afterwards (no resume, no re-issue).
-//! - Nothing else is ever expected (`cursor-missing`, `unknown`, `reissued`, `abandoned`).
+//! - `reissued`: the client sent a new POST after a call's request that never had a response
+//!   dispatched (the re-issue of a lost call; a call re-sent after a response arrived, e.g.
+//!   to retry an invalid result, is not one).
+//! - Nothing else is ever expected (`cursor-missing`, `unknown`, `abandoned`).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -151,7 +154,12 @@ pub fn expected(t: &Truth) -> BTreeSet<String> {
         }
         let last_leg = legs.len().saturating_sub(1);
         for (rid, _, idx) in &streams {
-            stream_rules(t, legs, idx, *rid, last_leg, &mut out, &mut response_hits);
+            let answered = stream_rules(t, legs, idx, *rid, last_leg, &mut out, &mut response_hits);
+            let last = idx.last().copied().unwrap_or(0);
+            let reissued = legs[last + 1..].iter().any(|m| m.client.method == "POST");
+            if rid.is_some() && !answered && reissued {
+                out.insert("reissued".to_owned());
+            }
         }
     }
     if response_hits.values().any(|&n| n > 1) {
@@ -169,7 +177,7 @@ fn stream_rules<'a>(
     last_leg: usize,
     out: &mut BTreeSet<String>,
     response_hits: &mut HashMap<Key<'a>, u32>,
-) {
+) -> bool {
     let mut say = |k: &str| {
         out.insert(k.to_owned());
     };
@@ -184,7 +192,7 @@ fn stream_rules<'a>(
                 say("torn-cut");
             }
         }
-        return;
+        return false;
     };
     let id_seq: HashMap<&str, u64> = t
         .lab
@@ -343,5 +351,131 @@ fn stream_rules<'a>(
         if !answered && ended_cleanly && !lab_sent_response && nothing_after {
             say("pending-call");
         }
+    }
+    answered
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::truth::Dispatched;
+
+    fn ev(seq: u64) -> Emitted {
+        let class = match seq {
+            0 => EventClass::Priming,
+            5 => EventClass::Response { id: "1".into() },
+            s => EventClass::Progress { value: s as f64 },
+        };
+        Emitted {
+            id: Some(format!("1-{seq}")),
+            session: "s".into(),
+            stream: 1,
+            seq,
+            class,
+            data_hash: seq,
+        }
+    }
+
+    fn lab(method: &'static str, cursor: Option<&str>, seqs: &[u64]) -> LabLeg {
+        LabLeg {
+            session: "s".into(),
+            method,
+            stream: 1,
+            request_ids: if method == "POST" {
+                vec!["1".into()]
+            } else {
+                vec![]
+            },
+            cursor: cursor.map(str::to_owned),
+            answer: if method == "POST" {
+                Answer::Stream
+            } else {
+                Answer::Replay
+            },
+            injected: Vec::new(),
+            emitted: seqs.iter().map(|&s| ev(s)).collect(),
+        }
+    }
+
+    fn client(
+        method: &str,
+        cursor: Option<&str>,
+        seqs: &[u64],
+        partial: bool,
+        stop: &str,
+    ) -> ClientLeg {
+        let dispatched: Vec<Dispatched> = seqs
+            .iter()
+            .filter(|&&s| s != 0)
+            .map(|&s| Dispatched {
+                id: format!("1-{s}"),
+                has_id: true,
+                event_type: "message".into(),
+                data_hash: s,
+            })
+            .collect();
+        ClientLeg {
+            session: "s".into(),
+            method: method.into(),
+            path: "/mcp".into(),
+            request_id: Some(1),
+            cursor: cursor.map(str::to_owned),
+            status: Some(200),
+            committed: seqs.last().map(|s| format!("1-{s}")).unwrap_or_default(),
+            dispatched,
+            partial,
+            stop: stop.into(),
+        }
+    }
+
+    /// A POST cut (partial event in hand) after events 0..=2, then a resume from `1-2` whose
+    /// lab leg hands over `replayed` and whose client dispatches `got`.
+    fn run(replayed: &[u64], got: &[u64], stop: &str) -> BTreeSet<String> {
+        let mut resume = lab("GET", Some("1-2"), replayed);
+        if replayed != [3, 4, 5] {
+            resume
+                .injected
+                .push(crate::lab::truth::Injected::Dropped { seqs: vec![] });
+        }
+        let t = Truth {
+            lab: vec![lab("POST", None, &[0, 1, 2, 3]), resume],
+            clients: vec![vec![
+                client("POST", None, &[0, 1, 2], true, "reset"),
+                client("GET", Some("1-2"), got, false, stop),
+            ]],
+        };
+        expected(&t)
+    }
+
+    fn set(kinds: &[&str]) -> BTreeSet<String> {
+        kinds.iter().map(|k| (*k).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_correct_replay_after_a_torn_cut_is_exact() {
+        assert_eq!(
+            run(&[3, 4, 5], &[3, 4, 5], "answered"),
+            set(&["replay-exact", "torn-cut"])
+        );
+    }
+
+    #[test]
+    fn reordered_dropped_and_lost_replays_are_named() {
+        assert_eq!(
+            run(&[4, 3, 5], &[4, 3, 5], "answered"),
+            set(&["replay-reorder", "torn-cut"])
+        );
+        assert_eq!(
+            run(&[3, 5], &[3, 5], "answered"),
+            set(&["replay-gap", "torn-cut"])
+        );
+        assert_eq!(
+            run(&[3, 3, 4, 5], &[3, 3, 4, 5], "answered"),
+            set(&["replay-duplicate", "torn-cut"])
+        );
+        assert_eq!(
+            run(&[3, 4], &[3, 4], "clean-end"),
+            set(&["pending-call", "torn-cut"])
+        );
     }
 }

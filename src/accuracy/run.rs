@@ -9,8 +9,9 @@
 //!   unless a profile adds faults. One logical stream, one cut — the contract's premise.
 //! - The cut lands on a message event at least three events into the stream and at least two
 //!   events before its end, at a class drawn from the seeded RNG.
-//! - The observed kinds are the auditor's counts after [`Auditor::finish`]; the expected ones
-//!   come from the truth records only ([`super::expect`]).
+//! - The observed kinds are the auditor's counts after the proxy has drained and stopped and
+//!   [`Auditor::finish`] ran; the expected ones come from the truth records only
+//!   ([`super::expect`]).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -236,7 +237,11 @@ async fn run_inner(
     proxy.set_sink(Some(sink));
     let proxy_listener = bind().await?;
     let proxy_addr = proxy_listener.local_addr().map_err(|e| e.to_string())?;
-    let proxy_task = tokio::spawn(crate::proxy::run(proxy_listener, proxy, token.clone()));
+    let proxy_task = tokio::spawn(crate::proxy::run(
+        proxy_listener,
+        Arc::clone(&proxy),
+        token.clone(),
+    ));
 
     let target = |path: &str| Target {
         host: proxy_addr.ip().to_string(),
@@ -281,6 +286,15 @@ async fn run_inner(
             clients.push(truth);
         }
     }
+    // The proxy drains (delayed bytes, closes) before the audit closes its judgements: wait,
+    // bounded, until the clients' connections are gone, then stop everything.
+    let drained = Instant::now() + Duration::from_secs(3);
+    while proxy.stats().snapshot().connections_open > 0 && Instant::now() < drained {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    token.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(5), proxy_task).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), lab).await;
     auditor.finish();
     let observed = auditor
         .counts()
@@ -288,9 +302,6 @@ async fn run_inner(
         .filter(|(_, n)| *n > 0)
         .map(|(k, _)| k)
         .collect();
-    token.cancel();
-    let _ = tokio::time::timeout(Duration::from_secs(5), proxy_task).await;
-    let _ = tokio::time::timeout(Duration::from_secs(5), lab).await;
     let truth = Truth {
         lab: lab_truth.legs(),
         clients: clients.iter().map(|c| c.legs()).collect(),

@@ -95,6 +95,16 @@ pub struct Args {
     /// Live sessions beyond this many are refused with 503.
     #[arg(long, default_value_t = 10_000)]
     pub max_sessions: usize,
+    /// A scripted server bug on resumes (reorder, drop-after-replay, duplicate, shared-store,
+    /// lose-final); `none` is a correct event store.
+    #[arg(long, value_enum, default_value = "none")]
+    pub bug: super::bugs::ServerBug,
+    /// Event ids: `counter` (`<stream>-<seq>`) or `opaque` (UUID-like).
+    #[arg(long, value_enum, default_value = "counter")]
+    pub ids: super::bugs::IdStyle,
+    /// Also serve a plain SSE feed (no MCP, no session; EventSource-style) at this path.
+    #[arg(long)]
+    pub plain_path: Option<String>,
 }
 
 impl Args {
@@ -113,6 +123,9 @@ impl Args {
             keepalive: self.keepalive.filter(|d| !d.is_zero()),
             retry: self.retry,
             max_sessions: self.max_sessions,
+            bug: self.bug,
+            ids: self.ids,
+            plain_path: self.plain_path.clone(),
             ..LabConfig::default()
         }
     }

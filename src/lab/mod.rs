@@ -23,7 +23,7 @@
 //!   over [`LabConfig::max_body_bytes`]; 415 non-JSON `Content-Type`; 503 session limit.
 //!
 //! # Events
-//! Ids are `<stream>-<seq>`: the stream number is unique within the session, `seq` counts
+//! Ids are `<stream>-<seq>` (or opaque, below): the stream number is unique within the session, `seq` counts
 //! from 0 (the priming event, `id`, `retry: <ms>`, empty `data:`). Message events are
 //! `event: message`, `id:`, then `data:` lines (see [`sse_body`]). Every event goes into the
 //! session's ring ([`LabConfig::buffer`] events shared by all its streams). A producer stays
@@ -42,6 +42,24 @@
 //! answers 200 from the oldest retained event of that stream (a silent gap). A live reader that falls behind
 //! the ring gets `event: error` with data `{"error": "events-evicted", "lost_from",
 //! "lost_to"}` under `error`; the other modes skip the lost range silently.
+//!
+//! # Scripted server bugs and id styles (off by default; see [`bugs`])
+//! [`LabConfig::bug`] makes every resume misbehave in one documented way: `reorder` (the first
+//! two replayed progress events swapped), `drop-after-replay` (the first replayed event, then
+//! two progress events skipped, then the rest), `duplicate` (the first replayed progress event
+//! sent twice), `shared-store` (one store for all sessions keyed by request id: a resume is
+//! served from the first stream ever opened for that request id, whichever session owns it),
+//! `lose-final` (the call's response dropped and the body ended cleanly). POST streams are
+//! never touched. [`LabConfig::ids`] = `opaque` names events with random UUID-like ids instead
+//! of `<stream>-<seq>` (the resume rules are the same).
+//!
+//! # Plain SSE (off by default; see [`plain`])
+//! With [`LabConfig::plain_path`], `GET <plain_path>` serves a fixed feed of
+//! [`plain::PLAIN_EVENTS`] events without MCP or sessions, resumable by `Last-Event-ID`.
+//!
+//! # Ground truth (off by default; see [`truth`])
+//! With [`LabConfig::truth`], every leg records the events handed to its body and every bug it
+//! injected, for measuring the audit (`tearline::accuracy`).
 //!
 //! # Auth (lab-only, off by default)
 //! See [`auth`]: `Authorization: Bearer aud=<uri>,…`, no cryptography. Tool resource
