@@ -13,11 +13,8 @@
 //! MCP 2026-07-28 calls (a new id in the same, session-less, exchange) are linked by the
 //! reconnect watch (`watch`); [`Ledger::link_reissue`] skips them. Of several candidates the
 //! most recently opened is linked. A linked call counts as answered for `pending-call`,
-//! `silent-empty` and watches. When the link withdraws a `pending-call` that was awaiting
-//! judgement (the stream ended cleanly without the response), a `reissued` finding (class
-//! info) states it: both ids, both sessions, and how the earlier stream ended; when the loss
-//! was already signalled or judged on the wire (`explicit-loss`, `fresh-stream`, a cut), the
-//! link is silent.
+//! `silent-empty` and watches, and a `reissued` finding (class info) states the link: both ids,
+//! both sessions, and how the earlier stream ended.
 
 use super::finding::{Finding, FindingKind};
 use super::ledger::Ledger;
@@ -79,18 +76,9 @@ impl Ledger {
         if let Some(c) = stream.calls.iter_mut().find(|c| c.id == old_id) {
             c.replaced = true;
         }
-        let was_pending = stream
-            .deferred
-            .iter()
-            .any(|f| f.kind == FindingKind::PendingCall && f.ids.first() == Some(&old_id));
         stream
             .deferred
             .retain(|f| !(f.kind == FindingKind::PendingCall && f.ids.first() == Some(&old_id)));
-        if !was_pending {
-            // The loss was already signalled or judged (explicit-loss, fresh-stream, a cut):
-            // the link only keeps the call from being reported pending later.
-            return Some((key, old_id));
-        }
         let how = if stream.cut_at.is_some() && stream.awaiting_reconnect {
             "was cut and not resumed"
         } else if stream.cut_at.is_some() {
