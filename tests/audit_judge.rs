@@ -419,6 +419,20 @@ async fn another_sessions_events_are_cross_stream_not_fresh_stream() {
         "{:#?}",
         w.auditor.findings()
     );
+    // Session A's response event reached session B's client too.
+    let dup: Vec<_> = w
+        .auditor
+        .findings()
+        .into_iter()
+        .filter(|f| f.kind == K::DuplicateResponse)
+        .collect();
+    assert_eq!(dup.len(), 1, "{:#?}", w.auditor.findings());
+    assert_eq!(dup[0].ids, vec!["1".to_string(), OPAQUE[2].to_string()]);
+    assert!(
+        !kinds.contains(&K::ReplayGap),
+        "{:#?}",
+        w.auditor.findings()
+    );
 }
 
 /// A client whose resume is cut resumes again with its original cursor: the server replays

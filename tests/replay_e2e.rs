@@ -112,6 +112,22 @@ async fn small_replay_reproduces_the_failure_and_its_fix_and_writes_readable_rep
         naive.load.counters.silently_lost > 0,
         "the documents' failure did not show"
     );
+    let strict_losses: Vec<_> = strict
+        .auditor
+        .findings()
+        .into_iter()
+        .filter(|f| f.class == tearline::audit::FindingClass::Loss)
+        .collect();
+    assert!(
+        strict_losses.is_empty(),
+        "the strict client recovered every call (its re-issues replace the lost calls): {strict_losses:#?}"
+    );
+    assert_eq!(
+        naive.auditor.loss_affected(),
+        naive.load.counters.silently_lost,
+        "each silent loss of the naive client yields one loss finding: {:#?}",
+        naive.auditor.findings()
+    );
     let naive_findings = naive.auditor.counts();
     assert!(naive_findings.get("cursor-ahead").copied().unwrap_or(0) > 0);
     assert!(naive_findings.get("fresh-stream").copied().unwrap_or(0) > 0);

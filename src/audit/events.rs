@@ -143,7 +143,11 @@ impl Ledger {
                 .and_then(|s| s.entry_of(id))
                 .is_some_and(|e| e.dispatched && e.hash == ev.data_hash)
         });
-        let cross = matches!(class, Some(ReplayClass::Cross { .. }));
+        let cross_id = match &class {
+            Some(ReplayClass::Cross { id }) => Some(id.clone()),
+            _ => None,
+        };
+        let cross = cross_id.is_some();
         if let Some(r) = self
             .legs
             .get_mut(&(conn, seq))
@@ -165,6 +169,9 @@ impl Ledger {
         }
         if let Some(data) = &ev.data {
             let whole = data.len() as u64 >= ev.data_len;
+            if let Some(id) = &cross_id {
+                self.cross_response(now, key, id, data, whole);
+            }
             self.on_server_messages(now, key, data, whole, copy);
         }
     }
@@ -214,6 +221,48 @@ impl Ledger {
                 }
             }
         }
+    }
+
+    /// A response event another stream delivered to its own client came again here: one
+    /// response reached clients twice (`duplicate-response`, besides `cross-stream`).
+    fn cross_response(&mut self, now: Instant, key: StreamKey, id: &str, data: &[u8], whole: bool) {
+        let msgs = if whole {
+            rpc::parse(data)
+        } else {
+            rpc::parse_head(data).into_iter().collect()
+        };
+        let Some(rpc_id) = msgs.into_iter().find_map(|m| match m {
+            RpcMessage::Response { id, .. } => Some(id),
+            _ => None,
+        }) else {
+            return;
+        };
+        let owner = self.opaque.get(id).copied().or_else(|| {
+            let session = self.streams.get(&key)?.session.clone();
+            self.sessions
+                .get(&session)?
+                .ids
+                .get(id)?
+                .iter()
+                .copied()
+                .find(|k| *k != key)
+        });
+        let Some(other) = owner.and_then(|k| self.streams.get(&k)) else {
+            return;
+        };
+        if other.entry_of(id).is_none_or(|e| !e.dispatched) {
+            return;
+        }
+        let detail = format!(
+            "response event {id} (JSON-RPC id {rpc_id}) was delivered on stream {} of session {}              and again on this stream",
+            other.reference.request,
+            other.session.as_deref().unwrap_or("(none)")
+        );
+        let f = self
+            .finding(FindingKind::DuplicateResponse, key, now)
+            .ids(vec![rpc_id, id.to_string()])
+            .detail(detail);
+        self.emit(f);
     }
 
     /// Classifies one replayed event against the stream (rules in the `judge` module doc).

@@ -26,8 +26,19 @@
 //!   (newer) event came before an owed one.
 //! - `silent-empty` iff the leg ended (not by the proxy), delivered no event with data, and the
 //!   stream's call is unanswered.
-//! - `replay-gap` iff the leg ended (not by the proxy) and some owed event never came; the
-//!   finding lists the missing ids.
+//! - `replay-gap` iff no `explicit-loss`, `fresh-stream`, `cross-stream` or `silent-empty`
+//!   covers the leg, and: the leg ended (not by the proxy) with some owed event missing, or
+//!   counter ids skipped values on the leg that never came later on it (certain; see
+//!   `sequence`), or else, with opaque ids, a progress value jumped after constant steps
+//!   (suspected: the detail says so). Owed events are the dispatched, non-empty events after
+//!   the cursor plus the torn one: priming events are never owed. The finding lists the
+//!   missing ids (or progress values).
+//! - `replay-reorder` also iff an event of the stream was first delivered after a later one
+//!   (counter ids, or progress values of one token; across all legs, so also when the cut fell
+//!   before the torn event's `id:` line and nothing was owed).
+//! - `fresh-stream` is withheld when the leg carried another stream's events (`cross-stream`
+//!   explains the content); a `fresh-stream` leg is judged for no reorder and no gap (a
+//!   continuation has its own order and skips by definition).
 //! - `replay-exact` iff none of the above, the cursor was right (no `cursor-ahead` or
 //!   `cursor-behind`: the resume as a whole was not clean), the proxy did not cut the leg, and
 //!   the leg did not end cleanly with a `tools/call` still unanswered (then `pending-call` is
@@ -216,7 +227,8 @@ impl Resume {
         if let Some(c) = fresh {
             out.push(c);
         }
-        if let Some(c) = self.reorder() {
+        // A continuation starts its own order (ids may restart): no reorder against the cut one.
+        if !is_fresh && let Some(c) = self.reorder() {
             out.push(c);
         }
         let finished = !end.cut;
@@ -229,8 +241,9 @@ impl Resume {
                     self.cursor
                 ),
             ));
-        } else if !explicit && !is_fresh {
-            // A continuation instead of a replay is `fresh-stream`; its gaps are part of it.
+        } else if !explicit && !is_fresh && !has_cross {
+            // A continuation instead of a replay is `fresh-stream`, a replay of another stream
+            // `cross-stream`: the events missing from this one are part of that finding.
             if let Some(c) = self.gap(finished) {
                 out.push(c);
             }
@@ -312,6 +325,10 @@ impl Resume {
             ));
         }
         let mut suspected = None;
+        let reordered = self
+            .seq_facts
+            .iter()
+            .any(|f| matches!(f, SeqFact::Reorder { .. }));
         for f in &self.seq_facts {
             if let SeqFact::Gap {
                 missing: m,
@@ -321,13 +338,18 @@ impl Resume {
             } = f
             {
                 if *certain {
-                    for id in m {
+                    // An id skipped and delivered later on the leg is a reorder, not a gap.
+                    let still: Vec<&String> = m.iter().filter(|id| !self.seen_on_leg(id)).collect();
+                    if still.is_empty() {
+                        continue;
+                    }
+                    for id in still {
                         if !missing.contains(id) {
                             missing.push(id.clone());
                         }
                     }
                     details.push(detail.clone());
-                } else if suspected.is_none() {
+                } else if suspected.is_none() && !reordered {
                     suspected = Some((m.clone(), detail.clone()));
                 }
             }

@@ -21,8 +21,15 @@
 //!
 //! Files: [`ledger`] (state, indexes, forgetting), [`order`] (ordering), [`exchange`]
 //! (requests, resumes, JSON-RPC answers), [`events`] (responses, SSE events, cuts, leg ends),
-//! [`judge`] (replay rules), [`watch`] (what the client does after a cut), [`stream`] (one
-//! stream's bounded ledger), [`rpc`], [`histo`], [`log`], [`finding`].
+//! [`judge`] (replay rules), [`sequence`] (order and gaps across all legs of a logical stream,
+//! from counter ids and MCP progress values; pure), [`reissue`] (linking a call sent again to
+//! the call it replaces), [`watch`] (what the client does after a cut), [`stream`] (one
+//! stream's bounded ledger), [`rpc`], [`histo`], [`log`], [`finding`] (kinds and their class:
+//! loss, duplicate, order, client-bug, server-bug, info).
+//!
+//! The summary opens with "silent loss observed: yes/no (N calls affected)", counted from the
+//! `loss` findings; judgements still awaiting a resume or re-issue are listed under it, and
+//! settle `abandon_after` after the stream ended (or at [`Auditor::finish`]).
 
 pub mod events;
 pub mod exchange;
