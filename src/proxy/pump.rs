@@ -16,7 +16,8 @@
 //!   (the delivery contract): `delivered_through` after every write (fast path and queue),
 //!   `dropped` for every planned gap, for slices a deadline cut discards and for slices a kill
 //!   discards (when the pump is dropped), and `cut_at` the offset after the last byte written.
-//! - `bytes_buffered` counts exactly the bytes this pump holds (read chunk in flight + queue).
+//! - `bytes_buffered` counts the bytes this pump holds (read chunk in flight + queue) plus what
+//!   its observer reports holding (`held_bytes`, synced after each chunk and queued write).
 //! - Writes go straight to the socket (no user-space write buffer, TCP_NODELAY set), so a chunk
 //!   is on the wire when its write returns and there is nothing left to flush when reads go
 //!   pending.
@@ -93,6 +94,8 @@ pub(crate) struct Pump<'a> {
     read_total: u64,
     /// Raw offset after the last byte written (the delivered-through offset).
     written_to: u64,
+    /// The observer's held bytes last added to `bytes_buffered`.
+    observer_held: usize,
     residence: ResidenceBatch,
 }
 
@@ -126,6 +129,7 @@ impl<'a> Pump<'a> {
             held: 0,
             read_total: 0,
             written_to: 0,
+            observer_held: 0,
             residence: ResidenceBatch::new(),
         }
     }
@@ -267,6 +271,7 @@ impl<'a> Pump<'a> {
         };
         stats.buffer_sub(n);
         self.held = 0;
+        self.sync_observer_gauge();
         result?;
         match self.plan.cut() {
             Some(cut) => Err(self.cut(cut).await),
@@ -313,6 +318,18 @@ impl<'a> Pump<'a> {
         Ok(())
     }
 
+    /// Moves the observer's held bytes into the `bytes_buffered` gauge.
+    fn sync_observer_gauge(&mut self) {
+        let now = self.observer.held_bytes();
+        let stats = self.proxy.stats();
+        if now > self.observer_held {
+            stats.buffer_add(now - self.observer_held);
+        } else if now < self.observer_held {
+            stats.buffer_sub(self.observer_held - now);
+        }
+        self.observer_held = now;
+    }
+
     fn account(&self, n: usize) {
         self.proxy.stats().delivered(self.dir, n);
         self.delivered.fetch_add(n as u64, Ordering::Relaxed);
@@ -333,6 +350,7 @@ impl<'a> Pump<'a> {
         self.account(len);
         self.written_to = t.start + len as u64;
         self.observer.delivered_through(self.written_to);
+        self.sync_observer_gauge();
         Ok(())
     }
 
@@ -443,7 +461,7 @@ impl Drop for Pump<'_> {
             self.observer.dropped(first, self.read_total);
         }
         let stats = self.proxy.stats();
-        stats.buffer_sub(self.queued + self.held);
+        stats.buffer_sub(self.queued + self.held + self.observer_held);
         self.residence.flush(stats);
     }
 }

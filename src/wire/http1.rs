@@ -34,8 +34,16 @@ use super::{CutPoint, Observation, ObservationSink, WireObserver};
 
 pub use super::http1_down::Http1Downstream;
 
-/// Bodies and SSE data up to this many bytes are kept in observations.
+/// Bodies up to this many bytes are kept in observations.
 pub const BODY_LIMIT: usize = 64 * 1024;
+
+/// The observer keeps this many first bytes of each SSE event's data (the JSON-RPC head: id,
+/// method, progress token, result/error marker); the rest is hashed as it streams.
+pub const DATA_HEAD: usize = 4096;
+
+/// A line of an SSE body longer than this makes the observer give up on the stream (bytes are
+/// still relayed; no more events or positions are reported for it).
+pub const LINE_LIMIT: u64 = 64 << 20;
 
 /// The facts of one request, shared between the two directions.
 #[derive(Debug)]
@@ -71,12 +79,26 @@ pub(super) struct Outbox {
     through: u64,
     /// Nothing at or after this offset will ever be delivered (a drop or a cut).
     end: Option<u64>,
+    /// Approximate bytes of the held observations.
+    bytes: usize,
+}
+
+/// Approximate memory of one observation.
+fn size_of_obs(obs: &Observation) -> usize {
+    let payload = match obs {
+        Observation::SseEvent { data, .. } => data.as_ref().map_or(0, |d| d.len()),
+        Observation::Request { body, .. } => body.as_ref().map_or(0, |d| d.len()),
+        Observation::ResponseBody { body, .. } => body.as_ref().map_or(0, |d| d.len()),
+        _ => 0,
+    };
+    std::mem::size_of::<Observation>() + payload
 }
 
 impl Outbox {
     /// Holds `obs` until the bytes before raw offset `at` are delivered.
     pub(super) fn hold(&mut self, at: u64, obs: Observation) {
         if self.end.is_none_or(|end| at <= end) {
+            self.bytes += size_of_obs(&obs);
             self.held.push_back((at, obs));
         }
     }
@@ -89,6 +111,7 @@ impl Outbox {
                 break;
             }
             if let Some((_, obs)) = self.held.pop_front() {
+                self.bytes = self.bytes.saturating_sub(size_of_obs(&obs));
                 sink.record(obs);
             }
         }
@@ -104,8 +127,15 @@ impl Outbox {
         let end = self.end.map_or(raw, |e| e.min(raw));
         self.end = Some(end);
         while self.held.back().is_some_and(|(at, _)| *at > end) {
-            self.held.pop_back();
+            if let Some((_, obs)) = self.held.pop_back() {
+                self.bytes = self.bytes.saturating_sub(size_of_obs(&obs));
+            }
         }
+    }
+
+    /// Approximate bytes held.
+    pub(super) fn held_bytes(&self) -> usize {
+        self.bytes
     }
 
     /// The delivered-through offset.
@@ -126,21 +156,6 @@ pub(super) fn rpc_request_id(body: &[u8]) -> Option<String> {
     let o = v.as_object()?;
     o.get("method")?;
     o.get("id").map(|id| id.to_string())
-}
-
-/// True if and only if `data` is a JSON-RPC response (result or error) with id `id` (JSON text).
-pub(super) fn is_response_to(data: &[u8], id: &str) -> bool {
-    let first = data.iter().find(|b| !b.is_ascii_whitespace());
-    if first != Some(&b'{') {
-        return false;
-    }
-    let (Ok(v), Ok(id)) = (
-        serde_json::from_slice::<serde_json::Value>(data),
-        serde_json::from_str::<serde_json::Value>(id),
-    ) else {
-        return false;
-    };
-    v.get("id") == Some(&id) && (v.get("result").is_some() || v.get("error").is_some())
 }
 
 enum UpState {
@@ -249,6 +264,10 @@ impl WireObserver for Http1Upstream {
 
     fn dropped(&mut self, start: u64, _end: u64) {
         self.out.end_at(start);
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.head.held() + self.body.capacity() + self.out.held_bytes()
     }
 
     fn observe(&mut self, chunk: &[u8]) -> Option<&super::ChunkPositions> {

@@ -16,11 +16,12 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::http1::{BODY_LIMIT, Outbox, ReqInfo, ReqQueue, data_hash, is_response_to};
+use super::http1::{BODY_LIMIT, DATA_HEAD, LINE_LIMIT, Outbox, ReqInfo, ReqQueue, data_hash};
 use super::http1_body::{BodyDecoder, ChunkSpot, Piece};
 use super::http1_clean::{Spot, clean_end_bytes};
 use super::http1_head::{Framing, HeadBuf, HeadKind, HeadStatus, is_event_stream, parse_response};
 use super::position::SseClass;
+use super::rpc_head::is_response_head;
 use super::sse::{EventSpan, SseEvent, SseScanner};
 use super::sse_class::Classified;
 use super::{
@@ -209,7 +210,7 @@ impl Http1Downstream {
         };
         let sse = is_sse.then(|| {
             Box::new(SseCtx {
-                scanner: SseScanner::new(),
+                scanner: SseScanner::bounded(DATA_HEAD, LINE_LIMIT),
                 segs: VecDeque::new(),
                 events: 0,
             })
@@ -293,13 +294,11 @@ impl Http1Downstream {
             }
             let index = *events;
             *events += 1;
-            // Longer data is cut to its head: enough for the audit to read a JSON-RPC id.
-            let data = Some(bytes::Bytes::copy_from_slice(
-                &e.data[..e.data.len().min(BODY_LIMIT)],
-            ));
+            // The scanner keeps only the data's head: enough for a JSON-RPC id and kind.
+            let data = Some(bytes::Bytes::copy_from_slice(e.data));
             let is_final = rpc_id
                 .as_deref()
-                .is_some_and(|id| data.is_some() && is_response_to(e.data, id));
+                .is_some_and(|id| is_response_head(e.data, id));
             out.hold(
                 raw_end,
                 Observation::SseEvent {
@@ -310,8 +309,8 @@ impl Http1Downstream {
                     last_event_id: (!e.last_event_id.is_empty())
                         .then(|| e.last_event_id.to_string()),
                     event_type: Some(e.event_type.to_string()),
-                    data_hash: data_hash(e.data),
-                    data_len: e.data.len() as u64,
+                    data_hash: e.data_hash.unwrap_or_else(|| data_hash(e.data)),
+                    data_len: e.data_len,
                     data,
                     raw_start,
                     raw_end,
@@ -319,7 +318,25 @@ impl Http1Downstream {
             );
             is_final
         };
+        let was_following = !scanner.gave_up();
         scanner.feed_classified(bytes, &mut on_event, &mut self.view.classified);
+        if was_following && scanner.gave_up() {
+            let raw_offset = raw_base + bytes.len() as u64;
+            tracing::warn!(
+                conn,
+                raw_offset,
+                "line too long: observer gives up on this SSE stream, bytes still relayed"
+            );
+            self.sink.record(Observation::ObserverGaveUp {
+                conn,
+                seq,
+                raw_offset,
+                reason: format!(
+                    "line too long (over {LINE_LIMIT} bytes): observer gives up on this stream, \
+                     bytes still relayed"
+                ),
+            });
+        }
         self.take_runs(before);
     }
 
@@ -534,6 +551,14 @@ impl WireObserver for Http1Downstream {
 
     fn dropped(&mut self, start: u64, _end: u64) {
         self.out.end_at(start);
+    }
+
+    fn held_bytes(&self) -> usize {
+        let resp = self.resp.as_ref().map_or(0, |r| {
+            r.body.capacity() + r.sse.as_ref().map_or(0, |s| s.scanner.held_bytes())
+        });
+        let views = self.history.len() + 1;
+        self.head.held() + resp + self.out.held_bytes() + views * std::mem::size_of::<ChunkView>()
     }
 
     fn observe(&mut self, chunk: &[u8]) -> Option<&ChunkPositions> {

@@ -52,6 +52,11 @@ impl HeadBuf {
     }
 
     /// The bytes of the completed head (valid after `Complete`, until the next `push`).
+    /// Bytes held (capacity of the buffer).
+    pub(super) fn held(&self) -> usize {
+        self.buf.capacity()
+    }
+
     pub(super) fn bytes(&self) -> &[u8] {
         &self.buf
     }

@@ -164,6 +164,16 @@ pub enum Observation {
         raw_start: u64,
         raw_end: u64,
     },
+    /// The observer stopped following an SSE stream (a line longer than its line limit): the
+    /// bytes are still relayed, but no more events or cut positions are reported for it.
+    ObserverGaveUp {
+        conn: u64,
+        seq: u64,
+        /// Raw offset (downstream) by which the observer gave up.
+        raw_offset: u64,
+        /// Why, in words (e.g. "line too long: …").
+        reason: String,
+    },
     /// The SSE body of a response ended; `clean` if and only if its HTTP framing ended normally.
     StreamEnd { conn: u64, seq: u64, clean: bool },
     /// The proxy cut the connection.
@@ -234,6 +244,12 @@ pub trait WireObserver: Send {
     /// Every byte before raw offset `raw` has been written to the destination.
     fn delivered_through(&mut self, raw: u64) {
         let _ = raw;
+    }
+
+    /// Bytes the observer holds now (buffers, held observations), for the `bytes_buffered`
+    /// gauge. Must not grow with event or body size.
+    fn held_bytes(&self) -> usize {
+        0
     }
 
     /// Bytes `[start, end)` were read but will never be written.
