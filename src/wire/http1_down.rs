@@ -649,9 +649,25 @@ impl WireObserver for Http1Downstream {
     }
 
     fn clean_end_at(&mut self, raw: u64) -> Vec<u8> {
-        match self.view_at(raw) {
-            Some((v, k)) => clean_end_bytes(&v.spots, v.spot_at_start, k),
-            None => Vec::new(),
-        }
+        let Some((v, k)) = self.view_at(raw) else {
+            return Vec::new();
+        };
+        let runs = &v.positions.runs;
+        let class = runs
+            .get(runs.partition_point(|r| r.end <= k))
+            .filter(|r| r.start <= k)
+            .map(|r| r.class);
+        // Cut points whose class says the payload stands at the start of a line.
+        let line_start = matches!(
+            class,
+            Some(
+                SseClass::Boundary
+                    | SseClass::BeforeDispatch
+                    | SseClass::AfterId
+                    | SseClass::CrLf
+                    | SseClass::DispatchCrLf
+            )
+        );
+        clean_end_bytes(&v.spots, v.spot_at_start, k, line_start)
     }
 }
