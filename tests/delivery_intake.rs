@@ -20,7 +20,7 @@ use tearline::wire::http1::observer_pair;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-const EVENTS: usize = 8_000;
+const EVENTS: usize = 30_000;
 
 /// An SSE server: per connection, one close-delimited stream of `EVENTS` small events.
 async fn sse_server() -> std::net::SocketAddr {
@@ -70,6 +70,7 @@ async fn relay(upstream: std::net::SocketAddr, auditor: Arc<Auditor>) -> (usize,
         got += n;
     }
     let took = start.elapsed();
+    drop(c);
     stop.cancel();
     let _ = task.await;
     (got, took)

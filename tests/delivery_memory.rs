@@ -62,6 +62,7 @@ async fn a_never_ending_data_line_is_relayed_and_the_observer_gives_up() {
             got += n;
             peak = peak.max(proxy.stats().bytes_buffered());
         }
+        drop(c);
         (got, peak)
     };
     let (got, peak) = tokio::time::timeout(Duration::from_secs(60), relay)

@@ -172,13 +172,20 @@ async fn relay(
 /// scanner), with the raw offset after each dispatching byte. HTTP/1.1 framing is followed
 /// here independently of the proxy's observer: heads, chunked and length bodies.
 pub fn client_events(raw: &[u8]) -> Vec<Delivered> {
+    client_scan(raw).0
+}
+
+/// [`client_events`], and whether the last SSE body left an event in progress (field lines
+/// since the last blank line: what a conformant client discards as torn).
+pub fn client_scan(raw: &[u8]) -> (Vec<Delivered>, bool) {
     let mut out = Vec::new();
+    let mut partial = false;
     let mut pos = 0usize;
     loop {
         let mut headers = [httparse::EMPTY_HEADER; 64];
         let mut resp = httparse::Response::new(&mut headers);
         let Ok(httparse::Status::Complete(n)) = resp.parse(&raw[pos..]) else {
-            return out;
+            return (out, partial);
         };
         let status = resp.code.unwrap_or(0);
         let header = |name: &str| {
@@ -194,41 +201,34 @@ pub fn client_events(raw: &[u8]) -> Vec<Delivered> {
         if (100..200).contains(&status) {
             continue;
         }
-        let mut scanner = SseScanner::new();
-        let mut classified = Classified::default();
-        let mut feed = |piece: &[u8], raw_at: usize, out: &mut Vec<Delivered>| {
-            if !sse {
-                return;
-            }
-            let base = scanner.payload_offset();
-            let mut got = Vec::new();
-            scanner.feed_classified(
-                piece,
-                &mut |e, span| {
-                    got.push((e.id.map(str::to_string), raw_at as u64 + (span.end - base)));
-                    false
-                },
-                &mut classified,
-            );
-            classified.clear();
-            out.extend(got);
+        let mut sc = Scan {
+            scanner: SseScanner::new(),
+            classified: Classified::default(),
+            sse,
         };
+        // A body that stops early leaves the scanner where the client's stopped.
+        macro_rules! stop {
+            () => {{
+                partial = sse && sc.scanner.has_partial_event();
+                return (out, partial);
+            }};
+        }
         if chunked {
             loop {
                 let Some(eol) = find_crlf(&raw[pos..]) else {
-                    return out;
+                    stop!();
                 };
                 let line = String::from_utf8_lossy(&raw[pos..pos + eol]);
                 let size_text = line.split(';').next().unwrap_or("").trim();
                 let Ok(size) = usize::from_str_radix(size_text, 16) else {
-                    return out;
+                    stop!();
                 };
                 pos += eol + 2;
                 if size == 0 {
                     // Trailers end with an empty line.
                     loop {
                         let Some(e) = find_crlf(&raw[pos..]) else {
-                            return out;
+                            stop!();
                         };
                         pos += e + 2;
                         if e == 0 {
@@ -238,24 +238,49 @@ pub fn client_events(raw: &[u8]) -> Vec<Delivered> {
                     break;
                 }
                 let avail = size.min(raw.len() - pos);
-                feed(&raw[pos..pos + avail], pos, &mut out);
+                sc.feed(&raw[pos..pos + avail], pos, &mut out);
                 pos += avail;
                 if avail < size || raw.len() < pos + 2 {
-                    return out;
+                    stop!();
                 }
                 pos += 2;
             }
         } else if let Some(len) = length {
             let avail = len.min(raw.len() - pos);
-            feed(&raw[pos..pos + avail], pos, &mut out);
+            sc.feed(&raw[pos..pos + avail], pos, &mut out);
             pos += avail;
             if avail < len {
-                return out;
+                stop!();
             }
         } else if status != 204 && status != 304 {
-            feed(&raw[pos..], pos, &mut out);
-            return out;
+            sc.feed(&raw[pos..], pos, &mut out);
+            stop!();
         }
+        partial = sse && sc.scanner.has_partial_event();
+    }
+}
+
+struct Scan {
+    scanner: SseScanner,
+    classified: Classified,
+    sse: bool,
+}
+
+impl Scan {
+    fn feed(&mut self, piece: &[u8], raw_at: usize, out: &mut Vec<Delivered>) {
+        if !self.sse {
+            return;
+        }
+        let base = self.scanner.payload_offset();
+        self.scanner.feed_classified(
+            piece,
+            &mut |e, span| {
+                out.push((e.id.map(str::to_string), raw_at as u64 + (span.end - base)));
+                false
+            },
+            &mut self.classified,
+        );
+        self.classified.clear();
     }
 }
 
