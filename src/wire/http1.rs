@@ -22,6 +22,9 @@
 //!   is recorded if and only if its last byte was written to the server, and an `SseEvent` if
 //!   and only if the byte that dispatched it reached the client; a cut SSE body then ends with
 //!   `StreamEnd { clean: false }`.
+//! - A `text/event-stream` response with a `Content-Encoding` other than `identity` is declared
+//!   unobservable (`ObserverGaveUp` naming the encoding) and relayed as an opaque body: it is
+//!   never scanned as plain SSE, so it yields no events, positions or SSE cuts.
 //! - Bodies and SSE data are kept for observations only up to [`BODY_LIMIT`] bytes; larger ones
 //!   are hashed (SSE) or reported as `None`.
 

@@ -189,7 +189,21 @@ impl Http1Downstream {
             .clone()
             .or_else(|| req.as_ref().and_then(|r| r.session.clone()));
         let no_body = method == "HEAD" || status == 204 || status == 304;
-        let is_sse = !no_body && is_event_stream(head.content_type.as_deref());
+        let event_stream = !no_body && is_event_stream(head.content_type.as_deref());
+        // An encoded (gzip, br, deflate, …) event stream is not scanned as plain text: the
+        // observer declares it unobservable and relays it as an opaque body.
+        let is_sse = event_stream && head.content_encoding.is_none();
+        if let Some(encoding) = head.content_encoding.as_deref().filter(|_| event_stream) {
+            self.sink.record(Observation::ObserverGaveUp {
+                conn: self.conn,
+                seq,
+                raw_offset: self.view.start + at as u64,
+                reason: format!(
+                    "content-encoding {encoding}: the SSE body is compressed and not observed \
+                     (no events, positions or SSE cuts for this stream; bytes still relayed)"
+                ),
+            });
+        }
         self.view.owners.push(Owner {
             from: at,
             seq,
