@@ -4,7 +4,7 @@
 //! `/metrics`.
 
 #[path = "control_support/mod.rs"]
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 mod control_support;
 
 use std::sync::Arc;

@@ -80,10 +80,13 @@ pub fn f(v: f64) -> toml::Value {
     toml::Value::Float(v)
 }
 
+/// The bytes each tapped connection received, in accept order.
+pub type Received = Arc<Mutex<Vec<Arc<Mutex<Vec<u8>>>>>>;
+
 /// Records the bytes each client connection received, in accept order.
 pub struct Tap {
     pub addr: SocketAddr,
-    pub received: Arc<Mutex<Vec<Arc<Mutex<Vec<u8>>>>>>,
+    pub received: Received,
     open: Arc<AtomicUsize>,
 }
 
@@ -92,7 +95,7 @@ impl Tap {
     pub async fn start(proxy: SocketAddr) -> Tap {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let received: Arc<Mutex<Vec<Arc<Mutex<Vec<u8>>>>>> = Arc::default();
+        let received: Received = Arc::default();
         let open = Arc::new(AtomicUsize::new(0));
         let (rec, n) = (received.clone(), open.clone());
         tokio::spawn(async move {
