@@ -92,6 +92,8 @@ async fn findings_log_has_one_json_line_per_finding_with_evidence() {
     let offset = w.deliver(1, 0, &(pre + &torn), Some(cut), CutAction::Reset);
     w.resume(2, 0, Some("s"), "42");
     w.response(2, 0, 410, "text/plain", None);
+    // The log is written by its own thread: wait until it has caught up.
+    w.auditor.flush_log();
     let text =
         String::from_utf8(out.0.lock().map(|v| v.clone()).unwrap_or_default()).unwrap_or_default();
     let lines: Vec<serde_json::Value> = text

@@ -130,7 +130,7 @@ impl WireObserver for Terminator {
         self.0.cut_point(delivered)
     }
     fn eof(&mut self) {}
-    fn clean_end(&mut self, _delivered: usize) -> Vec<u8> {
+    fn clean_end_at(&mut self, _raw: u64) -> Vec<u8> {
         b"0\r\n\r\n".to_vec()
     }
 }

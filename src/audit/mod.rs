@@ -7,8 +7,11 @@
 //! [`finding`]; the replay rules (what is owed, what is fresh, what is a gap) in [`judge`].
 //!
 //! Invariants:
-//! - `record` is cheap and never blocks for long: one short critical section under a mutex,
-//!   no I/O except appending a finding to the findings log when one is found.
+//! - `record` never waits on the ledger or on I/O: it pushes onto a bounded queue ([`intake`];
+//!   a full queue drops and counts the observation, see [`Auditor::dropped`]); a worker task
+//!   (spawned on the first `record` inside a tokio runtime) applies the queue to the ledger, and
+//!   every query first drains the queue itself, so a query sees everything recorded before it.
+//!   The findings log is written by its own thread ([`log`]), never on the data path.
 //! - Time is the observation's receipt time (`tokio::time::Instant::now()` in `record`); the
 //!   histograms and `at_ms` use it, so a paused test clock drives them exactly.
 //! - Memory is bounded per stream (`ids_per_stream` ids and hashes, never payloads), streams and
@@ -35,6 +38,7 @@ pub mod events;
 pub mod exchange;
 pub mod finding;
 pub mod histo;
+pub mod intake;
 pub mod judge;
 pub mod ledger;
 pub mod log;
@@ -52,7 +56,8 @@ use hdrhistogram::Histogram;
 use ledger::Ledger;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -100,19 +105,89 @@ pub enum AuditError {
 /// The auditor: an [`ObservationSink`] that keeps the ledger and produces findings.
 #[derive(Debug)]
 pub struct Auditor {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
     ledger: Mutex<Ledger>,
+    intake: intake::Intake,
+}
+
+impl Inner {
+    fn lock_ledger(&self) -> MutexGuard<'_, Ledger> {
+        self.ledger.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Applies everything queued, in order; returns the ledger, locked.
+    fn drain(&self) -> MutexGuard<'_, Ledger> {
+        let mut l = self.lock_ledger();
+        for (at, obs) in self.intake.take() {
+            l.arrive(at, obs);
+            l.maybe_sweep(at);
+        }
+        l
+    }
+}
+
+/// The worker: drains the intake whenever it is woken, until the auditor is dropped (its
+/// `Drop` wakes the worker, which then finds no auditor and ends).
+async fn worker(inner: Weak<Inner>, wake: Arc<tokio::sync::Notify>) {
+    loop {
+        wake.notified().await;
+        let Some(strong) = inner.upgrade() else {
+            return;
+        };
+        if !strong.intake.paused() {
+            drop(strong.drain());
+        }
+    }
 }
 
 impl Auditor {
     /// A new auditor; its clock starts now.
     pub fn new(config: AuditConfig) -> Self {
+        Self::with_queue_limit(config, intake::QUEUE_LIMIT)
+    }
+
+    /// A new auditor whose intake holds at most `limit` observations.
+    pub fn with_queue_limit(config: AuditConfig, limit: usize) -> Self {
         Auditor {
-            ledger: Mutex::new(Ledger::new(config, Instant::now())),
+            inner: Arc::new(Inner {
+                ledger: Mutex::new(Ledger::new(config, Instant::now())),
+                intake: intake::Intake::new(limit),
+            }),
         }
     }
 
+    /// The ledger with everything recorded so far applied.
     fn lock(&self) -> MutexGuard<'_, Ledger> {
-        self.ledger.lock().unwrap_or_else(|p| p.into_inner())
+        self.inner.drain()
+    }
+
+    /// Observations dropped because the intake queue was full (the relay never waits).
+    pub fn dropped(&self) -> u64 {
+        self.inner.intake.dropped()
+    }
+
+    /// Stops (`true`) or resumes the worker that applies observations to the ledger; queries
+    /// still drain. A paused auditor is a slow consumer: its queue fills, then drops and counts.
+    pub fn set_paused(&self, paused: bool) {
+        self.inner.intake.set_paused(paused);
+    }
+
+    fn ensure_worker(&self) {
+        if self.inner.intake.worker.load(Ordering::Relaxed) {
+            return;
+        }
+        if let Ok(rt) = tokio::runtime::Handle::try_current()
+            && !self.inner.intake.worker.swap(true, Ordering::AcqRel)
+        {
+            rt.spawn(worker(
+                Arc::downgrade(&self.inner),
+                self.inner.intake.wake.clone(),
+            ));
+        }
     }
 
     /// Writes every finding from now on as one JSON line to `path` (created or truncated).
@@ -128,6 +203,14 @@ impl Auditor {
     /// Writes every finding from now on as one JSON line to `out`.
     pub fn log_to(&self, out: Box<dyn std::io::Write + Send>) {
         self.lock().log = Some(log::FindingsLog::new(out));
+    }
+
+    /// Waits until every finding reported so far is written to the findings log.
+    pub fn flush_log(&self) {
+        let l = self.lock();
+        if let Some(log) = &l.log {
+            log.sync();
+        }
     }
 
     /// The findings so far (at most `max_findings`), in the order found, after settling the
@@ -199,6 +282,9 @@ impl Auditor {
             l.settle_deferred(key);
         }
         l.settle_watches(now, true);
+        if let Some(log) = &l.log {
+            log.sync();
+        }
     }
 
     /// A human-readable summary: counts by kind, histograms, ledger size.
@@ -255,15 +341,26 @@ impl Auditor {
             l.sessions.len(),
             l.legs.len()
         ));
+        let dropped = self.dropped();
+        if dropped > 0 {
+            out.push_str(&format!(
+                " intake: {dropped} observation(s) dropped (audit queue full; the relay never \
+                 waits) — findings may be missing\n"
+            ));
+        }
         out
+    }
+}
+
+impl Drop for Auditor {
+    fn drop(&mut self) {
+        self.inner.intake.wake.notify_one();
     }
 }
 
 impl ObservationSink for Auditor {
     fn record(&self, obs: Observation) {
-        let now = Instant::now();
-        let mut l = self.lock();
-        l.arrive(now, obs);
-        l.maybe_sweep(now);
+        self.ensure_worker();
+        self.inner.intake.push(Instant::now(), obs);
     }
 }

@@ -142,6 +142,10 @@ pub trait FindingsSource: Send + Sync {
     fn findings(&self) -> serde_json::Value;
     /// Findings counted by kind (`torn-cut`, `cursor-ahead`, …).
     fn counts(&self) -> Vec<(String, u64)>;
+    /// Observations the audit dropped because its intake queue was full.
+    fn dropped(&self) -> u64 {
+        0
+    }
 }
 
 /// Number of cuts at one SSE position class with one action.

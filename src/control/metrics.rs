@@ -42,6 +42,8 @@ pub struct Scrape<'a> {
     pub cut_positions: Option<&'a [CutCount]>,
     /// Findings by kind, when the audit is attached.
     pub findings: Option<&'a [(String, u64)]>,
+    /// Observations the audit dropped (intake queue full), when the audit is attached.
+    pub audit_dropped: Option<u64>,
     /// The API's own request counters.
     pub api: &'a ApiCounters,
 }
@@ -223,6 +225,15 @@ pub fn render(s: &Scrape<'_>) -> String {
     );
     for (kind, v) in s.findings.into_iter().flatten() {
         let _ = writeln!(out, "tearline_findings_total{{kind=\"{}\"}} {v}", esc(kind));
+    }
+    if let Some(n) = s.audit_dropped {
+        family(
+            &mut out,
+            "tearline_audit_dropped_total",
+            "counter",
+            "Observations the audit dropped because its queue was full (the relay never waits).",
+        );
+        let _ = writeln!(out, "tearline_audit_dropped_total {n}");
     }
     family(
         &mut out,

@@ -252,6 +252,7 @@ pub async fn dispatch(
                 proxies: &proxies,
                 cut_positions: cuts.as_deref(),
                 findings: findings.as_deref(),
+                audit_dropped: api.findings.as_ref().map(|f| f.dropped()),
                 api: &api.counters,
             });
             Ok(respond(

@@ -106,4 +106,8 @@ impl FindingsSource for AuditFindings {
     fn counts(&self) -> Vec<(String, u64)> {
         self.0.counts().into_iter().collect()
     }
+
+    fn dropped(&self) -> u64 {
+        self.0.dropped()
+    }
 }

@@ -12,7 +12,12 @@
 //! - A cut delivers every slice planned before it, on time, then ends the direction with an
 //!   error value the connection task turns into RST or FIN; EOF is passed on (write shutdown)
 //!   after every queued byte and no earlier than every fault's `on_eof` time.
-//! - `bytes_buffered` counts exactly the bytes this pump holds (read chunk in flight + queue).
+//! - The observer hears what happened, by raw offset, exactly as [`WireObserver`] documents
+//!   (the delivery contract): `delivered_through` after every write (fast path and queue),
+//!   `dropped` for every planned gap, for slices a deadline cut discards and for slices a kill
+//!   discards (when the pump is dropped), and `cut_at` the offset after the last byte written.
+//! - `bytes_buffered` counts the bytes this pump holds (read chunk in flight + queue) plus what
+//!   its observer reports holding (`held_bytes`, synced after each chunk and queued write).
 //! - Writes go straight to the socket (no user-space write buffer, TCP_NODELAY set), so a chunk
 //!   is on the wire when its write returns and there is nothing left to flush when reads go
 //!   pending. Each write is followed by `flush` (free on TCP halves) so a TLS writer never holds
@@ -60,6 +65,8 @@ pub(crate) struct Chain {
 struct Timed {
     bytes: Bytes,
     at: Instant,
+    /// Raw offset of the slice's first byte.
+    start: u64,
 }
 
 enum Event {
@@ -89,7 +96,10 @@ pub(crate) struct Pump<'a, R = ReadHalf<'a>, W = WriteHalf<'a>> {
     /// Bytes of the current read chunk not yet written or queued.
     held: usize,
     read_total: u64,
-    last_chunk: usize,
+    /// Raw offset after the last byte written (the delivered-through offset).
+    written_to: u64,
+    /// The observer's held bytes last added to `bytes_buffered`.
+    observer_held: usize,
     residence: ResidenceBatch,
     zero_copy: ZeroCopy,
 }
@@ -123,7 +133,8 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
             queued: 0,
             held: 0,
             read_total: 0,
-            last_chunk: 0,
+            written_to: 0,
+            observer_held: 0,
             residence: ResidenceBatch::new(),
             zero_copy: ZeroCopy::new(proxy.config().zero_copy),
         }
@@ -219,9 +230,11 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
         let back = self.zero_copy.relay(lane, budget).await?;
         let moved = back.moved();
         if moved > 0 {
+            // Spliced bytes are read and written in one step: every one of them is delivered.
             self.read_total += moved;
-            self.last_chunk = usize::try_from(moved).unwrap_or(usize::MAX);
+            self.written_to = self.read_total;
             self.observer.passed(moved);
+            self.observer.delivered_through(self.written_to);
         }
         Ok(Some(back))
     }
@@ -273,7 +286,6 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
         self.held = n;
         let offset = self.read_total;
         self.read_total += n as u64;
-        self.last_chunk = n;
         let bytes = &self.buf[..n];
         let positions = self.observer.observe(bytes);
         self.plan.reset(n, now);
@@ -289,19 +301,17 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
                 f.on_chunk(&chunk, &mut self.plan, &mut self.rng);
             }
         }
+        self.report_gaps(offset, n);
         let fast = self.queue.is_empty() && self.plan.slices().iter().all(|s| s.at <= now);
         let result = if fast {
-            let r = self.write_direct(now).await;
-            if r.is_ok() && self.plan.cut().is_none() {
-                self.observer.delivered();
-            }
-            r
+            self.write_direct(offset, now).await
         } else {
             for s in self.plan.slices() {
                 let len = s.end - s.start;
                 self.queue.push_back(Timed {
                     bytes: Bytes::copy_from_slice(&self.buf[s.start..s.end]),
                     at: s.at,
+                    start: offset + s.start as u64,
                 });
                 self.queued += len;
                 stats.buffer_add(len);
@@ -310,6 +320,7 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
         };
         stats.buffer_sub(n);
         self.held = 0;
+        self.sync_observer_gauge();
         result?;
         match self.plan.cut() {
             Some(cut) => Err(self.cut(cut).await),
@@ -317,12 +328,35 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
         }
     }
 
-    async fn write_direct(&mut self, now: Instant) -> Result<(), Stop> {
-        let mut written = 0;
+    /// Tells the observer which bytes of the chunk at raw `offset` (`n` bytes) the plan drops:
+    /// gaps between slices and after the last one (bytes at or after a cut are not dropped but
+    /// cut; the cut reports them).
+    fn report_gaps(&mut self, offset: u64, n: usize) {
+        let end = self.plan.cut().map_or(n, |c| c.at);
+        let mut next = 0;
         for s in self.plan.slices() {
+            if s.start > next {
+                self.observer
+                    .dropped(offset + next as u64, offset + s.start as u64);
+            }
+            next = s.end;
+        }
+        if end > next {
+            self.observer
+                .dropped(offset + next as u64, offset + end as u64);
+        }
+    }
+
+    /// Writes the plan's slices of the chunk at raw `offset` straight from the read buffer.
+    async fn write_direct(&mut self, offset: u64, now: Instant) -> Result<(), Stop> {
+        let mut written = 0;
+        for i in 0..self.plan.slices().len() {
+            let s = self.plan.slices()[i];
             let r = self.dst.write_all(&self.buf[s.start..s.end]).await;
             r.map_err(|e| Stop::Io(self.dst_side(), e))?;
             written += s.end - s.start;
+            self.written_to = offset + s.end as u64;
+            self.observer.delivered_through(self.written_to);
         }
         // A no-op on TCP halves; a TLS writer may hold the last record until flushed.
         let r = self.dst.flush().await;
@@ -334,6 +368,18 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
                 .record(self.proxy.stats(), done.duration_since(now), done);
         }
         Ok(())
+    }
+
+    /// Moves the observer's held bytes into the `bytes_buffered` gauge.
+    fn sync_observer_gauge(&mut self) {
+        let now = self.observer.held_bytes();
+        let stats = self.proxy.stats();
+        if now > self.observer_held {
+            stats.buffer_add(now - self.observer_held);
+        } else if now < self.observer_held {
+            stats.buffer_sub(self.observer_held - now);
+        }
+        self.observer_held = now;
     }
 
     fn account(&self, n: usize) {
@@ -352,8 +398,14 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
         }
         self.queued -= len;
         self.proxy.stats().buffer_sub(len);
-        r.map_err(|e| Stop::Io(self.dst_side(), e))?;
+        if let Err(e) = r {
+            self.observer.dropped(t.start, t.start + len as u64);
+            return Err(Stop::Io(self.dst_side(), e));
+        }
         self.account(len);
+        self.written_to = t.start + len as u64;
+        self.observer.delivered_through(self.written_to);
+        self.sync_observer_gauge();
         Ok(())
     }
 
@@ -387,16 +439,11 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
         if let Err(stop) = self.drain().await {
             return stop;
         }
-        let mut action = cut.action;
-        if action == CutAction::CleanEnd {
-            let tail = self.observer.clean_end(cut.at);
-            if tail.is_empty() {
-                action = CutAction::Fin;
-            } else if let Err(e) = self.dst.write_all(&tail).await {
-                return Stop::Io(self.dst_side(), e);
-            }
-        }
-        self.record_cut(action, cut.at, cut.by);
+        let action = match self.end_cleanly(cut.action).await {
+            Ok(a) => a,
+            Err(stop) => return stop,
+        };
+        self.record_cut(action, cut.by);
         if let Some(d) = cut.outage {
             // The documents' outage: new connections wait until the window ends.
             self.proxy.hold_new_connections(d);
@@ -412,20 +459,43 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
                 return stop;
             }
         }
-        let mut action = d.action;
-        if action == CutAction::CleanEnd {
-            let tail = self.observer.clean_end(self.last_chunk);
-            if tail.is_empty() {
-                action = CutAction::Fin;
-            } else if let Err(e) = self.dst.write_all(&tail).await {
-                return Stop::Io(self.dst_side(), e);
-            }
-        }
-        self.record_cut(action, self.last_chunk, d.by);
+        self.discard_queue();
+        let action = match self.end_cleanly(d.action).await {
+            Ok(a) => a,
+            Err(stop) => return stop,
+        };
+        self.record_cut(action, d.by);
         Stop::Cut(action)
     }
 
-    fn record_cut(&mut self, action: CutAction, at: usize, by: &'static str) {
+    /// Throws the queued slices away and tells the observer they were dropped.
+    fn discard_queue(&mut self) {
+        if let Some(first) = self.queue.front().map(|t| t.start) {
+            self.observer.dropped(first, self.read_total);
+        }
+        let stats = self.proxy.stats();
+        stats.buffer_sub(self.queued);
+        self.queued = 0;
+        self.queue.clear();
+    }
+
+    /// For a `clean-end` cut, writes the observer's clean end at the delivered-through offset;
+    /// returns the action carried out (`fin` when no clean end exists there).
+    async fn end_cleanly(&mut self, action: CutAction) -> Result<CutAction, Stop> {
+        if action != CutAction::CleanEnd {
+            return Ok(action);
+        }
+        let tail = self.observer.clean_end_at(self.written_to);
+        if tail.is_empty() {
+            return Ok(CutAction::Fin);
+        }
+        match self.dst.write_all(&tail).await {
+            Ok(()) => Ok(action),
+            Err(e) => Err(Stop::Io(self.dst_side(), e)),
+        }
+    }
+
+    fn record_cut(&mut self, action: CutAction, by: &'static str) {
         self.proxy.stats().cut(action);
         tracing::debug!(direction = %self.dir, action = action.as_str(), by, "cut");
         if let Some(sink) = self.proxy.sink() {
@@ -435,7 +505,7 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
                 action,
                 point: crate::wire::CutPoint {
                     tls_end: self.proxy.config().tls.end_of(action),
-                    ..self.observer.cut_point(at)
+                    ..self.observer.cut_at(self.written_to)
                 },
             });
         }
@@ -444,8 +514,12 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
 
 impl<R, W> Drop for Pump<'_, R, W> {
     fn drop(&mut self) {
+        // A kill (or the other direction's end) drops the future: queued bytes never leave.
+        if let Some(first) = self.queue.front().map(|t| t.start) {
+            self.observer.dropped(first, self.read_total);
+        }
         let stats = self.proxy.stats();
-        stats.buffer_sub(self.queued + self.held);
+        stats.buffer_sub(self.queued + self.held + self.observer_held);
         self.residence.flush(stats);
     }
 }

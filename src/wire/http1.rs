@@ -16,12 +16,15 @@
 //! - Body lengths follow RFC 9112 §6: no body for HEAD requests and 1xx/204/304 responses;
 //!   chunked if the last transfer coding is `chunked`; `Content-Length`; else (responses)
 //!   until close. Requests without length fields have no body.
-//! - Delivery rule: an observation becomes visible only when the bytes that produced it were
-//!   delivered. Observations of a chunk are held until the pump shows what it delivered: all of
-//!   them on the next `observe` or on `eof` (the previous chunk was then written whole), and on
-//!   `cut_point(k)` only those whose last byte lies in the first `k` bytes; the rest are dropped,
-//!   then a cut SSE body ends with `StreamEnd { clean: false }`. So an `SseEvent` is recorded if
-//!   and only if the byte that dispatched it reached the client.
+//! - Delivery rule (the contract on [`WireObserver`]): an observation is held with the raw
+//!   offset just after the byte that produced it and released when the pump reports delivery
+//!   through that offset; a dropped range or a cut at or before it discards it. So a `Request`
+//!   is recorded if and only if its last byte was written to the server, and an `SseEvent` if
+//!   and only if the byte that dispatched it reached the client; a cut SSE body then ends with
+//!   `StreamEnd { clean: false }`.
+//! - A `text/event-stream` response with a `Content-Encoding` other than `identity` is declared
+//!   unobservable (`ObserverGaveUp` naming the encoding) and relayed as an opaque body: it is
+//!   never scanned as plain SSE, so it yields no events, positions or SSE cuts.
 //! - Bodies and SSE data are kept for observations only up to [`BODY_LIMIT`] bytes; larger ones
 //!   are hashed (SSE) or reported as `None`.
 
@@ -34,8 +37,16 @@ use super::{CutPoint, Observation, ObservationSink, WireObserver};
 
 pub use super::http1_down::Http1Downstream;
 
-/// Bodies and SSE data up to this many bytes are kept in observations.
+/// Bodies up to this many bytes are kept in observations.
 pub const BODY_LIMIT: usize = 64 * 1024;
+
+/// The observer keeps this many first bytes of each SSE event's data (the JSON-RPC head: id,
+/// method, progress token, result/error marker); the rest is hashed as it streams.
+pub const DATA_HEAD: usize = 4096;
+
+/// A line of an SSE body longer than this makes the observer give up on the stream (bytes are
+/// still relayed; no more events or positions are reported for it).
+pub const LINE_LIMIT: u64 = 64 << 20;
 
 /// The facts of one request, shared between the two directions.
 #[derive(Debug)]
@@ -62,32 +73,77 @@ pub fn observer_pair(
     (Box::new(up), Box::new(down))
 }
 
-/// Observations held until the bytes that produced them are delivered.
+/// Observations held until the bytes that produced them are delivered (by raw offset).
 #[derive(Default)]
 pub(super) struct Outbox {
-    /// (chunk cut point at which the observation is delivered, observation)
-    held: Vec<(usize, Observation)>,
+    /// (raw offset just after the producing bytes, observation), in increasing offset order.
+    held: VecDeque<(u64, Observation)>,
+    /// Every byte before this offset was delivered.
+    through: u64,
+    /// Nothing at or after this offset will ever be delivered (a drop or a cut).
+    end: Option<u64>,
+    /// Approximate bytes of the held observations.
+    bytes: usize,
+}
+
+/// Approximate memory of one observation.
+fn size_of_obs(obs: &Observation) -> usize {
+    let payload = match obs {
+        Observation::SseEvent { data, .. } => data.as_ref().map_or(0, |d| d.len()),
+        Observation::Request { body, .. } => body.as_ref().map_or(0, |d| d.len()),
+        Observation::ResponseBody { body, .. } => body.as_ref().map_or(0, |d| d.len()),
+        _ => 0,
+    };
+    std::mem::size_of::<Observation>() + payload
 }
 
 impl Outbox {
-    pub(super) fn hold(&mut self, at: usize, obs: Observation) {
-        self.held.push((at, obs));
-    }
-
-    /// Everything held was delivered.
-    pub(super) fn release_all(&mut self, sink: &dyn ObservationSink) {
-        for (_, obs) in self.held.drain(..) {
-            sink.record(obs);
+    /// Holds `obs` until the bytes before raw offset `at` are delivered.
+    pub(super) fn hold(&mut self, at: u64, obs: Observation) {
+        if self.end.is_none_or(|end| at <= end) {
+            self.bytes += size_of_obs(&obs);
+            self.held.push_back((at, obs));
         }
     }
 
-    /// Only the first `delivered` bytes of the chunk were delivered.
-    pub(super) fn release_upto(&mut self, delivered: usize, sink: &dyn ObservationSink) {
-        for (at, obs) in self.held.drain(..) {
-            if at <= delivered {
+    /// Every byte before `raw` was delivered: releases what they produced.
+    pub(super) fn release(&mut self, raw: u64, sink: &dyn ObservationSink) {
+        self.through = self.through.max(raw);
+        while let Some((at, _)) = self.held.front() {
+            if *at > self.through {
+                break;
+            }
+            if let Some((_, obs)) = self.held.pop_front() {
+                self.bytes = self.bytes.saturating_sub(size_of_obs(&obs));
                 sink.record(obs);
             }
         }
+    }
+
+    /// Releases what was already delivered (facts held after their bytes left, e.g. at EOF).
+    pub(super) fn release_delivered(&mut self, sink: &dyn ObservationSink) {
+        self.release(self.through, sink);
+    }
+
+    /// Nothing at or after `raw` will be delivered: discards what those bytes produced.
+    pub(super) fn end_at(&mut self, raw: u64) {
+        let end = self.end.map_or(raw, |e| e.min(raw));
+        self.end = Some(end);
+        while self.held.back().is_some_and(|(at, _)| *at > end) {
+            if let Some((_, obs)) = self.held.pop_back() {
+                self.bytes = self.bytes.saturating_sub(size_of_obs(&obs));
+            }
+        }
+    }
+
+    /// Approximate bytes held.
+    pub(super) fn held_bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The delivered-through offset.
+    pub(super) fn through(&self) -> u64 {
+        self.through
     }
 }
 
@@ -103,21 +159,6 @@ pub(super) fn rpc_request_id(body: &[u8]) -> Option<String> {
     let o = v.as_object()?;
     o.get("method")?;
     o.get("id").map(|id| id.to_string())
-}
-
-/// True if and only if `data` is a JSON-RPC response (result or error) with id `id` (JSON text).
-pub(super) fn is_response_to(data: &[u8], id: &str) -> bool {
-    let first = data.iter().find(|b| !b.is_ascii_whitespace());
-    if first != Some(&b'{') {
-        return false;
-    }
-    let (Ok(v), Ok(id)) = (
-        serde_json::from_slice::<serde_json::Value>(data),
-        serde_json::from_str::<serde_json::Value>(id),
-    ) else {
-        return false;
-    };
-    v.get("id") == Some(&id) && (v.get("result").is_some() || v.get("error").is_some())
 }
 
 enum UpState {
@@ -203,7 +244,7 @@ impl Http1Upstream {
             .then(|| bytes::Bytes::copy_from_slice(&self.body));
         let _ = info.rpc_id.set(body.as_deref().and_then(rpc_request_id));
         self.out.hold(
-            at,
+            self.chunk_start + at as u64,
             Observation::Request {
                 conn: self.conn,
                 seq: info.seq,
@@ -220,12 +261,19 @@ impl Http1Upstream {
 }
 
 impl WireObserver for Http1Upstream {
-    fn delivered(&mut self) {
-        self.out.release_all(&*self.sink);
+    fn delivered_through(&mut self, raw: u64) {
+        self.out.release(raw, &*self.sink);
+    }
+
+    fn dropped(&mut self, start: u64, _end: u64) {
+        self.out.end_at(start);
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.head.held() + self.body.capacity() + self.out.held_bytes()
     }
 
     fn observe(&mut self, chunk: &[u8]) -> Option<&super::ChunkPositions> {
-        self.out.release_all(&*self.sink);
         self.chunk_start = self.raw;
         self.raw += chunk.len() as u64;
         let mut i = 0;
@@ -271,15 +319,20 @@ impl WireObserver for Http1Upstream {
     }
 
     fn cut_point(&mut self, delivered: usize) -> CutPoint {
-        self.out.release_upto(delivered, &*self.sink);
+        self.cut_at(self.chunk_start + delivered as u64)
+    }
+
+    fn cut_at(&mut self, raw: u64) -> CutPoint {
+        self.out.release(raw, &*self.sink);
+        self.out.end_at(raw);
         CutPoint {
-            raw_offset: self.chunk_start + delivered as u64,
+            raw_offset: raw,
             ..CutPoint::default()
         }
     }
 
     fn eof(&mut self) {
-        self.out.release_all(&*self.sink);
+        self.out.release_delivered(&*self.sink);
     }
 
     fn is_opaque(&self) -> bool {
@@ -287,7 +340,7 @@ impl WireObserver for Http1Upstream {
     }
 
     fn passed(&mut self, n: u64) {
-        self.out.release_all(&*self.sink);
+        // The pump reports these bytes delivered right after (`delivered_through`).
         self.chunk_start = self.raw;
         self.raw += n;
     }

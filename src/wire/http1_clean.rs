@@ -6,10 +6,14 @@
 //! - Before a size line (at a chunk boundary, or right after the head): exactly `0\r\n\r\n`.
 //! - After chunk data, before its CRLF: `\r\n0\r\n\r\n`; between its CR and LF: `\n0\r\n\r\n`.
 //! - Inside chunk data: the size line already promised more bytes and cannot be taken back, so
-//!   the chunk is completed with SSE-inert filler — spaces, never a line end — then `\r\n` and
-//!   the terminator. The filler only extends the line in progress (an unfinished value, name or
-//!   comment), so the client's SSE state at the end of the body is the one at the cut: the same
-//!   event in progress, no line completed. At most [`FILLER_LIMIT`] bytes, else none (FIN).
+//!   the chunk is completed with SSE-inert filler, then `\r\n` and the terminator. Inside a line
+//!   the filler is spaces, never a line end: it only extends the line in progress (an
+//!   unfinished value, name or comment). At the start of a line (a boundary, after a complete
+//!   field line, after a CR) spaces would begin a new field line, so the filler is a comment
+//!   line instead — `:`, spaces, and an LF when there is room (a lone `:` otherwise). Either way
+//!   the client's SSE state at the end of the body is the one at the cut: the same event in
+//!   progress (or none), no field line completed. At most [`FILLER_LIMIT`] bytes, else none
+//!   (FIN).
 //! - Inside a size line or trailers, in non-chunked bodies and outside bodies: empty (the
 //!   pump then closes with FIN; for close-delimited bodies FIN is the normal end).
 
@@ -44,6 +48,7 @@ pub(super) fn clean_end_bytes(
     spots: &[Spot],
     spot_at_start: Option<ChunkSpot>,
     delivered: usize,
+    line_start: bool,
 ) -> Vec<u8> {
     let spot = if delivered == 0 {
         spot_at_start
@@ -75,6 +80,12 @@ pub(super) fn clean_end_bytes(
         Some(ChunkSpot::AfterDataCr) => bytes.push(b'\n'),
         Some(ChunkSpot::InData(left)) if left <= FILLER_LIMIT => {
             bytes.resize(left as usize, b' ');
+            if line_start {
+                bytes[0] = b':';
+                if left >= 2 {
+                    bytes[left as usize - 1] = b'\n';
+                }
+            }
             bytes.extend_from_slice(b"\r\n");
         }
         _ => return Vec::new(),

@@ -16,11 +16,12 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::http1::{BODY_LIMIT, Outbox, ReqInfo, ReqQueue, data_hash, is_response_to};
+use super::http1::{BODY_LIMIT, DATA_HEAD, LINE_LIMIT, Outbox, ReqInfo, ReqQueue, data_hash};
 use super::http1_body::{BodyDecoder, ChunkSpot, Piece};
 use super::http1_clean::{Spot, clean_end_bytes};
 use super::http1_head::{Framing, HeadBuf, HeadKind, HeadStatus, is_event_stream, parse_response};
 use super::position::SseClass;
+use super::rpc_head::is_response_head;
 use super::sse::{EventSpan, SseEvent, SseScanner};
 use super::sse_class::Classified;
 use super::{
@@ -54,10 +55,58 @@ struct Resp {
 }
 
 /// The response (and its request) that bytes from cut point `from` on belong to.
+#[derive(Clone)]
 struct Owner {
     from: usize,
+    seq: u64,
+    sse: bool,
+    /// Raw offset just after the body's last byte, once the body ended.
+    ended: Option<u64>,
     req: Option<Arc<ReqInfo>>,
     session: Option<String>,
+}
+
+/// What the observer learned about one chunk's cut points: enough to describe a cut (or a
+/// clean end) anywhere in it. Kept for every chunk not yet wholly delivered, so a cut that
+/// falls in an earlier chunk than the last observed one (a deadline with slices queued) is
+/// described as exactly as one in the last chunk.
+#[derive(Default)]
+struct ChunkView {
+    /// Raw offset of the chunk's first byte.
+    start: u64,
+    len: usize,
+    positions: ChunkPositions,
+    run_facts: Vec<u32>,
+    classified: Classified,
+    spots: Vec<Spot>,
+    spot_at_start: Option<ChunkSpot>,
+    /// The responses seen in this chunk, with the cut point from which they own the bytes.
+    owners: Vec<Owner>,
+}
+
+impl ChunkView {
+    fn end(&self) -> u64 {
+        self.start + self.len as u64
+    }
+
+    fn clear(&mut self) {
+        self.positions.clear();
+        self.run_facts.clear();
+        self.classified.clear();
+        self.spots.clear();
+        self.owners.clear();
+    }
+
+    fn has_run_at(&self, k: usize) -> bool {
+        self.positions
+            .runs
+            .iter()
+            .any(|r| r.start <= k && k < r.end)
+    }
+
+    fn owner_at(&self, delivered: usize) -> Option<&Owner> {
+        self.owners.iter().rev().find(|o| o.from <= delivered)
+    }
 }
 
 /// The server→client observer.
@@ -69,17 +118,13 @@ pub struct Http1Downstream {
     head: HeadBuf,
     resp: Option<Resp>,
     orphans: u64,
-    chunk_start: u64,
     raw: u64,
-    positions: ChunkPositions,
-    run_facts: Vec<u32>,
-    classified: Classified,
+    /// The last observed chunk.
+    view: ChunkView,
+    /// Earlier chunks not yet wholly delivered (oldest first); empty on the pump's fast path.
+    history: VecDeque<ChunkView>,
     /// (payload point, chunk cut point) that map payload to raw in the current segment.
     map: (u64, usize),
-    spots: Vec<Spot>,
-    spot_at_start: Option<ChunkSpot>,
-    /// The responses seen in this chunk, with the cut point from which they own the bytes.
-    owners: Vec<Owner>,
     out: Outbox,
 }
 
@@ -93,15 +138,10 @@ impl Http1Downstream {
             head: HeadBuf::new(HeadKind::Response),
             resp: None,
             orphans: 0,
-            chunk_start: 0,
             raw: 0,
-            positions: ChunkPositions::default(),
-            run_facts: Vec::new(),
-            classified: Classified::default(),
+            view: ChunkView::default(),
+            history: VecDeque::new(),
             map: (0, 0),
-            spots: Vec::new(),
-            spot_at_start: None,
-            owners: Vec::new(),
             out: Outbox::default(),
         }
     }
@@ -127,7 +167,7 @@ impl Http1Downstream {
             |r| r.seq,
         );
         self.out.hold(
-            at,
+            self.view.start + at as u64,
             Observation::Response {
                 conn: self.conn,
                 seq,
@@ -148,12 +188,30 @@ impl Http1Downstream {
             .session
             .clone()
             .or_else(|| req.as_ref().and_then(|r| r.session.clone()));
-        self.owners.push(Owner {
+        let no_body = method == "HEAD" || status == 204 || status == 304;
+        let event_stream = !no_body && is_event_stream(head.content_type.as_deref());
+        // An encoded (gzip, br, deflate, …) event stream is not scanned as plain text: the
+        // observer declares it unobservable and relays it as an opaque body.
+        let is_sse = event_stream && head.content_encoding.is_none();
+        if let Some(encoding) = head.content_encoding.as_deref().filter(|_| event_stream) {
+            self.sink.record(Observation::ObserverGaveUp {
+                conn: self.conn,
+                seq,
+                raw_offset: self.view.start + at as u64,
+                reason: format!(
+                    "content-encoding {encoding}: the SSE body is compressed and not observed \
+                     (no events, positions or SSE cuts for this stream; bytes still relayed)"
+                ),
+            });
+        }
+        self.view.owners.push(Owner {
             from: at,
+            seq,
+            sse: is_sse,
+            ended: None,
             req: req.clone(),
             session: session.clone(),
         });
-        let no_body = method == "HEAD" || status == 204 || status == 304;
         let decoder = match head.framing {
             _ if no_body => BodyDecoder::length(0),
             Framing::Chunked => BodyDecoder::chunked(),
@@ -164,9 +222,9 @@ impl Http1Downstream {
                 return;
             }
         };
-        let sse = (!no_body && is_event_stream(head.content_type.as_deref())).then(|| {
+        let sse = is_sse.then(|| {
             Box::new(SseCtx {
-                scanner: SseScanner::new(),
+                scanner: SseScanner::bounded(DATA_HEAD, LINE_LIMIT),
                 segs: VecDeque::new(),
                 events: 0,
             })
@@ -180,7 +238,7 @@ impl Http1Downstream {
             })
         });
         if let Some(stream) = &stream {
-            self.positions.streams.push(StreamSpan {
+            self.view.positions.streams.push(StreamSpan {
                 from: at,
                 stream: stream.clone(),
             });
@@ -195,7 +253,7 @@ impl Http1Downstream {
             body_over: false,
         });
         if let Some(spot) = decoder.chunk_spot() {
-            self.spots.push(Spot::Framing {
+            self.view.spots.push(Spot::Framing {
                 start: at,
                 end: at,
                 after: Some(spot),
@@ -228,10 +286,10 @@ impl Http1Downstream {
             events,
         } = &mut **sse;
         let p_base = scanner.payload_offset();
-        let raw_base = self.chunk_start + at as u64;
+        let raw_base = self.view.start + at as u64;
         segs.push_back((p_base, raw_base));
         self.map = (p_base, at);
-        let before = self.classified.runs.len();
+        let before = self.view.classified.runs.len();
         let (conn, seq) = (self.conn, resp.seq);
         let rpc_id = resp
             .req
@@ -244,21 +302,19 @@ impl Http1Downstream {
                 segs.get(i).map_or(raw_base, |s| s.1 + (p - s.0))
             };
             let raw_start = raw_of(span.start);
-            let delivered_at = at + (span.end - p_base) as usize;
+            let raw_end = raw_base + (span.end - p_base);
             while segs.len() > 1 && segs[1].0 <= span.end {
                 segs.pop_front();
             }
             let index = *events;
             *events += 1;
-            // Longer data is cut to its head: enough for the audit to read a JSON-RPC id.
-            let data = Some(bytes::Bytes::copy_from_slice(
-                &e.data[..e.data.len().min(BODY_LIMIT)],
-            ));
+            // The scanner keeps only the data's head: enough for a JSON-RPC id and kind.
+            let data = Some(bytes::Bytes::copy_from_slice(e.data));
             let is_final = rpc_id
                 .as_deref()
-                .is_some_and(|id| data.is_some() && is_response_to(e.data, id));
+                .is_some_and(|id| is_response_head(e.data, id));
             out.hold(
-                delivered_at,
+                raw_end,
                 Observation::SseEvent {
                     conn,
                     seq,
@@ -267,24 +323,42 @@ impl Http1Downstream {
                     last_event_id: (!e.last_event_id.is_empty())
                         .then(|| e.last_event_id.to_string()),
                     event_type: Some(e.event_type.to_string()),
-                    data_hash: data_hash(e.data),
-                    data_len: e.data.len() as u64,
+                    data_hash: e.data_hash.unwrap_or_else(|| data_hash(e.data)),
+                    data_len: e.data_len,
                     data,
                     raw_start,
-                    raw_end: raw_base + (span.end - p_base),
+                    raw_end,
                 },
             );
             is_final
         };
-        scanner.feed_classified(bytes, &mut on_event, &mut self.classified);
+        let was_following = !scanner.gave_up();
+        scanner.feed_classified(bytes, &mut on_event, &mut self.view.classified);
+        if was_following && scanner.gave_up() {
+            let raw_offset = raw_base + bytes.len() as u64;
+            tracing::warn!(
+                conn,
+                raw_offset,
+                "line too long: observer gives up on this SSE stream, bytes still relayed"
+            );
+            self.sink.record(Observation::ObserverGaveUp {
+                conn,
+                seq,
+                raw_offset,
+                reason: format!(
+                    "line too long (over {LINE_LIMIT} bytes): observer gives up on this stream, \
+                     bytes still relayed"
+                ),
+            });
+        }
         self.take_runs(before);
     }
 
     /// Converts payload runs `classified.runs[from..]` to chunk runs with the current map.
     fn take_runs(&mut self, from: usize) {
         let (p_base, r_base) = self.map;
-        for i in from..self.classified.runs.len() {
-            let r = self.classified.runs[i];
+        for i in from..self.view.classified.runs.len() {
+            let r = self.view.classified.runs[i];
             let start = r_base + r.start.saturating_sub(p_base) as usize;
             let end = r_base + r.end.saturating_sub(p_base) as usize;
             self.push_run(
@@ -301,7 +375,7 @@ impl Http1Downstream {
     }
 
     fn push_run(&mut self, run: PositionRun, facts: u32) {
-        if let Some(last) = self.positions.runs.last_mut()
+        if let Some(last) = self.view.positions.runs.last_mut()
             && last.end == run.start
             && last.class == SseClass::ChunkFraming
             && run.class == SseClass::ChunkFraming
@@ -311,8 +385,8 @@ impl Http1Downstream {
             last.end = run.end;
             return;
         }
-        self.positions.runs.push(run);
-        self.run_facts.push(facts);
+        self.view.positions.runs.push(run);
+        self.view.run_facts.push(facts);
     }
 
     /// Chunk framing bytes `at..at + n`.
@@ -320,9 +394,9 @@ impl Http1Downstream {
         let Some(sse) = self.resp.as_mut().and_then(|r| r.sse.as_mut()) else {
             return;
         };
-        let before = self.classified.runs.len();
-        sse.scanner.flush_pending(&mut self.classified);
-        let facts = sse.scanner.current_facts(&mut self.classified);
+        let before = self.view.classified.runs.len();
+        sse.scanner.flush_pending(&mut self.view.classified);
+        let facts = sse.scanner.current_facts(&mut self.view.classified);
         let run = PositionRun {
             start: at + 1,
             end: at + n + 1,
@@ -343,8 +417,8 @@ impl Http1Downstream {
         };
         let obs = match resp.sse.as_mut() {
             Some(sse) => {
-                let before = self.classified.runs.len();
-                sse.scanner.flush_pending(&mut self.classified);
+                let before = self.view.classified.runs.len();
+                sse.scanner.flush_pending(&mut self.view.classified);
                 sse.scanner.finish(&mut |_| {});
                 self.take_runs(before);
                 Observation::StreamEnd {
@@ -359,7 +433,11 @@ impl Http1Downstream {
                 body: (!resp.body_over).then(|| bytes::Bytes::from(std::mem::take(&mut resp.body))),
             },
         };
-        self.out.hold(at, obs);
+        let raw = self.view.start + at as u64;
+        if let Some(owner) = self.view.owners.last_mut() {
+            owner.ended = Some(raw);
+        }
+        self.out.hold(raw, obs);
     }
 
     fn step_body(&mut self, chunk: &[u8], i: &mut usize, mut dec: BodyDecoder) {
@@ -374,7 +452,7 @@ impl Http1Downstream {
                     Some(_) => Some(0),
                     None => None,
                 };
-                self.spots.push(Spot::Data {
+                self.view.spots.push(Spot::Data {
                     start: *i,
                     end: *i + n,
                     left,
@@ -386,7 +464,7 @@ impl Http1Downstream {
                 }
             }
             Piece::Framing(n) => {
-                self.spots.push(Spot::Framing {
+                self.view.spots.push(Spot::Framing {
                     start: *i,
                     end: *i + n,
                     after: dec.chunk_spot(),
@@ -406,39 +484,128 @@ impl Http1Downstream {
         }
     }
 
-    fn owner_at(&self, delivered: usize) -> Option<&Owner> {
-        self.owners.iter().rev().find(|o| o.from <= delivered)
+    /// The chunk view and chunk cut point of raw cut point `raw`: the newest chunk that has a
+    /// class for it (a cut point at a chunk's start may be classified by the chunk before).
+    fn view_at(&self, raw: u64) -> Option<(&ChunkView, usize)> {
+        let mut fallback = None;
+        for v in std::iter::once(&self.view).chain(self.history.iter().rev()) {
+            if v.start <= raw && raw <= v.end() {
+                let k = (raw - v.start) as usize;
+                if k > 0 || v.has_run_at(0) {
+                    return Some((v, k));
+                }
+                fallback = fallback.or(Some((v, k)));
+            }
+        }
+        fallback
+    }
+
+    /// Describes the cut at raw offset `raw` from what the chunk views hold.
+    fn describe(&self, raw: u64) -> (CutPoint, Option<Owner>) {
+        let mut point = CutPoint {
+            raw_offset: raw,
+            ..CutPoint::default()
+        };
+        let Some((v, delivered)) = self.view_at(raw) else {
+            return (point, None);
+        };
+        let owner = v.owner_at(delivered).cloned();
+        if let Some(owner) = &owner {
+            point.session = owner.session.clone();
+            if let Some(r) = &owner.req {
+                point.request = Some(format!("{} {}", r.method, r.path));
+                point.rpc_id = r.rpc_id.get().cloned().flatten();
+            }
+        }
+        let runs = &v.positions.runs;
+        let i = runs.partition_point(|r| r.end <= delivered);
+        if let Some(run) = runs.get(i).filter(|r| r.start <= delivered) {
+            let payload = if run.class == SseClass::ChunkFraming {
+                run.payload_offset
+            } else {
+                run.payload_offset + (delivered - run.start) as u64
+            };
+            point.class = Some(run.class);
+            point.payload_offset = Some(payload);
+            point.event_index = Some(run.event_index);
+            if let Some(f) = v
+                .run_facts
+                .get(i)
+                .and_then(|&f| v.classified.facts.get(f as usize))
+            {
+                point.pending_id = v.classified.pending_id(f).map(str::to_string);
+                let last = v.classified.last_id(f);
+                point.last_committed_id = (!last.is_empty()).then(|| last.to_string());
+                point.torn_bytes = if run.class.tears_event() {
+                    payload.saturating_sub(f.block_start)
+                } else {
+                    0
+                };
+                point.data_line = (f.data_line > 0).then_some(f.data_line);
+            }
+        }
+        (point, owner)
+    }
+
+    /// Forgets chunk views wholly before the delivered-through offset (keeping one that ends
+    /// exactly there: a cut at the next chunk's start may need it).
+    fn trim_history(&mut self) {
+        let through = self.out.through();
+        while self.history.front().is_some_and(|v| v.end() < through) {
+            self.history.pop_front();
+        }
     }
 }
 
 impl WireObserver for Http1Downstream {
-    fn delivered(&mut self) {
-        self.out.release_all(&*self.sink);
+    fn delivered_through(&mut self, raw: u64) {
+        self.out.release(raw, &*self.sink);
+        self.trim_history();
+    }
+
+    fn dropped(&mut self, start: u64, _end: u64) {
+        self.out.end_at(start);
+    }
+
+    fn held_bytes(&self) -> usize {
+        let resp = self.resp.as_ref().map_or(0, |r| {
+            r.body.capacity() + r.sse.as_ref().map_or(0, |s| s.scanner.held_bytes())
+        });
+        let views = self.history.len() + 1;
+        self.head.held() + resp + self.out.held_bytes() + views * std::mem::size_of::<ChunkView>()
     }
 
     fn observe(&mut self, chunk: &[u8]) -> Option<&ChunkPositions> {
-        self.out.release_all(&*self.sink);
-        self.chunk_start = self.raw;
+        if self.view.len > 0 && self.out.through() < self.view.end() {
+            // The last chunk still waits (queued): keep its view for a cut inside it.
+            let old = std::mem::take(&mut self.view);
+            self.history.push_back(old);
+        } else {
+            self.view.clear();
+        }
+        self.view.start = self.raw;
+        self.view.len = chunk.len();
         self.raw += chunk.len() as u64;
-        self.positions.clear();
-        self.run_facts.clear();
-        self.classified.clear();
-        self.spots.clear();
-        self.owners.clear();
         let owner = self.resp.as_ref().map(|r| Owner {
             from: 0,
+            seq: r.seq,
+            sse: r.sse.is_some(),
+            ended: None,
             req: r.req.clone(),
             session: r.session.clone(),
         });
-        self.owners.extend(owner);
+        self.view.owners.extend(owner);
         let span = self.resp.as_ref().and_then(|r| r.stream.clone());
         if let Some(stream) = span {
-            self.positions.streams.push(StreamSpan { from: 0, stream });
+            self.view
+                .positions
+                .streams
+                .push(StreamSpan { from: 0, stream });
         }
         if let Some(sse) = self.resp.as_ref().and_then(|r| r.sse.as_ref()) {
             self.map = (sse.scanner.payload_offset(), 0);
         }
-        self.spot_at_start = match self.state {
+        self.view.spot_at_start = match self.state {
             DownState::Body(d) => d.chunk_spot(),
             _ => None,
         };
@@ -457,72 +624,65 @@ impl WireObserver for Http1Downstream {
                 DownState::Body(dec) => self.step_body(chunk, &mut i, dec),
             }
         }
-        (!self.positions.runs.is_empty()).then_some(&self.positions)
+        (!self.view.positions.runs.is_empty()).then_some(&self.view.positions)
     }
 
     fn cut_point(&mut self, delivered: usize) -> CutPoint {
-        self.out.release_upto(delivered, &*self.sink);
-        let mut point = CutPoint {
-            raw_offset: self.chunk_start + delivered as u64,
-            ..CutPoint::default()
-        };
-        if let Some(owner) = self.owner_at(delivered) {
-            point.session = owner.session.clone();
-            if let Some(r) = &owner.req {
-                point.request = Some(format!("{} {}", r.method, r.path));
-                point.rpc_id = r.rpc_id.get().cloned().flatten();
-            }
-        }
-        let i = self.positions.runs.partition_point(|r| r.end <= delivered);
-        if let Some(run) = self.positions.runs.get(i).filter(|r| r.start <= delivered) {
-            let payload = if run.class == SseClass::ChunkFraming {
-                run.payload_offset
-            } else {
-                run.payload_offset + (delivered - run.start) as u64
-            };
-            point.class = Some(run.class);
-            point.payload_offset = Some(payload);
-            point.event_index = Some(run.event_index);
-            if let Some(f) = self
-                .run_facts
-                .get(i)
-                .and_then(|&f| self.classified.facts.get(f as usize))
-            {
-                point.pending_id = self.classified.pending_id(f).map(str::to_string);
-                let last = self.classified.last_id(f);
-                point.last_committed_id = (!last.is_empty()).then(|| last.to_string());
-                point.torn_bytes = if run.class.tears_event() {
-                    payload.saturating_sub(f.block_start)
-                } else {
-                    0
-                };
-                point.data_line = (f.data_line > 0).then_some(f.data_line);
-            }
-        }
-        if let Some(resp) = self.resp.as_ref().filter(|r| r.sse.is_some()) {
+        self.cut_at(self.view.start + delivered as u64)
+    }
+
+    fn cut_at(&mut self, raw: u64) -> CutPoint {
+        self.out.release(raw, &*self.sink);
+        self.out.end_at(raw);
+        let (point, owner) = self.describe(raw);
+        // The stream the cut fell in ends unclean, unless its body had ended by then.
+        if let Some(o) = owner.filter(|o| o.sse && o.ended.is_none_or(|e| e > raw)) {
             self.sink.record(Observation::StreamEnd {
                 conn: self.conn,
-                seq: resp.seq,
+                seq: o.seq,
                 clean: false,
             });
         }
         self.resp = None;
         self.state = DownState::Opaque;
+        self.history.clear();
         point
     }
 
     fn eof(&mut self) {
-        self.out.release_all(&*self.sink);
         if let DownState::Body(dec) = self.state {
             let clean = matches!(dec, BodyDecoder::Close);
-            self.end_body(0, clean);
+            self.end_body(self.view.len, clean);
         }
-        self.out.release_all(&*self.sink);
+        self.out.release_delivered(&*self.sink);
         self.state = DownState::Opaque;
     }
 
     fn clean_end(&mut self, delivered: usize) -> Vec<u8> {
-        clean_end_bytes(&self.spots, self.spot_at_start, delivered)
+        self.clean_end_at(self.view.start + delivered as u64)
+    }
+
+    fn clean_end_at(&mut self, raw: u64) -> Vec<u8> {
+        let Some((v, k)) = self.view_at(raw) else {
+            return Vec::new();
+        };
+        let runs = &v.positions.runs;
+        let class = runs
+            .get(runs.partition_point(|r| r.end <= k))
+            .filter(|r| r.start <= k)
+            .map(|r| r.class);
+        // Cut points whose class says the payload stands at the start of a line.
+        let line_start = matches!(
+            class,
+            Some(
+                SseClass::Boundary
+                    | SseClass::BeforeDispatch
+                    | SseClass::AfterId
+                    | SseClass::CrLf
+                    | SseClass::DispatchCrLf
+            )
+        );
+        clean_end_bytes(&v.spots, v.spot_at_start, k, line_start)
     }
 
     fn is_opaque(&self) -> bool {
@@ -530,21 +690,20 @@ impl WireObserver for Http1Downstream {
     }
 
     fn passed(&mut self, n: u64) {
-        // As `observe` of an opaque chunk: no positions, no spots, the response (if any) owns it.
-        self.out.release_all(&*self.sink);
-        self.chunk_start = self.raw;
+        // As `observe` of an opaque chunk that was delivered whole: no positions, the response
+        // (if any) owns it.
+        self.view.clear();
+        self.view.start = self.raw;
+        self.view.len = usize::try_from(n).unwrap_or(usize::MAX);
         self.raw += n;
-        self.positions.clear();
-        self.run_facts.clear();
-        self.classified.clear();
-        self.spots.clear();
-        self.spot_at_start = None;
-        self.owners.clear();
         let owner = self.resp.as_ref().map(|r| Owner {
             from: 0,
+            seq: r.seq,
+            sse: r.sse.is_some(),
+            ended: None,
             req: r.req.clone(),
             session: r.session.clone(),
         });
-        self.owners.extend(owner);
+        self.view.owners.extend(owner);
     }
 }

@@ -52,6 +52,11 @@ impl HeadBuf {
     }
 
     /// The bytes of the completed head (valid after `Complete`, until the next `push`).
+    /// Bytes held (capacity of the buffer).
+    pub(super) fn held(&self) -> usize {
+        self.buf.capacity()
+    }
+
     pub(super) fn bytes(&self) -> &[u8] {
         &self.buf
     }
@@ -133,6 +138,8 @@ pub(super) struct RequestHead {
 pub(super) struct ResponseHead {
     pub status: u16,
     pub content_type: Option<String>,
+    /// `Content-Encoding`, when present and not `identity`.
+    pub content_encoding: Option<String>,
     pub session: Option<String>,
     pub framing: Framing,
 }
@@ -231,6 +238,8 @@ pub(super) fn parse_response(buf: &[u8]) -> Option<ResponseHead> {
     Some(ResponseHead {
         status: resp.code?,
         content_type: header(resp.headers, "content-type"),
+        content_encoding: header(resp.headers, "content-encoding")
+            .filter(|e| !e.trim().eq_ignore_ascii_case("identity")),
         session: header(resp.headers, "mcp-session-id"),
         framing: framing(resp.headers),
     })

@@ -13,8 +13,10 @@ mod http1_head;
 pub mod observe;
 pub mod position;
 pub mod record;
+mod rpc_head;
 pub mod sse;
 pub mod sse_class;
+mod sse_data;
 
 pub use observe::{
     ChunkPositions, CutPoint, Observation, ObservationSink, PositionRun, StreamInfo, StreamSpan,

@@ -1,8 +1,9 @@
 //! The seam between the pump and the wire observers, and the observations the audit reads.
 //!
 //! The pump calls [`WireObserver::observe`] with every chunk it reads, before the faults decide,
-//! and [`WireObserver::delivered`] / [`WireObserver::cut`] / [`WireObserver::eof`] with what it
-//! actually did. Observers report what they learn as [`Observation`]s to an
+//! and then tells the observer what it actually did, by raw offset: delivered through `x`,
+//! dropped `[a, b)`, cut at `x`, EOF. That delivery contract is documented once, on
+//! [`WireObserver`]. Observers report what they learn as [`Observation`]s to an
 //! [`ObservationSink`] (the audit, or nothing). The byte-mode observer ([`NoObserver`]) keeps no
 //! state and returns no positions, so a plain relay pays nothing.
 
@@ -165,6 +166,16 @@ pub enum Observation {
         raw_start: u64,
         raw_end: u64,
     },
+    /// The observer stopped following an SSE stream (a line longer than its line limit): the
+    /// bytes are still relayed, but no more events or cut positions are reported for it.
+    ObserverGaveUp {
+        conn: u64,
+        seq: u64,
+        /// Raw offset (downstream) by which the observer gave up.
+        raw_offset: u64,
+        /// Why, in words (e.g. "line too long: …").
+        reason: String,
+    },
     /// The SSE body of a response ended; `clean` if and only if its HTTP framing ended normally.
     StreamEnd { conn: u64, seq: u64, clean: bool },
     /// The proxy cut the connection.
@@ -197,19 +208,64 @@ impl ObservationSink for FanOut {
 }
 
 /// Observes one direction of one connection.
+///
+/// # The delivery contract
+///
+/// Offsets are *raw offsets* of the direction: bytes read from the source before the byte in
+/// question (the first byte read has offset 0). The pump keeps these promises, on its fast path,
+/// through its queue, under every fault, at cuts, deadlines and kills:
+///
+/// 1. [`observe`](Self::observe) sees every chunk, in order, before any fault decides on it.
+/// 2. After every write to the destination it calls
+///    [`delivered_through(x)`](Self::delivered_through): every byte before raw offset `x` has
+///    been written (and none after it in this call); `x` never decreases.
+/// 3. For every range of read bytes that will never be written (a `timeout` blackhole, slices
+///    a deadline cut or a kill throws away), it calls [`dropped(a, b)`](Self::dropped) once:
+///    bytes `[a, b)` never reach the peer. A drop may be announced before earlier queued bytes
+///    are written; offsets say which bytes are meant.
+/// 4. A cut ends the direction at raw offset `x`, the offset just after the last byte
+///    delivered: [`clean_end_at(x)`](Self::clean_end_at) (for `clean-end`) and then
+///    [`cut_at(x)`](Self::cut_at), after every byte before `x` was written. No call follows.
+/// 5. At the source's EOF it calls [`eof`](Self::eof), possibly before queued bytes leave.
+///
+/// In return an observer releases a fact (an [`Observation`] to its sink) if and only if every
+/// byte that produced it lies before the delivered-through offset and before every dropped
+/// range: a request is reported when its last byte was written to the server, an SSE event
+/// when the byte that dispatched it reached the client, never on "the next chunk arrived". Facts
+/// held when the direction ends without delivery are never released.
 pub trait WireObserver: Send {
     /// Reads a chunk before faults decide; returns its positions when any byte of it is in an
     /// SSE body.
     fn observe(&mut self, chunk: &[u8]) -> Option<&ChunkPositions>;
-    /// Describes the cut that delivers exactly `delivered` bytes of the last observed chunk.
+    /// Describes the cut that delivers exactly `delivered` bytes of the last observed chunk
+    /// (the same as [`cut_at`](Self::cut_at) at that chunk's start plus `delivered`).
     fn cut_point(&mut self, delivered: usize) -> CutPoint;
     /// The source sent EOF.
     fn eof(&mut self);
 
-    /// Every byte of the last observed chunk has been written: what was learned from it may be
-    /// reported now rather than at the next chunk (a request head must not wait for the
-    /// client's next bytes).
-    fn delivered(&mut self) {}
+    /// Every byte before raw offset `raw` has been written to the destination.
+    fn delivered_through(&mut self, raw: u64) {
+        let _ = raw;
+    }
+
+    /// Bytes the observer holds now (buffers, held observations), for the `bytes_buffered`
+    /// gauge. Must not grow with event or body size.
+    fn held_bytes(&self) -> usize {
+        0
+    }
+
+    /// Bytes `[start, end)` were read but will never be written.
+    fn dropped(&mut self, start: u64, end: u64) {
+        let _ = (start, end);
+    }
+
+    /// Describes the cut after exactly the bytes before raw offset `raw` were delivered. The
+    /// default serves observers that only ever cut inside the last observed chunk.
+    fn cut_at(&mut self, raw: u64) -> CutPoint {
+        let mut point = self.cut_point(0);
+        point.raw_offset = raw;
+        point
+    }
 
     /// The bytes that end the current HTTP message as if normally, written after a `clean-end`
     /// cut that delivered exactly `delivered` bytes of the last observed chunk (for a chunked
@@ -233,6 +289,13 @@ pub trait WireObserver: Send {
     fn passed(&mut self, n: u64) {
         let _ = n;
     }
+
+    /// [`clean_end`](Self::clean_end) for the cut at raw offset `raw`. The default is empty
+    /// (FIN).
+    fn clean_end_at(&mut self, raw: u64) -> Vec<u8> {
+        let _ = raw;
+        Vec::new()
+    }
 }
 
 /// The byte-mode observer: sees nothing, costs nothing.
@@ -254,6 +317,13 @@ impl WireObserver for NoObserver {
     fn cut_point(&mut self, delivered: usize) -> CutPoint {
         CutPoint {
             raw_offset: self.chunk_start + delivered as u64,
+            ..CutPoint::default()
+        }
+    }
+
+    fn cut_at(&mut self, raw: u64) -> CutPoint {
+        CutPoint {
+            raw_offset: raw,
             ..CutPoint::default()
         }
     }

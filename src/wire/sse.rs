@@ -17,6 +17,10 @@
 //! - At end of stream the event in progress (and a partial line) is discarded, never dispatched.
 //! - No allocation or copy per byte: line ends are found with `memchr`, `data` values are
 //!   appended to one reused buffer, names are matched in a fixed array.
+//! - A bounded scanner ([`SseScanner::bounded`], the proxy's observer) keeps only the head of
+//!   each `data` value plus its streaming hash and length (see `sse_data`), and gives up for
+//!   good on a line longer than its line limit ([`SseScanner::gave_up`]): it then dispatches
+//!   and classifies nothing more. Its memory does not depend on event or line size.
 //!
 //! Encoding: [`SseEvent::data`] is the raw bytes of the data buffer; consumers decode it lossily
 //! (invalid UTF-8 → U+FFFD). Because line ends are ASCII, decoding each event's data lossily gives
@@ -28,6 +32,7 @@ use memchr::{memchr2, memchr3};
 
 use super::SseClass;
 use super::sse_class::{Classified, Last, Tracker};
+use super::sse_data::DataBuf;
 
 const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
 const NAME_CAP: usize = 8;
@@ -52,6 +57,11 @@ pub struct SseEvent<'a> {
     pub id: Option<&'a str>,
     /// The last event ID string after this dispatch (sticky across events).
     pub last_event_id: &'a str,
+    /// Length of the whole data (a bounded scanner's `data` is only its head).
+    pub data_len: u64,
+    /// XXH3-64 of the whole data, when a bounded scanner computed it while streaming (`None`
+    /// from a whole-data scanner: hash `data` if needed).
+    pub data_hash: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,7 +99,12 @@ pub struct SseScanner {
     name_len: usize,
     /// Value of the current `event`/`id`/`retry` line.
     value: Vec<u8>,
-    data: Vec<u8>,
+    data: DataBuf,
+    /// Bytes of the current line so far.
+    line_len: u64,
+    /// A line longer than this makes the scanner give up (bounded scanners only).
+    line_limit: Option<u64>,
+    gave_up: bool,
     event_type: String,
     /// The WHATWG "last event ID buffer".
     pub(super) id_buf: String,
@@ -124,7 +139,10 @@ impl SseScanner {
             name: [0; NAME_CAP],
             name_len: 0,
             value: Vec::new(),
-            data: Vec::new(),
+            data: DataBuf::whole(),
+            line_len: 0,
+            line_limit: None,
+            gave_up: false,
             event_type: String::new(),
             id_buf: String::new(),
             id_set: false,
@@ -135,6 +153,27 @@ impl SseScanner {
             pos: 0,
             tr: Tracker::default(),
         }
+    }
+
+    /// A scanner that keeps at most `head` bytes of each event's data (hashing the rest as it
+    /// streams) and gives up on a line longer than `line_limit` bytes.
+    pub fn bounded(head: usize, line_limit: u64) -> Self {
+        SseScanner {
+            data: DataBuf::bounded(head),
+            line_limit: Some(line_limit),
+            ..Self::new()
+        }
+    }
+
+    /// True if and only if a line exceeded the line limit: the scanner has stopped following
+    /// the stream (nothing more is dispatched or classified).
+    pub fn gave_up(&self) -> bool {
+        self.gave_up
+    }
+
+    /// Bytes the scanner holds beyond its fixed size (buffers' capacities).
+    pub fn held_bytes(&self) -> usize {
+        self.data.held() + self.value.capacity() + self.id_buf.capacity()
     }
 
     /// Consumes the next bytes of the stream, calling `on_event` for every dispatched event.
@@ -210,6 +249,9 @@ impl SseScanner {
         mut buf: &[u8],
         on_event: &mut dyn FnMut(&SseEvent<'_>, EventSpan) -> bool,
     ) {
+        if self.gave_up {
+            return;
+        }
         if C && self.tr.at_start() {
             self.emit(0, SseClass::Boundary);
         }
@@ -267,6 +309,13 @@ impl SseScanner {
                     continue;
                 }
             }
+            if self.line_limit.is_some_and(|limit| self.line_len > limit) {
+                self.gave_up = true;
+                return;
+            }
+            if self.line == Line::Start {
+                self.line_len = 0;
+            }
             match self.line {
                 Line::Start => match buf[i] {
                     b @ (b'\r' | b'\n') => {
@@ -303,6 +352,7 @@ impl SseScanner {
                     let rest = &buf[i..];
                     let n = memchr3(b':', b'\r', b'\n', rest).unwrap_or(rest.len());
                     self.push_name(&rest[..n]);
+                    self.line_len += n as u64;
                     i += n;
                     self.pos += n as u64;
                     if C {
@@ -344,7 +394,7 @@ impl SseScanner {
                     let n = eol.unwrap_or(rest.len());
                     let seg = &rest[..n];
                     match self.field {
-                        Field::Data => self.data.extend_from_slice(seg),
+                        Field::Data => self.data.push(seg),
                         Field::Event | Field::Id | Field::Retry => {
                             self.value.extend_from_slice(seg)
                         }
@@ -352,6 +402,7 @@ impl SseScanner {
                     }
                     i += n;
                     self.pos += n as u64;
+                    self.line_len += n as u64;
                     if n > 0 {
                         if self.field == Field::Data {
                             self.tr.data_value_seen();
@@ -386,6 +437,7 @@ impl SseScanner {
                     let n = eol.unwrap_or(rest.len());
                     i += n;
                     self.pos += n as u64;
+                    self.line_len += n as u64;
                     if C {
                         self.mark_text(&rest[..n], SseClass::FieldName, Last::Same);
                     }
@@ -428,7 +480,7 @@ impl SseScanner {
     fn end_field_line(&mut self) {
         self.line = Line::Start;
         match self.field {
-            Field::Data => self.data.push(b'\n'),
+            Field::Data => self.data.line_end(),
             Field::Event => {
                 self.event_type.clear();
                 self.event_type
@@ -477,7 +529,6 @@ impl SseScanner {
             self.event_type.clear();
             return;
         }
-        let len = self.data.len() - usize::from(self.data.last() == Some(&b'\n'));
         let event_type = if self.event_type.is_empty() {
             "message"
         } else {
@@ -485,9 +536,11 @@ impl SseScanner {
         };
         let event = SseEvent {
             event_type,
-            data: &self.data[..len],
+            data: self.data.kept(),
             id: id_set.then_some(self.id_buf.as_str()),
             last_event_id: &self.last_event_id,
+            data_len: self.data.len(),
+            data_hash: self.line_limit.map(|_| self.data.hash()),
         };
         let is_final = on_event(&event, span);
         self.dispatched += 1;
