@@ -29,8 +29,8 @@ mod splice;
 pub mod stack;
 mod state;
 mod stats;
-pub mod watch;
 mod tls_hook;
+pub mod watch;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
