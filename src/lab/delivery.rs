@@ -136,24 +136,24 @@ async fn run(shared: Arc<Shared>, d: Delivery, attached: Attached, tx: mpsc::Sen
                 let newest = events.iter().map(|e| e.seq).max();
                 let shaped = shape.shape(events);
                 for ev in shaped.events {
-                    if let (Some(aud), Some(res)) = (&d.audience, &ev.resource) {
-                        if !aud.covers(res) {
-                            let bytes = match cfg.on_unauthorized {
-                                OnUnauthorized::Error => {
-                                    let data = serde_json::json!({
-                                        "error": "unauthorized-event",
-                                        "event_id": session.event_id(ev.stream, ev.seq),
-                                        "resource": &**res,
-                                        "last_delivered": cursor.map(|c| session.event_id(ev.stream, c)),
-                                    });
-                                    enc.named("error", data.to_string().as_bytes())
-                                }
-                                OnUnauthorized::SilentEnd => enc.named("end", b"{}"),
-                            };
-                            let _ = out.flush().await;
-                            let _ = out.tx.send(bytes).await;
-                            return;
-                        }
+                    if let (Some(aud), Some(res)) = (&d.audience, &ev.resource)
+                        && !aud.covers(res)
+                    {
+                        let bytes = match cfg.on_unauthorized {
+                            OnUnauthorized::Error => {
+                                let data = serde_json::json!({
+                                    "error": "unauthorized-event",
+                                    "event_id": session.event_id(ev.stream, ev.seq),
+                                    "resource": &**res,
+                                    "last_delivered": cursor.map(|c| session.event_id(ev.stream, c)),
+                                });
+                                enc.named("error", data.to_string().as_bytes())
+                            }
+                            OnUnauthorized::SilentEnd => enc.named("end", b"{}"),
+                        };
+                        let _ = out.flush().await;
+                        let _ = out.tx.send(bytes).await;
+                        return;
                     }
                     if let Some(leg) = &shape.leg {
                         leg.emit(&session.id, ev.stream, ev.seq, &ev.bytes);

@@ -144,10 +144,11 @@ where
     };
 
     for m in &messages {
-        if m["method"] == "notifications/cancelled" && m.get("id").is_none() {
-            if let Some(id) = m["params"].get("requestId") {
-                session.cancel_request(&id.to_string());
-            }
+        if m["method"] == "notifications/cancelled"
+            && m.get("id").is_none()
+            && let Some(id) = m["params"].get("requestId")
+        {
+            session.cancel_request(&id.to_string());
         }
     }
     let mut steps = Vec::new();
