@@ -280,7 +280,7 @@ mod tests {
     #[test]
     fn target_rejects_other_schemes_and_bad_ports() {
         assert!(matches!(
-            Target::parse("https://a/"),
+            Target::parse("ftp://a/"),
             Err(TargetError::Scheme(_))
         ));
         assert!(matches!(

@@ -368,6 +368,8 @@ pub async fn run(seed: u64, faults: Vec<Arc<dyn FaultFactory>>, traffic: Traffic
     let target = Target::parse(&format!("http://{}/mcp", tap.addr)).unwrap();
     let mut lc = LoadConfig::new(target, traffic.tool, traffic.args);
     lc.policy = Policy::Strict;
+    // Resumable streams (2025-11-25): the dual-era lab serves 2026-07-28 to a detecting client.
+    lc.era = tearline::load::era::EraChoice::Legacy;
     lc.sessions = traffic.sessions;
     lc.stop = Stop::Calls(traffic.calls);
     lc.call_timeout = Duration::from_secs(4);
