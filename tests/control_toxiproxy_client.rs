@@ -29,9 +29,7 @@ async fn run_client(api: SocketAddr, upstream: SocketAddr, extra: &[&str]) -> (i
         .output();
     let out = match child.await {
         Ok(o) => o,
-        Err(e) => panic!(
-            "cannot run python3 ({e}); install Python 3.10+"
-        ),
+        Err(e) => panic!("cannot run python3 ({e}); install Python 3.10+"),
     };
     let text = format!(
         "{}{}",
