@@ -188,8 +188,8 @@ async fn clean_end_terminates_the_chunked_body() {
             assert!(
                 tail[..tail.len() - 5]
                     .iter()
-                    .all(|b| matches!(b, b' ' | b'\r' | b'\n')),
-                "{class}: only filler and the chunk CRLF before the terminator"
+                    .all(|b| matches!(b, b' ' | b':' | b'\r' | b'\n')),
+                "{class}: only inert filler (spaces, or a comment line at a line start) and the chunk CRLF before the terminator"
             );
             assert_eq!(
                 recorded_cut(&obs),

@@ -20,10 +20,10 @@ use super::http1::{BODY_LIMIT, DATA_HEAD, LINE_LIMIT, Outbox, ReqInfo, ReqQueue,
 use super::http1_body::{BodyDecoder, ChunkSpot, Piece};
 use super::http1_clean::{Spot, clean_end_bytes};
 use super::http1_head::{Framing, HeadBuf, HeadKind, HeadStatus, is_event_stream, parse_response};
+use super::http1_view::{ChunkView, Owner, describe, view_at};
 use super::position::SseClass;
 use super::rpc_head::is_response_head;
 use super::sse::{EventSpan, SseEvent, SseScanner};
-use super::sse_class::Classified;
 use super::{
     ChunkPositions, CutPoint, Observation, ObservationSink, PositionRun, StreamInfo, StreamSpan,
     WireObserver,
@@ -52,61 +52,6 @@ struct Resp {
     sse: Option<Box<SseCtx>>,
     body: Vec<u8>,
     body_over: bool,
-}
-
-/// The response (and its request) that bytes from cut point `from` on belong to.
-#[derive(Clone)]
-struct Owner {
-    from: usize,
-    seq: u64,
-    sse: bool,
-    /// Raw offset just after the body's last byte, once the body ended.
-    ended: Option<u64>,
-    req: Option<Arc<ReqInfo>>,
-    session: Option<String>,
-}
-
-/// What the observer learned about one chunk's cut points: enough to describe a cut (or a
-/// clean end) anywhere in it. Kept for every chunk not yet wholly delivered, so a cut that
-/// falls in an earlier chunk than the last observed one (a deadline with slices queued) is
-/// described as exactly as one in the last chunk.
-#[derive(Default)]
-struct ChunkView {
-    /// Raw offset of the chunk's first byte.
-    start: u64,
-    len: usize,
-    positions: ChunkPositions,
-    run_facts: Vec<u32>,
-    classified: Classified,
-    spots: Vec<Spot>,
-    spot_at_start: Option<ChunkSpot>,
-    /// The responses seen in this chunk, with the cut point from which they own the bytes.
-    owners: Vec<Owner>,
-}
-
-impl ChunkView {
-    fn end(&self) -> u64 {
-        self.start + self.len as u64
-    }
-
-    fn clear(&mut self) {
-        self.positions.clear();
-        self.run_facts.clear();
-        self.classified.clear();
-        self.spots.clear();
-        self.owners.clear();
-    }
-
-    fn has_run_at(&self, k: usize) -> bool {
-        self.positions
-            .runs
-            .iter()
-            .any(|r| r.start <= k && k < r.end)
-    }
-
-    fn owner_at(&self, delivered: usize) -> Option<&Owner> {
-        self.owners.iter().rev().find(|o| o.from <= delivered)
-    }
 }
 
 /// The server→client observer.
@@ -484,69 +429,6 @@ impl Http1Downstream {
         }
     }
 
-    /// The chunk view and chunk cut point of raw cut point `raw`: the newest chunk that has a
-    /// class for it (a cut point at a chunk's start may be classified by the chunk before).
-    fn view_at(&self, raw: u64) -> Option<(&ChunkView, usize)> {
-        let mut fallback = None;
-        for v in std::iter::once(&self.view).chain(self.history.iter().rev()) {
-            if v.start <= raw && raw <= v.end() {
-                let k = (raw - v.start) as usize;
-                if k > 0 || v.has_run_at(0) {
-                    return Some((v, k));
-                }
-                fallback = fallback.or(Some((v, k)));
-            }
-        }
-        fallback
-    }
-
-    /// Describes the cut at raw offset `raw` from what the chunk views hold.
-    fn describe(&self, raw: u64) -> (CutPoint, Option<Owner>) {
-        let mut point = CutPoint {
-            raw_offset: raw,
-            ..CutPoint::default()
-        };
-        let Some((v, delivered)) = self.view_at(raw) else {
-            return (point, None);
-        };
-        let owner = v.owner_at(delivered).cloned();
-        if let Some(owner) = &owner {
-            point.session = owner.session.clone();
-            if let Some(r) = &owner.req {
-                point.request = Some(format!("{} {}", r.method, r.path));
-                point.rpc_id = r.rpc_id.get().cloned().flatten();
-            }
-        }
-        let runs = &v.positions.runs;
-        let i = runs.partition_point(|r| r.end <= delivered);
-        if let Some(run) = runs.get(i).filter(|r| r.start <= delivered) {
-            let payload = if run.class == SseClass::ChunkFraming {
-                run.payload_offset
-            } else {
-                run.payload_offset + (delivered - run.start) as u64
-            };
-            point.class = Some(run.class);
-            point.payload_offset = Some(payload);
-            point.event_index = Some(run.event_index);
-            if let Some(f) = v
-                .run_facts
-                .get(i)
-                .and_then(|&f| v.classified.facts.get(f as usize))
-            {
-                point.pending_id = v.classified.pending_id(f).map(str::to_string);
-                let last = v.classified.last_id(f);
-                point.last_committed_id = (!last.is_empty()).then(|| last.to_string());
-                point.torn_bytes = if run.class.tears_event() {
-                    payload.saturating_sub(f.block_start)
-                } else {
-                    0
-                };
-                point.data_line = (f.data_line > 0).then_some(f.data_line);
-            }
-        }
-        (point, owner)
-    }
-
     /// Forgets chunk views wholly before the delivered-through offset (keeping one that ends
     /// exactly there: a cut at the next chunk's start may need it).
     fn trim_history(&mut self) {
@@ -634,7 +516,7 @@ impl WireObserver for Http1Downstream {
     fn cut_at(&mut self, raw: u64) -> CutPoint {
         self.out.release(raw, &*self.sink);
         self.out.end_at(raw);
-        let (point, owner) = self.describe(raw);
+        let (point, owner) = describe(&self.view, &self.history, raw);
         // The stream the cut fell in ends unclean, unless its body had ended by then.
         if let Some(o) = owner.filter(|o| o.sse && o.ended.is_none_or(|e| e > raw)) {
             self.sink.record(Observation::StreamEnd {
@@ -663,7 +545,7 @@ impl WireObserver for Http1Downstream {
     }
 
     fn clean_end_at(&mut self, raw: u64) -> Vec<u8> {
-        let Some((v, k)) = self.view_at(raw) else {
+        let Some((v, k)) = view_at(&self.view, &self.history, raw) else {
             return Vec::new();
         };
         let runs = &v.positions.runs;

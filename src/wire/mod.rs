@@ -10,6 +10,7 @@ mod http1_body;
 mod http1_clean;
 mod http1_down;
 mod http1_head;
+mod http1_view;
 pub mod observe;
 pub mod position;
 pub mod record;
