@@ -56,6 +56,24 @@ pub(crate) enum Side {
     Server,
 }
 
+impl Side {
+    /// The socket a pump of direction `dir` reads from.
+    pub(crate) fn source_of(dir: Direction) -> Side {
+        match dir {
+            Direction::Upstream => Side::Client,
+            Direction::Downstream => Side::Server,
+        }
+    }
+
+    /// The socket a pump of direction `dir` writes to.
+    pub(crate) fn sink_of(dir: Direction) -> Side {
+        match dir {
+            Direction::Upstream => Side::Server,
+            Direction::Downstream => Side::Client,
+        }
+    }
+}
+
 /// A direction's fault chain and the fault-list generation it was built from.
 pub(crate) struct Chain {
     pub(crate) faults: Vec<Box<dyn Fault>>,
@@ -241,18 +259,12 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
 
     /// The socket the pump reads from.
     fn src_side(&self) -> Side {
-        match self.dir {
-            Direction::Upstream => Side::Client,
-            Direction::Downstream => Side::Server,
-        }
+        Side::source_of(self.dir)
     }
 
     /// The socket the pump writes to.
     fn dst_side(&self) -> Side {
-        match self.dir {
-            Direction::Upstream => Side::Server,
-            Direction::Downstream => Side::Client,
-        }
+        Side::sink_of(self.dir)
     }
 
     fn refresh_chain(&mut self) {

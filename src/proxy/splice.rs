@@ -77,17 +77,11 @@ pub(crate) struct Lane<'a> {
 
 impl Lane<'_> {
     fn src_side(&self) -> Side {
-        match self.dir {
-            Direction::Upstream => Side::Client,
-            Direction::Downstream => Side::Server,
-        }
+        Side::source_of(self.dir)
     }
 
     fn dst_side(&self) -> Side {
-        match self.dir {
-            Direction::Upstream => Side::Server,
-            Direction::Downstream => Side::Client,
-        }
+        Side::sink_of(self.dir)
     }
 
     fn account(&self, n: usize) {

@@ -74,6 +74,18 @@ pub struct Http1Downstream {
 }
 
 impl Http1Downstream {
+    /// The response in progress as the owner of a chunk's bytes from its start, if any.
+    fn current_owner(&self) -> Option<Owner> {
+        self.resp.as_ref().map(|r| Owner {
+            from: 0,
+            seq: r.seq,
+            sse: r.sse.is_some(),
+            ended: None,
+            req: r.req.clone(),
+            session: r.session.clone(),
+        })
+    }
+
     pub(super) fn new(conn: u64, sink: Arc<dyn ObservationSink>, queue: ReqQueue) -> Self {
         Http1Downstream {
             conn,
@@ -468,14 +480,7 @@ impl WireObserver for Http1Downstream {
         self.view.start = self.raw;
         self.view.len = chunk.len();
         self.raw += chunk.len() as u64;
-        let owner = self.resp.as_ref().map(|r| Owner {
-            from: 0,
-            seq: r.seq,
-            sse: r.sse.is_some(),
-            ended: None,
-            req: r.req.clone(),
-            session: r.session.clone(),
-        });
+        let owner = self.current_owner();
         self.view.owners.extend(owner);
         let span = self.resp.as_ref().and_then(|r| r.stream.clone());
         if let Some(stream) = span {
@@ -578,14 +583,7 @@ impl WireObserver for Http1Downstream {
         self.view.start = self.raw;
         self.view.len = usize::try_from(n).unwrap_or(usize::MAX);
         self.raw += n;
-        let owner = self.resp.as_ref().map(|r| Owner {
-            from: 0,
-            seq: r.seq,
-            sse: r.sse.is_some(),
-            ended: None,
-            req: r.req.clone(),
-            session: r.session.clone(),
-        });
+        let owner = self.current_owner();
         self.view.owners.extend(owner);
     }
 }
