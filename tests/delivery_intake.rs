@@ -1,7 +1,7 @@
-//! The data path never waits on the audit: with the audit's consumer stopped (a slow consumer)
-//! and a small intake queue, the relay runs at the speed it has with a draining audit, every
-//! byte arrives, and the observations that did not fit are counted — in the summary and in
-//! `/metrics`.
+//! The data path never waits on the audit: with the audit's consumer stopped for good (paused)
+//! and a small intake queue, the relay still finishes — a relay that waited for room in the
+//! queue would never finish — every byte arrives, and the observations that did not fit are
+//! counted, in the summary and in `/metrics`. (Speed is a benchmark matter, not checked here.)
 
 #[path = "control_support/mod.rs"]
 #[allow(unused_imports)]
@@ -77,28 +77,23 @@ async fn relay(upstream: std::net::SocketAddr, auditor: Arc<Auditor>) -> (usize,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_full_audit_queue_never_slows_the_relay_and_is_counted() {
+async fn a_full_audit_queue_never_blocks_the_relay_and_is_counted() {
     tokio::time::timeout(Duration::from_secs(60), async {
         let upstream = sse_server().await;
         // Warm-up, then the baseline with a draining audit.
         let _ = relay(upstream, Arc::new(Auditor::new(AuditConfig::default()))).await;
         let draining = Arc::new(Auditor::new(AuditConfig::default()));
-        let (base_bytes, base_time) = relay(upstream, draining.clone()).await;
+        let (base_bytes, _) = relay(upstream, draining.clone()).await;
         assert_eq!(draining.dropped(), 0);
 
         let stalled = Arc::new(Auditor::with_queue_limit(AuditConfig::default(), 256));
         stalled.set_paused(true);
-        let (bytes, time) = relay(upstream, stalled.clone()).await;
+        let (bytes, _) = relay(upstream, stalled.clone()).await;
         assert_eq!(bytes, base_bytes, "every byte relayed");
         let dropped = stalled.dropped();
         assert!(
             dropped as usize >= EVENTS - 256,
             "the overflow is counted: {dropped} dropped"
-        );
-        let ratio = base_time.as_secs_f64() / time.as_secs_f64();
-        assert!(
-            ratio > 0.5,
-            "relay with a stalled audit took {time:?}, with a draining one {base_time:?}"
         );
         assert!(
             stalled
