@@ -14,9 +14,12 @@
 //! - [`replay`]: `tearline replay`, the 250 ms reset load test in one command.
 //! - [`report`]: histograms, JSON, `.hgrm`, `.hlog`, HTML+SVG, thresholds.
 //! - [`tls`]: TLS to the upstream and for the clients (rustls, ring), the local CA.
+//! - [`accuracy`]: the audit's accuracy harness: lab bug modes × clients × cuts, scored against
+//!   ground truth the lab and the client record independently of the audit.
 //!
 //! Flow of one byte: socket → pump reads a chunk → [`wire`] annotates positions → faults edit
-//! the chunk's plan → pump writes → [`audit`] receives observations and cut records.
+//! the chunk's plan → pump writes and tells the observer what it delivered or dropped, by raw
+//! offset → only then are facts released → [`audit`] (its own task, behind a bounded queue).
 // `unsafe` is denied everywhere but in `proxy::sendq` (one ioctl, see its doc).
 #![deny(unsafe_code)]
 
