@@ -56,8 +56,8 @@ async fn splice_relays_256_mib_each_way_at_once_byte_exact() {
     .unwrap();
 }
 
-/// Non-HTTP bytes under the HTTP observer: the observer declares the stream opaque after the
-/// first chunk, and the rest of the stream goes zero-copy, byte-exact.
+/// Non-HTTP bytes under the HTTP observer: the observer declares the stream opaque after its
+/// first bytes, and the rest of the stream goes zero-copy, byte-exact.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_opaque_stream_under_the_http_observer_goes_zero_copy() {
     struct Nothing;
@@ -89,9 +89,13 @@ async fn an_opaque_stream_under_the_http_observer_goes_zero_copy() {
         let got = recv_all(&mut r, 9).await.unwrap();
         let (_, sent) = writer.await.unwrap();
         assert_eq!(got, sent, "the stream after the first bytes differs");
+        // Until the observer has seen enough bytes to call the stream opaque (the 5-byte record
+        // header alone may arrive in a read of its own and leave the head undecided), a few
+        // chunks per direction take the copying path; how many depends on how reads fall.
+        // Everything after them is spliced: at most 4 read buffers per direction are copied.
         let spliced = p.proxy.stats().bytes_spliced();
         assert!(
-            spliced >= 2 * total - 2 * 64 * 1024,
+            spliced >= 2 * total - 2 * 4 * 64 * 1024,
             "only {spliced} of {} bytes went zero-copy",
             2 * total
         );
