@@ -51,13 +51,17 @@ pub enum FindingKind {
     Reissued,
     /// MCP 2026-07-28: after a cut, the client neither re-issued nor cancelled the call in time.
     Abandoned,
+    /// The client took a TLS truncation (a cut without `close_notify`) for the end of a call:
+    /// it neither resumed, re-sent nor cancelled the unanswered call and went on with another
+    /// request in the session (see `truncation`).
+    TruncationAccepted,
     /// A judgement the proxy cannot make; `detail` names it and the reason.
     Unknown,
 }
 
 impl FindingKind {
     /// Every kind, in the order of the design note.
-    pub const ALL: [FindingKind; 17] = [
+    pub const ALL: [FindingKind; 18] = [
         FindingKind::TornCut,
         FindingKind::CursorAhead,
         FindingKind::CursorBehind,
@@ -74,6 +78,7 @@ impl FindingKind {
         FindingKind::DuplicateResponse,
         FindingKind::Reissued,
         FindingKind::Abandoned,
+        FindingKind::TruncationAccepted,
         FindingKind::Unknown,
     ];
 
@@ -96,6 +101,7 @@ impl FindingKind {
             FindingKind::DuplicateResponse => "duplicate-response",
             FindingKind::Reissued => "reissued",
             FindingKind::Abandoned => "abandoned",
+            FindingKind::TruncationAccepted => "truncation-accepted",
             FindingKind::Unknown => "unknown",
         }
     }
@@ -160,7 +166,8 @@ impl FindingKind {
             FindingKind::CursorAhead
             | FindingKind::CursorBehind
             | FindingKind::CursorMissing
-            | FindingKind::Abandoned => FindingClass::ClientBug,
+            | FindingKind::Abandoned
+            | FindingKind::TruncationAccepted => FindingClass::ClientBug,
             FindingKind::FreshStream | FindingKind::CrossStream => FindingClass::ServerBug,
             FindingKind::TornCut
             | FindingKind::ReplayExact
@@ -224,6 +231,10 @@ pub struct Finding {
     /// Which `data:` line (1-based) the cut fell in, when inside one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data_line: Option<u32>,
+    /// How the TLS session to the client ended at the cut (`truncated`: no `close_notify`;
+    /// `close-notify`), for cut-related findings on a TLS client side.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_end: Option<String>,
     /// Human-readable evidence: what was expected and what was seen.
     pub detail: String,
 }
@@ -242,6 +253,7 @@ impl Finding {
             cut_class: None,
             torn_bytes: None,
             data_line: None,
+            tls_end: None,
             detail: String::new(),
         }
     }

@@ -271,5 +271,6 @@ impl Ledger {
                 .detail(detail);
             self.emit(f);
         }
+        self.settle_truncations(now, finish);
     }
 }
