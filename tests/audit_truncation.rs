@@ -27,10 +27,10 @@ fn cut_call(tls_end: Option<TlsEnd>, action: CutAction) -> Wire {
     w
 }
 
-/// The client's next, unrelated call in the same session.
+/// The client's next, unrelated call in the same session (on connection 9).
 fn moves_on(w: &mut Wire) {
-    w.post(2, 0, S, &call("8", "fetch"));
-    w.sse_ok(2, 0);
+    w.post(9, 0, S, &call("8", "fetch"));
+    w.sse_ok(9, 0);
 }
 
 fn count(w: &Wire, kind: K) -> usize {
@@ -81,6 +81,24 @@ async fn truncated_cut_then_a_resume_is_no_truncation_accepted() {
         "{:#?}",
         w.auditor.findings()
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn giving_up_after_a_truncated_resume_is_no_truncation_accepted() {
+    let mut w = cut_call(Some(TlsEnd::Truncated), CutAction::Fin);
+    w.resume(2, 0, S, "1");
+    w.sse_ok(2, 0);
+    let body = ev("3", &progress(3));
+    w.deliver(2, 0, &body, Some(body.len() - 1), CutAction::Fin);
+    moves_on(&mut w);
+    w.auditor.finish();
+    assert_eq!(
+        count(&w, K::TruncationAccepted),
+        0,
+        "{:#?}",
+        w.auditor.findings()
+    );
+    assert_eq!(count(&w, K::TornCut), 2, "{:#?}", w.auditor.findings());
 }
 
 #[tokio::test(start_paused = true)]

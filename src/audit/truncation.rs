@@ -13,7 +13,10 @@
 //!   and has unanswered calls. A `reset` is not a truncation a client can mistake for an end
 //!   (it reads a connection error), and a cut with `close_notify` is a clean TLS end: neither
 //!   arms a watch.
-//! - The watch is cleared (no finding) if, before it settles, the client resumes the stream
+//! - The watch is cleared (no finding) if the client was already recovering that stream or
+//!   call from an earlier truncation (a resume or re-sent call that was cut again: giving up
+//!   after trying is not taking the cut for an end), or if, before it settles, the client
+//!   resumes the stream
 //!   (a GET with `Last-Event-ID` naming an id the stream delivered or tore), re-sends one of
 //!   the cut calls (same method and params hash, any id), cancels one of them
 //!   (`notifications/cancelled`), or one of them is answered after all.
@@ -83,7 +86,7 @@ impl Ledger {
         if calls.is_empty() {
             return;
         }
-        let t = Truncation {
+        let mut t = Truncation {
             stream: key,
             reference: stream.reference.clone(),
             session: stream.session.clone(),
@@ -96,6 +99,18 @@ impl Ledger {
         };
         let session = stream.session.clone();
         let s = self.session_mut(&session, now);
+        // A client already recovering this stream or call (a cut resume, a re-sent call that
+        // was cut again) did not take the first truncation for an end; giving up later is
+        // not judged.
+        t.recovered = s.truncations.iter().any(|w| {
+            w.recovered
+                && (w.stream == key
+                    || w.calls.iter().any(|c| {
+                        t.calls
+                            .iter()
+                            .any(|n| n.method == c.method && n.params_hash == c.params_hash)
+                    }))
+        });
         s.truncations.retain(|w| w.stream != key);
         s.truncations.push(t);
     }
