@@ -8,7 +8,8 @@
 //! - Reading continues while queued slices wait for their time, so a latency shifts the stream
 //!   in time without capping its throughput; it stops when the queue holds
 //!   `max_inflight_bytes` (backpressure), so memory stays bounded by
-//!   `buffer_size + max_inflight_bytes + buffer_size` per direction.
+//!   `buffer_size + max_inflight_bytes + buffer_size` per direction; it also stops (with a
+//!   non-empty queue) while the proxy's `bytes_buffered` is at `max_buffered_bytes`.
 //! - A cut delivers every slice planned before it, on time, then ends the direction with an
 //!   error value the connection task turns into RST or FIN; EOF is passed on (write shutdown)
 //!   after every queued byte and no earlier than every fault's `on_eof` time.
@@ -207,7 +208,10 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
                 (None, Some(d)) => (d.at, Timer::Deadline(d)),
                 (None, None) => return Ok(Event::Drained),
             };
-            let can_read = self.queued < self.proxy.config().max_inflight_bytes;
+            let cfg = self.proxy.config();
+            let can_read = self.queued < cfg.max_inflight_bytes
+                && (self.queued == 0
+                    || self.proxy.stats().bytes_buffered() < cfg.max_buffered_bytes as u64);
             let read = tokio::select! {
                 biased;
                 () = sleep_until(at) => None,
