@@ -491,6 +491,7 @@ impl Ledger {
         if clean && !cut && !signalled && leg.status == Some(200) {
             self.defer_pending(now, key);
         }
+        self.modern_closed(now, key, clean);
         if cut {
             self.arm_watch(now, key);
         }

@@ -157,6 +157,9 @@ impl Ledger {
                     session.tool_calls = session.tool_calls.saturating_add(1);
                 }
                 let key = self.add_stream(s, now);
+                if let Some(b) = &r.body {
+                    self.modern_request(key, b);
+                }
                 let session = self.session_mut(&r.session, now);
                 for id in ids {
                     session.calls.insert(id, key);
@@ -384,6 +387,7 @@ impl Ledger {
         let Some(session) = self.streams.get(&key).map(|s| s.session.clone()) else {
             return;
         };
+        self.modern_delivery(now, key, data, whole);
         let messages = if whole {
             rpc::parse(data)
         } else {

@@ -51,13 +51,21 @@ pub enum FindingKind {
     Reissued,
     /// MCP 2026-07-28: after a cut, the client neither re-issued nor cancelled the call in time.
     Abandoned,
+    /// MCP 2026-07-28: a call whose first execution had visibly started (progress or result
+    /// bytes delivered before the cut) was re-issued although its tool is not declared
+    /// idempotent or read-only in the `tools/list` annotations seen: a likely double side
+    /// effect (see `audit::stateless`).
+    Reexecuted,
+    /// MCP 2026-07-28: the server sent a message for a request (its response, or progress for
+    /// its token) after that request's response stream was closed, which cancels it.
+    SentAfterCancel,
     /// A judgement the proxy cannot make; `detail` names it and the reason.
     Unknown,
 }
 
 impl FindingKind {
     /// Every kind, in the order of the design note.
-    pub const ALL: [FindingKind; 17] = [
+    pub const ALL: [FindingKind; 19] = [
         FindingKind::TornCut,
         FindingKind::CursorAhead,
         FindingKind::CursorBehind,
@@ -74,6 +82,8 @@ impl FindingKind {
         FindingKind::DuplicateResponse,
         FindingKind::Reissued,
         FindingKind::Abandoned,
+        FindingKind::Reexecuted,
+        FindingKind::SentAfterCancel,
         FindingKind::Unknown,
     ];
 
@@ -96,6 +106,8 @@ impl FindingKind {
             FindingKind::DuplicateResponse => "duplicate-response",
             FindingKind::Reissued => "reissued",
             FindingKind::Abandoned => "abandoned",
+            FindingKind::Reexecuted => "reexecuted",
+            FindingKind::SentAfterCancel => "sent-after-cancel",
             FindingKind::Unknown => "unknown",
         }
     }
@@ -118,7 +130,7 @@ pub enum FindingClass {
     /// Data the client never got and nobody re-delivered: events missing from a replay, a call
     /// whose response never came.
     Loss,
-    /// Something reached the client twice.
+    /// Something reached the client twice, or ran twice on the server (`reexecuted`).
     Duplicate,
     /// Something reached the client out of order.
     Order,
@@ -153,15 +165,17 @@ impl FindingKind {
             FindingKind::ReplayGap | FindingKind::SilentEmpty | FindingKind::PendingCall => {
                 FindingClass::Loss
             }
-            FindingKind::ReplayDuplicate | FindingKind::DuplicateResponse => {
-                FindingClass::Duplicate
-            }
+            FindingKind::ReplayDuplicate
+            | FindingKind::DuplicateResponse
+            | FindingKind::Reexecuted => FindingClass::Duplicate,
             FindingKind::ReplayReorder => FindingClass::Order,
             FindingKind::CursorAhead
             | FindingKind::CursorBehind
             | FindingKind::CursorMissing
             | FindingKind::Abandoned => FindingClass::ClientBug,
-            FindingKind::FreshStream | FindingKind::CrossStream => FindingClass::ServerBug,
+            FindingKind::FreshStream | FindingKind::CrossStream | FindingKind::SentAfterCancel => {
+                FindingClass::ServerBug
+            }
             FindingKind::TornCut
             | FindingKind::ReplayExact
             | FindingKind::ExplicitLoss

@@ -148,6 +148,8 @@ pub struct Ledger {
     pub loss: LossTally,
     /// Ordering state per connection (see `order`).
     pub order: HashMap<u64, ConnOrder>,
+    /// MCP 2026-07-28 state: tool annotations, calls, cancellations (see `stateless`).
+    pub modern: super::stateless::Modern,
     last_sweep: Instant,
 }
 
@@ -181,6 +183,7 @@ impl Ledger {
             log: None,
             loss: LossTally::default(),
             order: HashMap::new(),
+            modern: Default::default(),
             last_sweep: now,
         }
     }
