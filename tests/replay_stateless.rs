@@ -1,7 +1,9 @@
 //! `tearline replay --scenario stateless`: the documents' cuts against a 2026-07-28 lab. No
 //! stream can be resumed, so the strict client re-issues every cut call with a new id (the
 //! audit reports `reissued`) and loses nothing, while the naive client takes a truncated
-//! stream as the answer and loses calls silently.
+//! stream as the answer and loses calls silently; the `retry` phase re-issues the NOT
+//! idempotent `append`, and the audit reports `reexecuted` exactly as often as the lab's
+//! side-effect counter says the side effect ran again.
 
 use std::time::Duration;
 
@@ -23,7 +25,7 @@ probability = 0.5
 "#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stateless_scenario_strict_reissues_and_loses_nothing_naive_loses_silently() {
+async fn stateless_scenario_strict_reissues_naive_loses_silently_retry_reexecutes_as_the_counter_says() {
     let mut lab = LabConfig {
         retry: Duration::from_millis(50),
         ..LabConfig::default()
@@ -43,7 +45,9 @@ async fn stateless_scenario_strict_reissues_and_loses_nothing_naive_loses_silent
         progress: false,
         findings_dir: None,
         tls_ca_dir: None,
+        scenario: Scenario::Stateless,
     };
+    let counter = cfg.lab.side_effects.clone();
     let profile = tearline::profile::parse(PROFILE, "test-profile").expect("profile parses");
     let outcome = tokio::time::timeout(
         Duration::from_secs(60),
@@ -77,4 +81,31 @@ async fn stateless_scenario_strict_reissues_and_loses_nothing_naive_loses_silent
     );
     assert_eq!(n.calls, n.ok + n.failed + n.silently_lost);
     assert_eq!(n.reissues, 0);
+
+    // `blob` is idempotent: re-issuing it is never a re-execution, and it has no side effect.
+    for phase in [strict, naive] {
+        let counts = phase.auditor.counts();
+        assert_eq!(counts.get("reexecuted"), None, "{}: {counts:?}", phase.label);
+        assert_eq!(phase.side_effects, 0, "{}", phase.label);
+    }
+
+    // The retry phase re-issues `append` (not idempotent) after cuts: the counter is the truth.
+    let retry = &outcome.phases[2];
+    assert_eq!((retry.label, retry.tool), ("retry", "append"));
+    let r = &retry.load.counters;
+    assert_eq!(r.calls, 8, "{:?}", retry.load.errors);
+    assert!(r.reissues > 0, "no append call was cut and re-issued");
+    let ran_again = retry.side_effects - r.calls;
+    assert_eq!(counter.get(), retry.side_effects, "only the retry phase appends");
+    assert!(ran_again > 0, "the side effect never ran twice");
+    let counts = retry.auditor.counts();
+    assert_eq!(
+        counts.get("reexecuted").copied().unwrap_or(0),
+        ran_again,
+        "reexecuted must match the runs the counter saw beyond one per call: {counts:?}"
+    );
+    assert_eq!(counts.get("sent-after-cancel"), None, "{counts:?}");
+    let story = outcome.report.story.join("\n");
+    assert!(story.contains("retry client"), "{story}");
+    assert!(story.contains("one finding per extra run"), "{story}");
 }

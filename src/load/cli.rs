@@ -92,6 +92,11 @@ pub struct Args {
     /// `aud=https://lab/tools/search,https://lab/tools/fetch` (see `tearline serve --auth`).
     #[arg(long)]
     pub token: Option<String>,
+    /// MCP 2026-07-28: re-issue a cut call even when the tool is not declared idempotent (a
+    /// retry layer that ignores annotations; the proxy's audit reports `reexecuted` when the
+    /// first execution had visibly started). Default: only idempotent tools are re-issued.
+    #[arg(long)]
+    pub reissue_unsafe: bool,
     /// Print the summary as JSON (with the disconnect stories).
     #[arg(long)]
     pub json: bool,
@@ -182,6 +187,7 @@ pub fn config(args: &Args) -> Result<LoadConfig, CliError> {
     };
     cfg.era = args.era;
     cfg.token.clone_from(&args.token);
+    cfg.reissue_unsafe = args.reissue_unsafe;
     cfg.progress = true;
     cfg.segment = args.segment;
     cfg.start_at = args.start_at;

@@ -214,6 +214,10 @@ pub struct LoadConfig {
     /// A bearer token sent on every request (`Authorization: Bearer <token>`), e.g. a lab
     /// audience token `aud=https://lab/tools/search`.
     pub token: Option<String>,
+    /// MCP 2026-07-28: re-issue a cut call even when its tool is not declared idempotent, as a
+    /// retry layer that ignores tool annotations does (the audit then reports `reexecuted`
+    /// when the first execution had visibly started). Off by default.
+    pub reissue_unsafe: bool,
     /// Client bug `stale-cursor`: after a resume is cut, resume again with the cursor that
     /// resume used (not the newer one it reached).
     pub stale_cursor: bool,
@@ -254,6 +258,7 @@ impl LoadConfig {
             start_at: None,
             era: super::era::EraChoice::Auto,
             token: None,
+            reissue_unsafe: false,
             stale_cursor: false,
             truth: None,
         }

@@ -191,7 +191,7 @@ impl Session {
             .map_err(SessionError::Http)?;
         let list = read_response(&mut resp, id, deadline).await?;
         self.recycle(resp.body);
-        self.repeat_safe = era::declared_idempotent(&list, &config.tool);
+        self.repeat_safe = config.reissue_unsafe || era::declared_idempotent(&list, &config.tool);
         Ok(true)
     }
 

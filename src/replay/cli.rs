@@ -218,6 +218,7 @@ fn config(args: &Args, seed: u64, out: &std::path::Path) -> ReplayConfig {
         progress: std::io::stderr().is_terminal(),
         findings_dir: Some(out.to_path_buf()),
         tls_ca_dir: None,
+        scenario: args.scenario,
     }
 }
 

@@ -1,14 +1,18 @@
 //! `tearline replay --scenario`: which document's run to reproduce.
 //!
 //! Why: the two seed documents describe the 2025 era (resumable streams); MCP 2026-07-28 has
-//! no resumption, so the same cuts tell a different story there. A scenario only changes the
-//! lab server's era and the opening lines of the story; the proxy profile, the load client
-//! and the reports are the same, so runs of different scenarios compare line by line.
+//! no resumption, so the same cuts tell a different story there. A scenario changes the lab
+//! server's era, the phases it runs and the opening lines of the story; the proxy profile and
+//! the reports are the same, so runs of different scenarios compare line by line.
 //!
-//! Invariant: `reset-250ms` (the default) leaves the configuration exactly as it was before
-//! scenarios existed.
+//! Invariants: `reset-250ms` (the default) leaves the configuration exactly as it was before
+//! scenarios existed (one phase per policy, tool `blob`). A phase's label names its row in the
+//! reports (`strict`, `naive`, `retry`) and is unique within a run.
+
+use serde_json::{Value, json};
 
 use crate::lab::{LabConfig, ProtocolVersion};
+use crate::load::Policy;
 
 /// A replay scenario.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -19,9 +23,38 @@ pub enum Scenario {
     #[value(name = "reset-250ms")]
     Reset250ms,
     /// MCP 2026-07-28: the same cuts against a stateless lab. Nothing can be resumed: the
-    /// strict client re-issues the (idempotent) call with a new id, the naive one takes the
-    /// truncated stream as the answer and loses the call silently.
+    /// strict client re-issues the (idempotent) `blob` call with a new id, the naive one takes
+    /// the truncated stream as the answer and loses the call silently; then a careless retry
+    /// layer re-issues the NOT idempotent `append` and the audit reports `reexecuted`.
     Stateless,
+}
+
+/// One phase of a scenario: a client policy, the tool it calls, how it treats annotations.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PhasePlan {
+    /// The client policy.
+    pub policy: Policy,
+    /// The phase's name in reports and logs (unique within a run).
+    pub label: &'static str,
+    /// The tool called.
+    pub tool: &'static str,
+    /// Its arguments; `None`: the `blob` arguments of the run (`size`, `lines`).
+    pub args: Option<Value>,
+    /// Re-issue cut calls of tools not declared idempotent (2026-07-28).
+    pub reissue_unsafe: bool,
+}
+
+impl PhasePlan {
+    /// The documents' phase: `policy` calling `blob`.
+    pub fn blob(policy: Policy) -> PhasePlan {
+        PhasePlan {
+            policy,
+            label: policy.as_str(),
+            tool: "blob",
+            args: None,
+            reissue_unsafe: false,
+        }
+    }
 }
 
 impl Scenario {
@@ -31,6 +64,23 @@ impl Scenario {
             lab.protocol = ProtocolVersion::V2026_07_28;
             lab.narrow = true;
         }
+    }
+
+    /// The phases to run for the chosen `policies`, in order. `stateless` adds, after them, a
+    /// `retry` phase: the strict client calling `append` (padded to `size` bytes, so cuts fall
+    /// in its result as they fall in `blob`'s) that re-issues regardless of annotations.
+    pub fn phases(self, policies: &[Policy], size: u64) -> Vec<PhasePlan> {
+        let mut out: Vec<PhasePlan> = policies.iter().map(|p| PhasePlan::blob(*p)).collect();
+        if self == Scenario::Stateless {
+            out.push(PhasePlan {
+                policy: Policy::Strict,
+                label: "retry",
+                tool: "append",
+                args: Some(json!({"amount": 1, "pad": size})),
+                reissue_unsafe: true,
+            });
+        }
+        out
     }
 
     /// The opening of the story, as the scenario's document tells it.
@@ -44,8 +94,26 @@ impl Scenario {
             Scenario::Stateless => {
                 "scenario stateless (MCP 2026-07-28): the same cuts, but streams carry no event \
                  ids and cannot be resumed; a cut request is lost unless the client re-issues it \
-                 with a new id (safe only for a tool declared idempotent: `blob` is)."
+                 with a new id — safe only for a tool declared idempotent (`blob` is; `append`, \
+                 which adds to a server-side counter, is not: the `retry` phase re-issues it \
+                 anyway and the audit reports `reexecuted`)."
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_scenario_runs_one_blob_phase_per_policy_and_stateless_adds_retry() {
+        let both = [Policy::Strict, Policy::Naive];
+        let plain = Scenario::Reset250ms.phases(&both, 10);
+        assert_eq!(plain, vec![PhasePlan::blob(Policy::Strict), PhasePlan::blob(Policy::Naive)]);
+        let st = Scenario::Stateless.phases(&both, 10);
+        let labels: Vec<&str> = st.iter().map(|p| p.label).collect();
+        assert_eq!(labels, ["strict", "naive", "retry"]);
+        assert!(st[2].reissue_unsafe && st[2].tool == "append");
     }
 }

@@ -16,6 +16,10 @@ use super::tap::Moment;
 pub fn tell(phases: &[PhaseOutcome], lines_per_result: u32) -> Vec<String> {
     let mut out = Vec::new();
     for phase in phases {
+        if phase.tool == "append" {
+            out.extend(side_effect_chapter(phase));
+            continue;
+        }
         let Some(trace) = pick(&phase.load.traces, phase.policy) else {
             continue;
         };
@@ -23,7 +27,7 @@ pub fn tell(phases: &[PhaseOutcome], lines_per_result: u32) -> Vec<String> {
         let cut = matching_cut(&moments, trace);
         out.push(format!(
             "{} client, request id {}:",
-            phase.policy.as_str(),
+            phase.label,
             trace.request_id
         ));
         out.extend(
@@ -104,6 +108,53 @@ fn chapter(trace: &CallTrace, cut: Option<&CutPoint>, lines_per_result: u32) -> 
     lines.push(format!("4. The server {}.", answer(trace.answer.as_ref())));
     lines.push(format!("5. Outcome: {}.", outcome(trace.outcome)));
     lines
+}
+
+/// The `retry` phase of `--scenario stateless`: what re-issuing a NOT idempotent tool did,
+/// with the lab's counter as ground truth beside the audit's `reexecuted` count.
+fn side_effect_chapter(phase: &PhaseOutcome) -> Vec<String> {
+    let c = &phase.load.counters;
+    let reexecuted = phase
+        .auditor
+        .counts()
+        .get("reexecuted")
+        .copied()
+        .unwrap_or(0);
+    let extra = phase.side_effects.saturating_sub(c.calls);
+    let agreement = if reexecuted == extra {
+        " — one finding per extra run".to_owned()
+    } else if reexecuted < extra {
+        format!(
+            " — {} extra run(s) left no trace on the wire (cut before any byte reached the \
+             client)",
+            extra - reexecuted
+        )
+    } else {
+        " — more findings than extra runs (see the findings log)".to_owned()
+    };
+    vec![
+        format!(
+            "{} client (re-issues a cut call whatever the tool annotations say), tool `{}` (NOT \
+             idempotent):",
+            phase.label, phase.tool
+        ),
+        format!(
+            "  1. {} calls; the proxy cut {} stream(s); the client re-issued {} cut call(s) with \
+             new ids.",
+            c.calls,
+            phase.tap.cuts(),
+            c.reissues
+        ),
+        format!(
+            "  2. The lab's counter moved by {} for {} calls: the side effect ran {extra} extra \
+             time(s).",
+            phase.side_effects, c.calls
+        ),
+        format!(
+            "  3. The audit reported `reexecuted` {reexecuted} time(s) (a call that had visibly \
+             started, re-issued for a tool not declared idempotent){agreement}."
+        ),
+    ]
 }
 
 fn answer(a: Option<&ResumeAnswer>) -> String {
