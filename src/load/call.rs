@@ -121,6 +121,9 @@ impl Worker {
         let mut had_session = self.session.is_some();
         // The reconnection time persists across the call's connections (WHATWG).
         let mut retry: Option<u64> = None;
+        // Seed 000: this call's resumes carry the narrowed refresh token until the strict
+        // client re-authorizes (see `LoadConfig::resume_token`).
+        let mut narrowed = cfg.resume_token.is_some();
         for _ in 0..cfg.max_attempts.max(1) {
             if Instant::now() >= deadline {
                 break;
@@ -168,6 +171,7 @@ impl Worker {
                     if let Some(l) = &mut leg {
                         l.cursor = Some(c.clone());
                     }
+                    session.resume_token = cfg.resume_token.clone().filter(|_| narrowed);
                     let r = session.send("GET", b"", Some(&c), deadline, true).await;
                     step = Step::Resume {
                         cursor: c,
@@ -320,6 +324,16 @@ impl Worker {
             }
             if policy == Policy::Strict && got.partial {
                 self.counters.torn_detections += 1;
+            }
+            if policy == Policy::Strict
+                && resuming
+                && narrowed
+                && matches!(got.stop, Stop::CleanEnd)
+            {
+                // Seed 000: a clean end is not completion; the narrowed audience may have hidden
+                // this call's events. Re-authorize with the full token and resume again.
+                narrowed = false;
+                self.error("clean-end-call-pending");
             }
             open_trace = self.story(rq.request_id, &got);
             if policy == Policy::Naive && matches!(got.stop, Stop::CleanEnd) {

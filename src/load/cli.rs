@@ -31,6 +31,12 @@ pub use crate::units::parse_duration;
       --segment 2/4 --start-at 2026-11-30T14:00:00Z --report-dir out/agent-2
   # then, anywhere: tearline report merge out/agent-* -o out/merged --fail-on 'p99(call)>2s'
 
+  # Seed 000 by hand: per-tool audiences, a resume under a narrowed refresh token
+  tearline serve --auth --on-unauthorized silent-end &
+  tearline load --target http://127.0.0.1:8931/mcp --tool fetch --args '{\"url\":\"u\",\"n\":8}' \\
+      --token aud=https://lab/tools/search,https://lab/tools/fetch \\
+      --resume-token aud=https://lab/tools/search --policy both
+
   # Over HTTPS, through `tearline proxy --tls-self-signed` (trust the CA it printed)
   tearline load --target https://localhost:7443/mcp --cacert ~/.local/share/tearline/ca/ca.pem
 
@@ -97,6 +103,12 @@ pub struct Args {
     /// first execution had visibly started). Default: only idempotent tools are re-issued.
     #[arg(long)]
     pub reissue_unsafe: bool,
+    /// Token presented on a call's first resume after a cut instead of --token: a refresh
+    /// that narrowed the audience (seed 000), e.g. `aud=https://lab/tools/search` while
+    /// calling `fetch`. Strict re-authorizes with --token when that resume ends cleanly with
+    /// its call pending; naive takes the clean end as completion.
+    #[arg(long, value_name = "TOKEN")]
+    pub resume_token: Option<String>,
     /// Print the summary as JSON (with the disconnect stories).
     #[arg(long)]
     pub json: bool,
@@ -188,6 +200,7 @@ pub fn config(args: &Args) -> Result<LoadConfig, CliError> {
     cfg.era = args.era;
     cfg.token.clone_from(&args.token);
     cfg.reissue_unsafe = args.reissue_unsafe;
+    cfg.resume_token.clone_from(&args.resume_token);
     cfg.progress = true;
     cfg.segment = args.segment;
     cfg.start_at = args.start_at;

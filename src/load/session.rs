@@ -80,6 +80,9 @@ pub struct Session {
     /// Whether the called tool is declared idempotent in `tools/list` (read in modern sessions).
     pub repeat_safe: bool,
     token: Option<String>,
+    /// Presented instead of `token` on resume GETs while set (seed 000's narrowed refresh;
+    /// see [`LoadConfig::resume_token`]).
+    pub resume_token: Option<String>,
 }
 
 impl Session {
@@ -95,6 +98,7 @@ impl Session {
             modern: false,
             repeat_safe: false,
             token: config.token.clone(),
+            resume_token: None,
         };
         // Era detection (see `era.rs`): a modern session needs no initialize.
         if config.era != super::era::EraChoice::Legacy
@@ -214,7 +218,11 @@ impl Session {
     ) -> Result<Response, HttpError> {
         let session_id = self.id.clone();
         let version = self.protocol_version.clone();
-        let bearer = self.token.as_ref().map(|t| format!("Bearer {t}"));
+        let token = match (last_event_id, &self.resume_token) {
+            (Some(_), Some(narrowed)) => Some(narrowed),
+            _ => self.token.as_ref(),
+        };
+        let bearer = token.map(|t| format!("Bearer {t}"));
         // 2026-07-28: `_meta` in the body, method and name mirrored into headers.
         let modern = (self.modern && method == "POST")
             .then(|| super::era::modernize(body))

@@ -134,6 +134,8 @@ pub async fn run_phase(
         .unwrap_or_else(|| serde_json::json!({ "size": cfg.size, "lines": cfg.lines }));
     let mut lcfg = LoadConfig::new(target, plan.tool, args);
     lcfg.reissue_unsafe = plan.reissue_unsafe;
+    lcfg.token = plan.token.map(str::to_owned);
+    lcfg.resume_token = plan.resume_token.map(str::to_owned);
     lcfg.sessions = cfg.sessions;
     lcfg.stop = cfg.stop;
     lcfg.policy = policy;

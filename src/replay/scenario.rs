@@ -11,6 +11,7 @@
 
 use serde_json::{Value, json};
 
+use crate::lab::config::OnUnauthorized;
 use crate::lab::{LabConfig, ProtocolVersion};
 use crate::load::Policy;
 
@@ -22,6 +23,12 @@ pub enum Scenario {
     #[default]
     #[value(name = "reset-250ms")]
     Reset250ms,
+    /// Seed 000: a `fetch` call read under a token with per-tool audiences (search and fetch);
+    /// after a cut the client's refreshed token covers only `search`, and the lab (auth on,
+    /// `on-unauthorized = silent-end`) ends the resumed stream cleanly at the first `fetch`
+    /// event. Strict notices the pending call and re-authorizes; naive loses it silently.
+    #[value(name = "audience-narrowing")]
+    AudienceNarrowing,
     /// MCP 2026-07-28: the same cuts against a stateless lab. Nothing can be resumed: the
     /// strict client re-issues the (idempotent) `blob` call with a new id, the naive one takes
     /// the truncated stream as the answer and loses the call silently; then a careless retry
@@ -42,7 +49,32 @@ pub struct PhasePlan {
     pub args: Option<Value>,
     /// Re-issue cut calls of tools not declared idempotent (2026-07-28).
     pub reissue_unsafe: bool,
+    /// Bearer token of every request (lab audience token), if any.
+    pub token: Option<&'static str>,
+    /// Token of a call's first resume after a cut (seed 000's narrowed refresh), if any.
+    pub resume_token: Option<&'static str>,
 }
+
+/// Seed 000's tokens: per-tool audiences covering both tools of the story, then the refresh
+/// that a least-privilege authorization server narrowed to `search`.
+pub const PER_TOOL_TOKEN: &str = "aud=https://lab/tools/search,https://lab/tools/fetch";
+/// The narrowed refresh token of seed 000.
+pub const NARROWED_TOKEN: &str = "aud=https://lab/tools/search";
+
+/// The profile of `audience-narrowing` when none is given: seed 000's drop "after event 41" —
+/// a reset between two events (never inside one, so the story is the audience, not a torn
+/// event) of half the streams, then the documents' 250 ms outage.
+pub const AUDIENCE_PROFILE: &str = r#"description = "seed 000: a reset between two events of half the streams, then a 250 ms outage"
+[[fault]]
+name = "drop-between-events"
+kind = "sse_cut"
+direction = "downstream"
+at = "boundary"
+events = [2, 6]
+action = "reset"
+outage_ms = 250
+probability = 0.5
+"#;
 
 impl PhasePlan {
     /// The documents' phase: `policy` calling `blob`.
@@ -53,6 +85,8 @@ impl PhasePlan {
             tool: "blob",
             args: None,
             reissue_unsafe: false,
+            token: None,
+            resume_token: None,
         }
     }
 }
@@ -60,16 +94,41 @@ impl PhasePlan {
 impl Scenario {
     /// Adjusts the lab configuration for this scenario.
     pub fn apply(self, lab: &mut LabConfig) {
-        if self == Scenario::Stateless {
-            lab.protocol = ProtocolVersion::V2026_07_28;
-            lab.narrow = true;
+        match self {
+            Scenario::Stateless => {
+                lab.protocol = ProtocolVersion::V2026_07_28;
+                lab.narrow = true;
+            }
+            Scenario::AudienceNarrowing => {
+                lab.auth = true;
+                lab.on_unauthorized = OnUnauthorized::SilentEnd;
+            }
+            Scenario::Reset250ms => {}
         }
+    }
+
+    /// The built-in profile of this scenario, used when the user names none (`None`: the
+    /// documents' `reset-250ms` profile).
+    pub fn default_profile(self) -> Option<&'static str> {
+        (self == Scenario::AudienceNarrowing).then_some(AUDIENCE_PROFILE)
     }
 
     /// The phases to run for the chosen `policies`, in order. `stateless` adds, after them, a
     /// `retry` phase: the strict client calling `append` (padded to `size` bytes, so cuts fall
     /// in its result as they fall in `blob`'s) that re-issues regardless of annotations.
     pub fn phases(self, policies: &[Policy], size: u64) -> Vec<PhasePlan> {
+        if self == Scenario::AudienceNarrowing {
+            return policies
+                .iter()
+                .map(|p| PhasePlan {
+                    tool: "fetch",
+                    args: Some(json!({"url": "https://lab/doc", "n": 8})),
+                    token: Some(PER_TOOL_TOKEN),
+                    resume_token: Some(NARROWED_TOKEN),
+                    ..PhasePlan::blob(*p)
+                })
+                .collect();
+        }
         let mut out: Vec<PhasePlan> = policies.iter().map(|p| PhasePlan::blob(*p)).collect();
         if self == Scenario::Stateless {
             out.push(PhasePlan {
@@ -78,6 +137,8 @@ impl Scenario {
                 tool: "append",
                 args: Some(json!({"amount": 1, "pad": size})),
                 reissue_unsafe: true,
+                token: None,
+                resume_token: None,
             });
         }
         out
@@ -90,6 +151,13 @@ impl Scenario {
                 "scenario reset-250ms (seed 004): a 4 MB tool result is streamed, a proxy resets \
                  the connection at a random byte of half the streams for 250 ms; the client \
                  resumes with Last-Event-ID."
+            }
+            Scenario::AudienceNarrowing => {
+                "scenario audience-narrowing (seed 000): a client calls `fetch` with a token \
+                 whose audience names each tool it uses (search, fetch); the connection drops \
+                 between two events; the client refreshes its token, the authorization server \
+                 mints it for `search` only, and the client resumes with Last-Event-ID under \
+                 it. The server ends the stream cleanly at the first `fetch` event."
             }
             Scenario::Stateless => {
                 "scenario stateless (MCP 2026-07-28): the same cuts, but streams carry no event \
@@ -115,5 +183,9 @@ mod tests {
         let labels: Vec<&str> = st.iter().map(|p| p.label).collect();
         assert_eq!(labels, ["strict", "naive", "retry"]);
         assert!(st[2].reissue_unsafe && st[2].tool == "append");
+        let aud = Scenario::AudienceNarrowing.phases(&both, 10);
+        assert!(aud.iter().all(|p| p.tool == "fetch" && p.resume_token == Some(NARROWED_TOKEN)));
+        let profile = crate::profile::parse(AUDIENCE_PROFILE, "audience").expect("profile parses");
+        assert_eq!(profile.faults.len(), 1);
     }
 }
