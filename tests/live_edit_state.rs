@@ -182,3 +182,128 @@ async fn a_connections_probability_draw_is_not_rolled_again_by_edits() {
     .await
     .expect("test timed out");
 }
+
+const REQUEST: &str = "POST /mcp HTTP/1.1\r\nHost: t\r\nContent-Length: 46\r\n\r\n{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\"}";
+const EVENTS: usize = 20;
+
+/// An SSE upstream: each request gets EVENTS events, one chunk each, 15 ms apart, then the
+/// end of the chunked body; the connection stays open for the next request.
+async fn sse_server() -> std::net::SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.expect("bind sse server");
+    let addr = l.local_addr().expect("sse server addr");
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let mut req = vec![0u8; REQUEST.len()];
+                while s.read_exact(&mut req).await.is_ok() {
+                    let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n";
+                    if s.write_all(head.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    for i in 0..EVENTS {
+                        let event = format!("data: {i}\n\n");
+                        let chunk = format!("{:x}\r\n{event}\r\n", event.len());
+                        if s.write_all(chunk.as_bytes()).await.is_err() {
+                            return;
+                        }
+                        tokio::time::sleep(Duration::from_millis(15)).await;
+                    }
+                    if s.write_all(b"0\r\n\r\n").await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+struct Discard;
+
+impl tearline::wire::ObservationSink for Discard {
+    fn record(&self, _obs: tearline::wire::Observation) {}
+}
+
+fn sse_cut(events: &str) -> std::sync::Arc<dyn tearline::fault::FaultFactory> {
+    let cfg: tearline::fault::sse_cut::SseCutConfig =
+        toml::from_str(&format!("at = \"any-byte\"\nrange = [0, 0]\nevents = {events}"))
+            .expect("sse_cut config");
+    tearline::fault::named("cut", tearline::fault::sse_cut::factory(cfg))
+}
+
+/// Reads one response's body (until the chunked terminator); `None` when the connection
+/// ended first. Calls `on_event` with the number of events read so far.
+async fn read_stream(c: &mut TcpStream, mut on_event: impl FnMut(usize)) -> Option<Vec<u8>> {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let mut seen = 0;
+    loop {
+        match c.read(&mut buf).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+        let events = got.windows(6).filter(|w| w == b"data: ").count();
+        if events > seen {
+            seen = events;
+            on_event(seen);
+        }
+        if got.ends_with(b"0\r\n\r\n") {
+            return Some(got);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edited_sse_cut_never_re_aims_the_stream_in_progress_and_applies_from_the_next() {
+    use std::sync::Arc;
+    use tearline::proxy::{self, CancellationToken, Proxy, ProxyConfig};
+    timeout(LIMIT, async {
+        let upstream = sse_server().await;
+        // Aimed at event 1000 of each stream: never reached.
+        let proxy = Proxy::with_faults(
+            ProxyConfig::new("sse", upstream.to_string()),
+            vec![sse_cut("[1000, 1000]")],
+        );
+        let sink: Arc<dyn tearline::wire::ObservationSink> = Arc::new(Discard);
+        proxy.set_observer_factory(Arc::new(move |conn| {
+            tearline::wire::http1::observer_pair(conn, sink.clone())
+        }));
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
+        let addr = listener.local_addr().expect("proxy addr");
+        let shutdown = CancellationToken::new();
+        tokio::spawn(proxy::run(listener, Arc::clone(&proxy), shutdown.clone()));
+
+        let mut c = TcpStream::connect(addr).await.expect("connect");
+        c.write_all(REQUEST.as_bytes()).await.expect("request 1");
+        let mut edited = false;
+        let first = read_stream(&mut c, |events| {
+            if events >= 3 && !edited {
+                // Mid-stream: now aimed at every event from 1 on, plus an unrelated fault.
+                let latency = tearline::fault::latency::LatencyConfig {
+                    latency: Duration::from_millis(1),
+                    jitter: Duration::ZERO,
+                };
+                let lat = tearline::fault::named(
+                    "lat",
+                    tearline::fault::common::Factory::shared(Default::default(), latency),
+                );
+                proxy.set_faults(vec![sse_cut("[1, 1000]"), lat]);
+                edited = true;
+            }
+        })
+        .await;
+        assert!(edited, "the edit happened mid-stream");
+        let first = first.expect("the stream in progress is not cut by the edit");
+        let events = first.windows(6).filter(|w| w == b"data: ").count();
+        assert_eq!(events, EVENTS);
+        // The next stream on the connection gets the edited aim: cut before event 1.
+        c.write_all(REQUEST.as_bytes()).await.expect("request 2");
+        let mut last = 0;
+        let second = read_stream(&mut c, |events| last = events).await;
+        assert!(second.is_none(), "the next stream is cut");
+        assert!(last <= 1, "cut before event 1, saw {last} events");
+        shutdown.cancel();
+    })
+    .await
+    .expect("test timed out");
+}
