@@ -17,6 +17,9 @@
 //! - A call uses at most `max_attempts` connections and ends by `call_timeout` after its start.
 //! - `reissues` counts requests sent again after the previous one reached the server (a
 //!   response head came back); a POST that never connected is retried, not re-issued.
+//! - A session the client abandons (to renegotiate) is ended with a DELETE first, within
+//!   [`ABANDON_BUDGET`], unless the server already said it is gone (404); a failed DELETE is
+//!   only logged.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -30,6 +33,9 @@ use super::histo::{self, Histograms};
 use super::policy::{Judgement, RequestStream};
 use super::session::Session;
 use super::stats::{CallEnd, CallTrace, Counters, ResumeAnswer};
+
+/// Longest wait for the DELETE of an abandoned session.
+pub const ABANDON_BUDGET: Duration = Duration::from_secs(1);
 use super::truth::ClientLeg;
 
 /// The state and records of one session task.
@@ -92,6 +98,17 @@ impl Worker {
             t.outcome = Some(end);
         }
         end
+    }
+
+    /// Drops the session (the next attempt renegotiates); with `delete`, first tells the
+    /// server with a DELETE so it does not keep the abandoned session until it expires.
+    async fn abandon(&mut self, delete: bool) {
+        if let Some(s) = self.session.take()
+            && delete
+        {
+            let budget = self.cfg.connect_timeout.min(ABANDON_BUDGET);
+            s.delete(budget).await;
+        }
     }
 
     async fn backoff(&self, delay: Duration, deadline: Instant) {
@@ -241,7 +258,8 @@ impl Worker {
                         },
                     );
                 }
-                self.session = None;
+                // A 404 says the session is already gone; any other refusal leaves it open.
+                self.abandon(resp.status != 404).await;
                 step = Step::Issue;
                 if policy == Policy::Naive && (resuming || resp.status != 404) {
                     return CallEnd::Failed;
@@ -317,7 +335,7 @@ impl Worker {
                         self.counters.explicit_errors += 1;
                     }
                     self.error(got.stop.label());
-                    self.session = None;
+                    self.abandon(true).await;
                     continue;
                 }
                 Stop::CleanEnd | Stop::Broken(_) => {}

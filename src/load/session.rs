@@ -272,6 +272,23 @@ impl Session {
         conn.send(&self.target, &req, deadline).await
     }
 
+    /// Ends the session at the server (`DELETE` with its `Mcp-Session-Id`) within `budget`;
+    /// nothing to do for a session without an id (2026-07-28, or a server that gave none).
+    /// Failures are logged: the server's idle expiry is the fallback.
+    pub async fn delete(mut self, budget: std::time::Duration) {
+        let Some(id) = self.id.clone().filter(|_| !self.modern) else {
+            return;
+        };
+        let deadline = Instant::now() + budget;
+        match self.send("DELETE", b"", None, deadline, true).await {
+            Ok(mut resp) => {
+                let _ = resp.body.read_all(deadline).await;
+                tracing::debug!(session = %id, status = resp.status, "abandoned session deleted");
+            }
+            Err(e) => tracing::debug!(session = %id, error = %e, "DELETE of an abandoned session failed"),
+        }
+    }
+
     /// Keeps the connection of a finished response for the next request, if reusable.
     pub fn recycle(&mut self, body: Body) {
         self.idle = body.into_conn();

@@ -18,6 +18,7 @@
 //! - A cut that carries an outage (the documents' 250 ms window) starts it in
 //!   [`OutageMode::Hold`]: open connections are reset, new ones wait until the window ends.
 
+mod chain;
 pub mod cli;
 mod conn;
 mod engine;

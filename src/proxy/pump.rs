@@ -35,7 +35,8 @@ use super::engine::{self, Handback};
 use super::splice::{Lane, SpliceHalf, ZeroCopy};
 use super::state::Proxy;
 use super::stats::ResidenceBatch;
-use crate::fault::{Chunk, ConnRng, Cut, CutAction, Deadline, Fault, Plan};
+use super::chain::Chain;
+use crate::fault::{Chunk, ConnRng, Cut, CutAction, Deadline, Plan};
 use crate::wire::{Direction, Observation, WireObserver};
 
 /// Why a direction ended early (its `Err`): the connection must be cut or was broken.
@@ -72,12 +73,6 @@ impl Side {
             Direction::Downstream => Side::Client,
         }
     }
-}
-
-/// A direction's fault chain and the fault-list generation it was built from.
-pub(crate) struct Chain {
-    pub(crate) faults: Vec<Box<dyn Fault>>,
-    pub(crate) generation: u64,
 }
 
 struct Timed {
@@ -120,6 +115,8 @@ pub(crate) struct Pump<'a, R = ReadHalf<'a>, W = WriteHalf<'a>> {
     observer_held: usize,
     residence: ResidenceBatch,
     zero_copy: ZeroCopy,
+    /// Wakes a waiting pump when the fault list changes (the edit applies at once).
+    edits: tokio::sync::watch::Receiver<u64>,
 }
 
 impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> Pump<'a, R, W> {
@@ -155,6 +152,7 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
             observer_held: 0,
             residence: ResidenceBatch::new(),
             zero_copy: ZeroCopy::new(proxy.config().zero_copy),
+            edits: proxy.fault_edits(),
         }
     }
 
@@ -178,7 +176,11 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
             }
             let deadline = self.earliest_deadline();
             let event = if self.queue.is_empty() && deadline.is_none() {
-                let n = self.src.read(&mut self.buf).await;
+                let n = tokio::select! {
+                    biased;
+                    n = self.src.read(&mut self.buf) => n,
+                    Ok(()) = self.edits.changed() => continue,
+                };
                 Event::Read(n.map_err(|e| Stop::Io(self.src_side(), e))?)
             } else {
                 self.wait(deadline).await?
@@ -212,6 +214,8 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
                 biased;
                 () = sleep_until(at) => None,
                 r = self.src.read(&mut self.buf), if can_read => Some(r),
+                // An edit may remove the deadline's fault or add an earlier one.
+                Ok(()) = self.edits.changed() => return Ok(Event::Drained),
             };
             match (read, timer) {
                 (Some(r), _) => {
@@ -267,20 +271,17 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
         Side::sink_of(self.dir)
     }
 
+    /// Applies a live edit of the fault list to this direction's chain (see `chain`).
     fn refresh_chain(&mut self) {
         if self.proxy.fault_generation() == self.chain.generation {
             return;
         }
         let (generation, factories) = self.proxy.faults_with_generation();
+        let stats = self.proxy.stats();
         let now = Instant::now();
-        self.chain.faults.clear();
-        for f in factories.iter().filter(|f| f.direction() == self.dir) {
-            if let Some(fault) = f.instantiate(&mut self.rng, now) {
-                self.proxy.stats().activated(fault.kind());
-                self.chain.faults.push(fault);
-            }
-        }
-        self.chain.generation = generation;
+        let rng = &mut self.rng;
+        self.chain
+            .rebuild(generation, &factories, self.dir, rng, now, stats);
     }
 
     fn earliest_deadline(&self) -> Option<Deadline> {
@@ -292,6 +293,8 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
     }
 
     async fn chunk(&mut self, n: usize) -> Result<(), Stop> {
+        // An edit made while the read was pending applies to this chunk.
+        self.refresh_chain();
         let now = Instant::now();
         let stats = self.proxy.stats();
         stats.buffer_add(n);

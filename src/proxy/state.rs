@@ -2,9 +2,10 @@
 //! connections run.
 //!
 //! Invariants:
-//! - Fault changes are published as a (generation, list) pair under one lock; a pump that sees a
-//!   new generation rebuilds its chain before its next chunk, and bytes already planned keep
-//!   their place in the queue (nothing lost or reordered).
+//! - Fault changes are published as a (generation, list) pair under one lock (and on a watch
+//!   channel that wakes waiting pumps); a pump that sees a new generation diffs its chain
+//!   against the list before its next chunk (`chain` says what survives), and bytes already
+//!   planned keep their place in the queue (nothing lost or reordered).
 //! - Every connection holds the kill signal that was current when it was accepted; killing
 //!   (disable, outage, forced shutdown) fires the current signal and installs a fresh one, so
 //!   connections accepted afterwards are unaffected. State (disabled, outage window) is set
@@ -69,6 +70,8 @@ pub struct Proxy {
     enabled: AtomicBool,
     fault_generation: AtomicU64,
     faults: RwLock<(u64, Factories)>,
+    /// The generation, for pumps waiting on I/O or a timer to wake on an edit.
+    fault_edits: tokio::sync::watch::Sender<u64>,
     outage: Mutex<Option<Outage>>,
     kill: Mutex<Arc<KillSignal>>,
     observers: RwLock<Arc<ObserverFactory>>,
@@ -121,6 +124,7 @@ impl Proxy {
             enabled: AtomicBool::new(true),
             fault_generation: AtomicU64::new(0),
             faults: RwLock::new((0, faults.into())),
+            fault_edits: tokio::sync::watch::Sender::new(0),
             outage: Mutex::new(None),
             kill: Mutex::new(Arc::default()),
             observers: RwLock::new(Arc::new(byte_mode)),
@@ -180,12 +184,19 @@ impl Proxy {
     }
 
     /// Replaces the fault factories (both directions). Live connections switch at their next
-    /// chunk; bytes already planned keep their timing and order.
+    /// chunk, keeping the state of unchanged faults (see `chain`); bytes already planned keep
+    /// their timing and order.
     pub fn set_faults(&self, faults: FaultList) {
         let mut g = write(&self.faults);
         let generation = g.0 + 1;
         *g = (generation, faults.into());
         self.fault_generation.store(generation, Ordering::Release);
+        self.fault_edits.send_replace(generation);
+    }
+
+    /// A receiver that changes with every [`Proxy::set_faults`].
+    pub(crate) fn fault_edits(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.fault_edits.subscribe()
     }
 
     /// The current fault factories.
