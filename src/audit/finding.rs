@@ -51,13 +51,17 @@ pub enum FindingKind {
     Reissued,
     /// MCP 2026-07-28: after a cut, the client neither re-issued nor cancelled the call in time.
     Abandoned,
+    /// The wire observer stopped following an SSE stream (a line longer than its limit, or a
+    /// `Content-Encoding` it does not decode): the bytes were still relayed, but events after
+    /// the offset named are not audited. `detail` names the reason (and the encoding).
+    ObserverGaveUp,
     /// A judgement the proxy cannot make; `detail` names it and the reason.
     Unknown,
 }
 
 impl FindingKind {
     /// Every kind, in the order of the design note.
-    pub const ALL: [FindingKind; 17] = [
+    pub const ALL: [FindingKind; 18] = [
         FindingKind::TornCut,
         FindingKind::CursorAhead,
         FindingKind::CursorBehind,
@@ -74,6 +78,7 @@ impl FindingKind {
         FindingKind::DuplicateResponse,
         FindingKind::Reissued,
         FindingKind::Abandoned,
+        FindingKind::ObserverGaveUp,
         FindingKind::Unknown,
     ];
 
@@ -96,6 +101,7 @@ impl FindingKind {
             FindingKind::DuplicateResponse => "duplicate-response",
             FindingKind::Reissued => "reissued",
             FindingKind::Abandoned => "abandoned",
+            FindingKind::ObserverGaveUp => "observer-gave-up",
             FindingKind::Unknown => "unknown",
         }
     }
@@ -166,6 +172,7 @@ impl FindingKind {
             | FindingKind::ReplayExact
             | FindingKind::ExplicitLoss
             | FindingKind::Reissued
+            | FindingKind::ObserverGaveUp
             | FindingKind::Unknown => FindingClass::Info,
         }
     }

@@ -33,7 +33,7 @@ use super::latency::{self, human_us};
 use super::model::Report;
 
 /// Finding kinds of the proxy's audit: the names `audit::FindingKind::as_str` gives.
-pub const FINDING_KINDS: [&str; 17] = [
+pub const FINDING_KINDS: [&str; 18] = [
     "torn-cut",
     "cursor-ahead",
     "cursor-behind",
@@ -50,6 +50,7 @@ pub const FINDING_KINDS: [&str; 17] = [
     "duplicate-response",
     "reissued",
     "abandoned",
+    "observer-gave-up",
     "unknown",
 ];
 
