@@ -10,6 +10,9 @@
 //!   sequence number with a response head) is the one torn.
 //! - An id committed without a dispatched event (`last_committed_id` at the cut) counts as
 //!   delivered: a conformant client holds it as its cursor.
+//! - `observer-gave-up` (class info) is reported once per leg whose body the wire observer
+//!   stopped following; that leg is then blind: no replay verdict and no `pending-call` is
+//!   derived from it, since events after the offset were relayed unseen.
 //! - `pending-call` is armed when a leg's body ends cleanly without a proxy cut (the proxy's
 //!   own clean-end cut is reported to the auditor before the body end, so it never counts) and
 //!   deferred with `silent-empty` until the stream is forgotten or `finish` (see `watch`).
@@ -340,6 +343,34 @@ impl Ledger {
         }
     }
 
+    /// The observer stopped following the body of `(conn, seq)` at `raw_offset`.
+    pub fn on_observer_gave_up(
+        &mut self,
+        now: Instant,
+        conn: u64,
+        seq: u64,
+        raw_offset: u64,
+        reason: &str,
+    ) {
+        let Some(leg) = self.legs.get_mut(&(conn, seq)) else {
+            return;
+        };
+        if leg.blind {
+            return;
+        }
+        leg.blind = true;
+        let key = leg.stream;
+        let f = self
+            .finding(FindingKind::ObserverGaveUp, key, now)
+            .offsets(vec![raw_offset])
+            .detail(format!(
+                "observer gave up on this stream at raw offset {raw_offset}: {reason}; \
+                 the bytes were still relayed, events after it are not audited \
+                 (no replay or pending-call judgement on this leg)"
+            ));
+        self.emit(f);
+    }
+
     pub fn on_conn_closed(&mut self, now: Instant, conn: u64) {
         let seqs: Vec<u64> = self
             .legs
@@ -470,7 +501,7 @@ impl Ledger {
             .unanswered()
             .any(|c| c.method == TOOLS_CALL && !c.reported);
         let mut signalled = leg.resume.as_ref().is_some_and(|r| r.explicit_reported);
-        if let Some(r) = &leg.resume {
+        if let Some(r) = leg.resume.as_ref().filter(|_| !leg.blind) {
             let end = LegEnd {
                 cut,
                 clean,
@@ -488,7 +519,7 @@ impl Ledger {
                 }
             }
         }
-        if clean && !cut && !signalled && leg.status == Some(200) {
+        if clean && !cut && !signalled && !leg.blind && leg.status == Some(200) {
             self.defer_pending(now, key);
         }
         self.modern_closed(now, key, clean);

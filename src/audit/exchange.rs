@@ -192,6 +192,7 @@ impl Ledger {
             unmapped_resume: unmapped,
             body_broken: false,
             late: false,
+            blind: false,
         };
         self.legs.insert((r.conn, r.seq), leg);
     }

@@ -59,13 +59,17 @@ pub enum FindingKind {
     /// MCP 2026-07-28: the server sent a message for a request (its response, or progress for
     /// its token) after that request's response stream was closed, which cancels it.
     SentAfterCancel,
+    /// The wire observer stopped following an SSE stream (a line longer than its limit, or a
+    /// `Content-Encoding` it does not decode): the bytes were still relayed, but events after
+    /// the offset named are not audited. `detail` names the reason (and the encoding).
+    ObserverGaveUp,
     /// A judgement the proxy cannot make; `detail` names it and the reason.
     Unknown,
 }
 
 impl FindingKind {
     /// Every kind, in the order of the design note.
-    pub const ALL: [FindingKind; 19] = [
+    pub const ALL: [FindingKind; 20] = [
         FindingKind::TornCut,
         FindingKind::CursorAhead,
         FindingKind::CursorBehind,
@@ -84,6 +88,7 @@ impl FindingKind {
         FindingKind::Abandoned,
         FindingKind::Reexecuted,
         FindingKind::SentAfterCancel,
+        FindingKind::ObserverGaveUp,
         FindingKind::Unknown,
     ];
 
@@ -108,6 +113,7 @@ impl FindingKind {
             FindingKind::Abandoned => "abandoned",
             FindingKind::Reexecuted => "reexecuted",
             FindingKind::SentAfterCancel => "sent-after-cancel",
+            FindingKind::ObserverGaveUp => "observer-gave-up",
             FindingKind::Unknown => "unknown",
         }
     }
@@ -180,6 +186,7 @@ impl FindingKind {
             | FindingKind::ReplayExact
             | FindingKind::ExplicitLoss
             | FindingKind::Reissued
+            | FindingKind::ObserverGaveUp
             | FindingKind::Unknown => FindingClass::Info,
         }
     }

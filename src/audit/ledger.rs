@@ -126,6 +126,9 @@ pub struct Leg {
     pub body_broken: bool,
     /// Its request reached the auditor after its response: no latency is measured from it.
     pub late: bool,
+    /// The wire observer gave up on its body (`observer-gave-up`): events after that offset
+    /// were not seen, so no replay or pending-call judgement is made on this leg.
+    pub blind: bool,
 }
 
 /// The whole audit state, behind the auditor's mutex.

@@ -504,10 +504,13 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
         if tail.is_empty() {
             return Ok(CutAction::Fin);
         }
-        match self.dst.write_all(&tail).await {
-            Ok(()) => Ok(action),
-            Err(e) => Err(Stop::Io(self.dst_side(), e)),
+        // Piece by piece: the filler (up to 16 MiB) is never built in memory.
+        for piece in tail.pieces() {
+            if let Err(e) = self.dst.write_all(piece).await {
+                return Err(Stop::Io(self.dst_side(), e));
+            }
         }
+        Ok(action)
     }
 
     fn record_cut(&mut self, action: CutAction, by: &'static str) {

@@ -33,7 +33,7 @@ use super::latency::{self, human_us};
 use super::model::Report;
 
 /// Finding kinds of the proxy's audit: the names `audit::FindingKind::as_str` gives.
-pub const FINDING_KINDS: [&str; 19] = [
+pub const FINDING_KINDS: [&str; 20] = [
     "torn-cut",
     "cursor-ahead",
     "cursor-behind",
@@ -52,6 +52,7 @@ pub const FINDING_KINDS: [&str; 19] = [
     "abandoned",
     "reexecuted",
     "sent-after-cancel",
+    "observer-gave-up",
     "unknown",
 ];
 
