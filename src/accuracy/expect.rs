@@ -26,7 +26,10 @@
 //! - `replay-gap`: on a replay leg, an event between the cursor and the newest event the leg
 //!   delivered that the client never got (priming is never owed); with opaque ids only when at
 //!   least two progress values came before it (the constant step that makes the jump visible).
-//! - `cross-stream`: an event of another session's or stream's store dispatched.
+//! - `cross-stream`: an event of another session's or stream's store dispatched. With
+//!   per-session counter ids the wire shows it only by content, so the shared-store scenario's
+//!   sessions differ in content (the first client asks for fewer events: another `total`);
+//!   twins with equal content would be invisible to any audit.
 //! - `duplicate-response`: one response event dispatched twice (over all clients), or two
 //!   responses for one request.
 //! - `silent-empty`: a 200 replay that handed over nothing, ended cleanly, the call unanswered.

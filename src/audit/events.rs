@@ -173,7 +173,7 @@ impl Ledger {
         if let Some(data) = &ev.data {
             let whole = data.len() as u64 >= ev.data_len;
             if let Some(id) = &cross_id {
-                self.cross_response(now, key, id, data, whole);
+                self.cross_response(now, key, id, (data, ev.data_hash, ev.data_len), whole);
             }
             self.on_server_messages(now, key, data, whole, copy);
         }
@@ -228,7 +228,14 @@ impl Ledger {
 
     /// A response event another stream delivered to its own client came again here: one
     /// response reached clients twice (`duplicate-response`, besides `cross-stream`).
-    fn cross_response(&mut self, now: Instant, key: StreamKey, id: &str, data: &[u8], whole: bool) {
+    fn cross_response(
+        &mut self,
+        now: Instant,
+        key: StreamKey,
+        id: &str,
+        (data, hash, len): (&[u8], u64, u64),
+        whole: bool,
+    ) {
         let msgs = if whole {
             rpc::parse(data)
         } else {
@@ -240,6 +247,7 @@ impl Ledger {
         }) else {
             return;
         };
+        let leak = self.leak_source(key, id, hash, len);
         let owner = self.opaque.get(id).copied().or_else(|| {
             let session = self.streams.get(&key)?.session.clone();
             self.sessions
@@ -250,14 +258,23 @@ impl Ledger {
                 .copied()
                 .find(|k| *k != key)
         });
+        let owner = leak.as_ref().map(|l| l.source).or(owner);
         let Some(other) = owner.and_then(|k| self.streams.get(&k)) else {
             return;
         };
         if other.entry_of(id).is_none_or(|e| !e.dispatched) {
             return;
         }
+        let why = leak.map_or(String::new(), |l| {
+            format!(
+                " (same id and data; the two streams differ at id {}, so this is that \
+                 session's event, not a twin of this one)",
+                l.diverged_at
+            )
+        });
         let detail = format!(
-            "response event {id} (JSON-RPC id {rpc_id}) was delivered on stream {} of session {}              and again on this stream",
+            "response event {id} (JSON-RPC id {rpc_id}) was delivered on stream {} of session {} \
+             and again on this stream{why}",
             other.reference.request,
             other.session.as_deref().unwrap_or("(none)")
         );
@@ -289,6 +306,12 @@ impl Ledger {
         };
         if r.seen_on_leg(&id) {
             return Some(ReplayClass::Duplicate { id });
+        }
+        if self
+            .leak_source(key, &id, ev.data_hash, ev.data_len)
+            .is_some()
+        {
+            return Some(ReplayClass::Cross { id });
         }
         if let Some(rank) = r.owed_rank(&id) {
             let same = stream

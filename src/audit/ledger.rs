@@ -15,6 +15,7 @@ use super::AuditConfig;
 use super::finding::{Finding, FindingClass, FindingKind};
 use super::histo::Histos;
 use super::judge::Resume;
+use super::leak::SharedIds;
 use super::log::FindingsLog;
 use super::order::ConnOrder;
 use super::stream::{Stream, StreamKey};
@@ -143,6 +144,8 @@ pub struct Ledger {
     /// Globally unique-looking event id ([`is_globally_unique`]) → the stream that last
     /// delivered it, across sessions.
     pub opaque: HashMap<String, StreamKey>,
+    /// Events with per-session ids, by id and content, across sessions ([`super::leak`]).
+    pub shared_ids: SharedIds,
     pub findings: Vec<Finding>,
     pub counts: BTreeMap<String, u64>,
     pub histos: Histos,
@@ -180,6 +183,7 @@ impl Ledger {
             sessions: HashMap::new(),
             legs: BTreeMap::new(),
             opaque: HashMap::new(),
+            shared_ids: SharedIds::default(),
             findings: Vec::new(),
             counts: BTreeMap::new(),
             histos: Histos::default(),
@@ -280,10 +284,18 @@ impl Ledger {
         };
         let session = stream.session.clone();
         let evicted = stream.push(id.clone(), hash, len, dispatched);
+        if let Some(old) = &evicted
+            && let Some(old_id) = &old.id
+        {
+            self.shared_ids.remove(old_id, old.hash, key);
+        }
         let gone = evicted
             .and_then(|e| e.id)
             .filter(|old| stream.entry_of(old).is_none());
         if let Some(id) = id {
+            if dispatched && len > 0 {
+                self.shared_ids.add(&id, hash, key);
+            }
             self.index_id(key, &id);
         }
         if let Some(old) = gone {
@@ -348,6 +360,7 @@ impl Ledger {
         let Some(stream) = self.streams.remove(&key) else {
             return;
         };
+        self.shared_ids.remove_stream(key, &stream);
         let mut ids: Vec<String> = stream.remembered_ids().cloned().collect();
         if let Some(t) = stream.torn.as_ref().and_then(|t| t.id.clone()) {
             ids.push(t);

@@ -41,6 +41,7 @@ pub mod finding;
 pub mod histo;
 pub mod intake;
 pub mod judge;
+pub mod leak;
 pub mod ledger;
 pub mod log;
 pub mod order;
