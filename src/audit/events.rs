@@ -428,6 +428,7 @@ impl Ledger {
             };
             if Some(*seq) == body_seq && direction == Direction::Downstream {
                 self.tear(now, key, action, &point);
+                self.arm_truncation(now, key, action, &point);
             }
             if let Some(s) = self.streams.get_mut(&key) {
                 s.cut_at = Some(now);
@@ -502,6 +503,7 @@ impl Ledger {
         f.cut_class = p.class.map(|c| c.as_str().to_string());
         f.torn_bytes = Some(p.torn_bytes);
         f.data_line = p.data_line;
+        f.tls_end = p.tls_end.map(|e| e.as_str().to_string());
         self.emit(f);
     }
 

@@ -58,6 +58,8 @@ impl Ledger {
             session.version = Some(v);
         }
         let version = session.version.clone();
+        let cursor = r.last_event_id.as_deref().filter(|_| r.method == "GET");
+        self.note_after_truncation(&r.session, cursor, &msgs);
         let reference = StreamRef {
             request: format!("{} {}", r.method, r.path),
             rpc_ids: Vec::new(),

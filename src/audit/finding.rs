@@ -63,13 +63,17 @@ pub enum FindingKind {
     /// `Content-Encoding` it does not decode): the bytes were still relayed, but events after
     /// the offset named are not audited. `detail` names the reason (and the encoding).
     ObserverGaveUp,
+    /// The client took a TLS truncation (a cut without `close_notify`) for the end of a call:
+    /// it neither resumed, re-sent nor cancelled the unanswered call and went on with another
+    /// request in the session (see `truncation`).
+    TruncationAccepted,
     /// A judgement the proxy cannot make; `detail` names it and the reason.
     Unknown,
 }
 
 impl FindingKind {
     /// Every kind, in the order of the design note.
-    pub const ALL: [FindingKind; 20] = [
+    pub const ALL: [FindingKind; 21] = [
         FindingKind::TornCut,
         FindingKind::CursorAhead,
         FindingKind::CursorBehind,
@@ -89,6 +93,7 @@ impl FindingKind {
         FindingKind::Reexecuted,
         FindingKind::SentAfterCancel,
         FindingKind::ObserverGaveUp,
+        FindingKind::TruncationAccepted,
         FindingKind::Unknown,
     ];
 
@@ -114,6 +119,7 @@ impl FindingKind {
             FindingKind::Reexecuted => "reexecuted",
             FindingKind::SentAfterCancel => "sent-after-cancel",
             FindingKind::ObserverGaveUp => "observer-gave-up",
+            FindingKind::TruncationAccepted => "truncation-accepted",
             FindingKind::Unknown => "unknown",
         }
     }
@@ -178,7 +184,8 @@ impl FindingKind {
             FindingKind::CursorAhead
             | FindingKind::CursorBehind
             | FindingKind::CursorMissing
-            | FindingKind::Abandoned => FindingClass::ClientBug,
+            | FindingKind::Abandoned
+            | FindingKind::TruncationAccepted => FindingClass::ClientBug,
             FindingKind::FreshStream | FindingKind::CrossStream | FindingKind::SentAfterCancel => {
                 FindingClass::ServerBug
             }
@@ -245,6 +252,10 @@ pub struct Finding {
     /// Which `data:` line (1-based) the cut fell in, when inside one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data_line: Option<u32>,
+    /// How the TLS session to the client ended at the cut (`truncated`: no `close_notify`;
+    /// `close-notify`), for cut-related findings on a TLS client side.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_end: Option<String>,
     /// Human-readable evidence: what was expected and what was seen.
     pub detail: String,
 }
@@ -263,6 +274,7 @@ impl Finding {
             cut_class: None,
             torn_bytes: None,
             data_line: None,
+            tls_end: None,
             detail: String::new(),
         }
     }

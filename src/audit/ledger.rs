@@ -19,6 +19,7 @@ use super::leak::SharedIds;
 use super::log::FindingsLog;
 use super::order::ConnOrder;
 use super::stream::{Stream, StreamKey};
+use super::truncation::Truncation;
 use super::watch::Watch;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use tokio::time::Instant;
@@ -36,6 +37,8 @@ pub struct Session {
     /// first of its session).
     pub tool_calls: u32,
     pub watches: Vec<Watch>,
+    /// Truncated TLS cuts waiting for what the client does next (see `truncation`).
+    pub truncations: Vec<Truncation>,
     pub last_active: Instant,
 }
 
@@ -48,6 +51,7 @@ impl Session {
             streams: 0,
             tool_calls: 0,
             watches: Vec::new(),
+            truncations: Vec::new(),
             last_active: now,
         }
     }
@@ -350,6 +354,7 @@ impl Ledger {
         self.sessions.retain(|_, s| {
             s.streams > 0
                 || !s.watches.is_empty()
+                || !s.truncations.is_empty()
                 || now.saturating_duration_since(s.last_active) < grace
         });
     }

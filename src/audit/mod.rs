@@ -27,7 +27,8 @@
 //! [`judge`] (replay rules), [`sequence`] (order and gaps across all legs of a logical stream,
 //! from counter ids and MCP progress values; pure), [`reissue`] (linking a call sent again to
 //! the call it replaces), [`watch`] (what the client does after a cut), [`stateless`] (MCP
-//! 2026-07-28: `reexecuted`, `sent-after-cancel`), [`stream`] (one
+//! 2026-07-28: `reexecuted`, `sent-after-cancel`), [`truncation`] (whether a client took a TLS
+//! truncation for the end of its call), [`stream`] (one
 //! stream's bounded ledger), [`rpc`], [`histo`], [`log`], [`finding`] (kinds and their class:
 //! loss, duplicate, order, client-bug, server-bug, info).
 //!
@@ -50,6 +51,7 @@ pub mod rpc;
 pub mod sequence;
 pub mod stateless;
 pub mod stream;
+pub mod truncation;
 pub mod watch;
 
 pub use finding::{Finding, FindingClass, FindingKind, StreamRef};

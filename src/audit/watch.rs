@@ -276,5 +276,6 @@ impl Ledger {
                 .detail(detail);
             self.emit(f);
         }
+        self.settle_truncations(now, finish);
     }
 }

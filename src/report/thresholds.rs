@@ -33,7 +33,7 @@ use super::latency::{self, human_us};
 use super::model::Report;
 
 /// Finding kinds of the proxy's audit: the names `audit::FindingKind::as_str` gives.
-pub const FINDING_KINDS: [&str; 20] = [
+pub const FINDING_KINDS: [&str; 21] = [
     "torn-cut",
     "cursor-ahead",
     "cursor-behind",
@@ -53,6 +53,7 @@ pub const FINDING_KINDS: [&str; 20] = [
     "reexecuted",
     "sent-after-cancel",
     "observer-gave-up",
+    "truncation-accepted",
     "unknown",
 ];
 

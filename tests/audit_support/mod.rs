@@ -89,6 +89,8 @@ pub fn call(id: &str, tool: &str) -> String {
 pub struct Wire {
     pub auditor: Auditor,
     raw: std::collections::HashMap<u64, u64>,
+    /// How the TLS client session ends at the cuts `deliver` reports (`None`: plain TCP).
+    pub tls_end: Option<tearline::tls::TlsEnd>,
 }
 
 /// The reader state of one response body.
@@ -107,6 +109,7 @@ impl Wire {
         Wire {
             auditor: Auditor::new(cfg),
             raw: Default::default(),
+            tls_end: None,
         }
     }
 
@@ -360,7 +363,7 @@ impl Wire {
                 request: None,
                 session: None,
                 rpc_id: None,
-                tls_end: None,
+                tls_end: self.tls_end,
             },
         });
         self.rec(Observation::ConnClosed { conn });
