@@ -27,6 +27,7 @@ pub mod safety;
 pub mod server;
 pub mod sources;
 pub mod store;
+mod direct;
 mod toxics;
 
 use std::sync::Arc;

@@ -109,6 +109,8 @@ pub mod bugs;
 pub mod cli;
 pub mod config;
 mod delivery;
+#[doc(hidden)]
+pub mod direct;
 mod http;
 mod legs;
 pub mod plain;
