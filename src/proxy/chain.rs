@@ -21,10 +21,12 @@
 //! applies to the next chunk relayed after it (the pump refreshes after each read and wakes on
 //! an edit while it waits); bytes already planned keep their timing and order.
 //!
-//! Toxiproxy, for comparison: each toxic of a link runs in its own goroutine, so toxics other
-//! than the edited one keep their state; an updated toxic is interrupted and run again (its
-//! timers restart and its toxicity is rolled again), and adding a toxic also re-runs the toxic
-//! before it in the chain. tearline keeps more: start times and draws survive an update.
+//! Toxiproxy, for comparison (`link.go`): each toxic of a link runs in its own goroutine, so
+//! toxics other than the edited one keep their state; an updated toxic is interrupted and run
+//! again (its timers restart and its toxicity is rolled again; stateful toxics such as
+//! `limit_data` keep their byte counts), and adding or removing a toxic also re-runs the toxic
+//! before it in the chain. tearline keeps more: no neighbour is restarted, and start times and
+//! draws survive an update.
 //!
 //! Invariant: `faults` holds, in list order, the instances of the members that fired (`live`).
 

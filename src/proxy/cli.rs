@@ -85,6 +85,10 @@ pub struct Args {
     /// Byte budget of each direction's delay queue (data a fault holds back).
     #[arg(long, value_name = "SIZE", default_value = "32MiB", value_parser = parse_size)]
     pub max_inflight: usize,
+    /// Memory budget of each proxy across its connections (0 = none): while over it, queues
+    /// stop filling (backpressure) and new connections are refused (RST, logged).
+    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_size)]
+    pub max_buffered: usize,
     /// Seed of every random fault decision (default: the profile's, else random; printed).
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
@@ -232,6 +236,7 @@ impl Args {
             max_connections: self.max_connections as usize,
             drain_timeout: self.drain_timeout,
             max_inflight_bytes: self.max_inflight,
+            max_buffered_bytes: self.max_buffered as u64,
             seed,
             tls: crate::tls::ProxyTls::default(),
             zero_copy: !self.no_splice,

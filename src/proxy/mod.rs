@@ -61,6 +61,11 @@ pub struct ProxyConfig {
     /// Byte budget of each direction's timed queue (data a fault delays). Throughput through a
     /// latency `L` is at most `max_inflight_bytes / L`.
     pub max_inflight_bytes: usize,
+    /// Memory budget of the whole proxy: bytes held across all its connections (delay queues,
+    /// chunks in flight, observer holdings; the `bytes_buffered` gauge). While the gauge is at
+    /// or over it, pumps stop reading into their queues (backpressure: nothing is dropped) and
+    /// new connections are refused with RST and a warning. 0 = no budget.
+    pub max_buffered_bytes: u64,
     /// Run seed; connection `i` draws from `conn_rng(seed, name, i)`.
     pub seed: u64,
     /// TLS on the client side, the upstream side, both or neither (default: neither).
@@ -76,7 +81,7 @@ pub struct ProxyConfig {
 
 impl ProxyConfig {
     /// Defaults: 64 KiB buffers, 5 s connect timeout, 4096 connections, 5 s drain, 32 MiB queue,
-    /// zero-copy on through 1 MiB pipes.
+    /// a 1 GiB proxy budget, zero-copy on through 1 MiB pipes.
     pub fn new(name: impl Into<String>, upstream: impl Into<String>) -> Self {
         ProxyConfig {
             name: name.into(),
@@ -86,6 +91,7 @@ impl ProxyConfig {
             max_connections: 4096,
             drain_timeout: Duration::from_secs(5),
             max_inflight_bytes: 32 * 1024 * 1024,
+            max_buffered_bytes: DEFAULT_MAX_BUFFERED,
             seed: 0,
             tls: crate::tls::ProxyTls::default(),
             zero_copy: true,
@@ -93,6 +99,9 @@ impl ProxyConfig {
         }
     }
 }
+
+/// Default of [`ProxyConfig::max_buffered_bytes`].
+pub const DEFAULT_MAX_BUFFERED: u64 = 1 << 30;
 
 /// Errors of the relay.
 #[derive(Debug, thiserror::Error)]

@@ -8,7 +8,9 @@
 //! - Reading continues while queued slices wait for their time, so a latency shifts the stream
 //!   in time without capping its throughput; it stops when the queue holds
 //!   `max_inflight_bytes` (backpressure), so memory stays bounded by
-//!   `buffer_size + max_inflight_bytes + buffer_size` per direction.
+//!   `buffer_size + max_inflight_bytes + buffer_size` per direction; it also stops while the
+//!   proxy is over its memory budget (`max_buffered_bytes`, across connections), so queues
+//!   stop growing there (each direction may still read its one chunk in flight).
 //! - A cut delivers every slice planned before it, on time, then ends the direction with an
 //!   error value the connection task turns into RST or FIN; EOF is passed on (write shutdown)
 //!   after every queued byte and no earlier than every fault's `on_eof` time.
@@ -209,7 +211,9 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
                 (None, Some(d)) => (d.at, Timer::Deadline(d)),
                 (None, None) => return Ok(Event::Drained),
             };
-            let can_read = self.queued < self.proxy.config().max_inflight_bytes;
+            // Backpressure: this direction's queue budget, and the proxy's memory budget.
+            let can_read = self.queued < self.proxy.config().max_inflight_bytes
+                && !self.proxy.over_budget();
             let read = tokio::select! {
                 biased;
                 () = sleep_until(at) => None,

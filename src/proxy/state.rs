@@ -79,6 +79,8 @@ pub struct Proxy {
     next_conn: AtomicU64,
     listen: Mutex<Option<SocketAddr>>,
     stats: Stats,
+    /// When a budget refusal was last logged (rate limit: one warning per second).
+    budget_warned: Mutex<Option<Instant>>,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -132,6 +134,7 @@ impl Proxy {
             next_conn: AtomicU64::new(0),
             listen: Mutex::new(None),
             stats: Stats::new(),
+            budget_warned: Mutex::new(None),
         })
     }
 
@@ -148,6 +151,29 @@ impl Proxy {
     /// Live counters.
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// Whether the proxy holds at least its memory budget (`max_buffered_bytes`).
+    pub fn over_budget(&self) -> bool {
+        let budget = self.config.max_buffered_bytes;
+        budget > 0 && self.stats.bytes_buffered() >= budget
+    }
+
+    /// Logs a refusal for the budget, at most once a second.
+    pub(crate) fn warn_over_budget(&self) {
+        let now = Instant::now();
+        let mut last = lock(&self.budget_warned);
+        if last.is_some_and(|t| now.duration_since(t) < Duration::from_secs(1)) {
+            return;
+        }
+        *last = Some(now);
+        tracing::warn!(
+            proxy = %self.config.name,
+            buffered = self.stats.bytes_buffered(),
+            budget = self.config.max_buffered_bytes,
+            "memory budget reached: new connections refused (RST) and queues paused until \
+             buffered bytes fall below it (raise --max-buffered, or lower --max-inflight)"
+        );
     }
 
     /// The address [`run`](super::run) is serving this proxy on, while it runs.
