@@ -159,7 +159,7 @@ async fn close_notify_reset_or_plain_cuts_are_never_truncation_accepted() {
 
 #[tokio::test(start_paused = true)]
 async fn truncated_cut_and_silence_is_not_judged() {
-    let mut w = cut_call(Some(TlsEnd::Truncated), CutAction::Fin);
+    let w = cut_call(Some(TlsEnd::Truncated), CutAction::Fin);
     w.auditor.finish();
     assert_eq!(
         count(&w, K::TruncationAccepted),

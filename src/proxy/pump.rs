@@ -211,9 +211,11 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
                 (None, Some(d)) => (d.at, Timer::Deadline(d)),
                 (None, None) => return Ok(Event::Drained),
             };
-            // Backpressure: this direction's queue budget, and the proxy's memory budget.
+            // Backpressure: this direction's queue budget, and the proxy's memory budget — a
+            // direction with an empty queue still relays (its chunk is written at once), so
+            // connections no fault delays keep flowing while others fill the budget.
             let can_read = self.queued < self.proxy.config().max_inflight_bytes
-                && !self.proxy.over_budget();
+                && (self.queued == 0 || !self.proxy.over_budget());
             let read = tokio::select! {
                 biased;
                 () = sleep_until(at) => None,
