@@ -33,11 +33,11 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::time::{Instant, sleep_until};
 
+use super::chain::Chain;
 use super::engine::{self, Handback};
 use super::splice::{Lane, SpliceHalf, ZeroCopy};
 use super::state::Proxy;
 use super::stats::ResidenceBatch;
-use super::chain::Chain;
 use crate::fault::{Chunk, ConnRng, Cut, CutAction, Deadline, Plan};
 use crate::wire::{Direction, Observation, WireObserver};
 
@@ -212,8 +212,8 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
                 (None, None) => return Ok(Event::Drained),
             };
             // Backpressure: this direction's queue budget, and the proxy's memory budget.
-            let can_read = self.queued < self.proxy.config().max_inflight_bytes
-                && !self.proxy.over_budget();
+            let can_read =
+                self.queued < self.proxy.config().max_inflight_bytes && !self.proxy.over_budget();
             let read = tokio::select! {
                 biased;
                 () = sleep_until(at) => None,
