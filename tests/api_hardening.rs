@@ -15,7 +15,9 @@ use tokio::time::{Instant, timeout};
 /// Sends raw request bytes on a fresh connection; returns everything read until EOF.
 async fn raw(addr: SocketAddr, request: &str) -> String {
     let mut s = TcpStream::connect(addr).await.expect("connect api");
-    s.write_all(request.as_bytes()).await.expect("write request");
+    s.write_all(request.as_bytes())
+        .await
+        .expect("write request");
     let mut out = Vec::new();
     let _ = s.read_to_end(&mut out).await;
     String::from_utf8_lossy(&out).into_owned()
@@ -41,7 +43,10 @@ async fn unknown_host_names_are_refused_with_the_reason_and_loopback_names_pass(
         }
         let r = raw(api.addr, &get(&format!("rebind.example:{port}"), "")).await;
         assert!(r.starts_with("HTTP/1.1 403"), "{r}");
-        assert!(r.contains("rebind.example") && r.contains("--api-allow-host"), "{r}");
+        assert!(
+            r.contains("rebind.example") && r.contains("--api-allow-host"),
+            "{r}"
+        );
         api.shutdown.cancel();
     })
     .await

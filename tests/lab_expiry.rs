@@ -52,7 +52,11 @@ async fn an_idle_session_expires_while_a_used_one_and_one_with_a_reader_stay() {
         assert_eq!(streamed.status, 200);
         assert_eq!(streamed.chunks.len(), 32, "priming, 30 progress, result");
         assert_eq!(ping(&lab, &streaming).await, 200, "a reader kept it alive");
-        assert_eq!(ping(&lab, &forgotten).await, 404, "idle for 4 periods: expired");
+        assert_eq!(
+            ping(&lab, &forgotten).await,
+            404,
+            "idle for 4 periods: expired"
+        );
         lab.stop().await;
     })
     .await;
@@ -92,7 +96,11 @@ async fn a_client_sending_half_a_request_is_closed_at_the_read_timeout() {
         })
         .await;
         assert!(closed.is_ok(), "still open after 5 s");
-        assert!(t.elapsed() >= Duration::from_millis(250), "{:?}", t.elapsed());
+        assert!(
+            t.elapsed() >= Duration::from_millis(250),
+            "{:?}",
+            t.elapsed()
+        );
         // Others are still served.
         let sid = lab.session(&[]).await;
         assert_eq!(ping(&lab, &sid).await, 200);

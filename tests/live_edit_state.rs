@@ -23,7 +23,13 @@ fn toxic(name: &str, type_: &str, stream: &str, toxicity: f64, attributes: Value
 }
 
 async fn add(api: std::net::SocketAddr, proxy: &str, t: Value) {
-    let r = call(api, Method::POST, &format!("/proxies/{proxy}/toxics"), Some(t)).await;
+    let r = call(
+        api,
+        Method::POST,
+        &format!("/proxies/{proxy}/toxics"),
+        Some(t),
+    )
+    .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
 }
 
@@ -38,7 +44,13 @@ async fn a_timeout_still_closes_at_its_time_after_an_unrelated_toxic_is_added_mi
     timeout(LIMIT, async {
         let live = start_live().await;
         let listen = create(live.addr, "t", echo_server().await).await;
-        let t = toxic("blackhole", "timeout", "downstream", 1.0, json!({"timeout": 1200}));
+        let t = toxic(
+            "blackhole",
+            "timeout",
+            "downstream",
+            1.0,
+            json!({"timeout": 1200}),
+        );
         add(live.addr, "t", t).await;
         let opened = Instant::now();
         let mut c = TcpStream::connect(&listen).await.expect("connect");
@@ -90,7 +102,13 @@ async fn a_limit_data_still_closes_at_its_byte_after_an_unrelated_toxic_is_added
     timeout(LIMIT, async {
         let live = start_live().await;
         let listen = create(live.addr, "l", paced_server(1 << 20, 1000).await).await;
-        let t = toxic("cap", "limit_data", "downstream", 1.0, json!({"bytes": 150_000}));
+        let t = toxic(
+            "cap",
+            "limit_data",
+            "downstream",
+            1.0,
+            json!({"bytes": 150_000}),
+        );
         add(live.addr, "l", t).await;
         let mut c = TcpStream::connect(&listen).await.expect("connect");
         let mut got = 0usize;
@@ -133,7 +151,8 @@ async fn a_connections_probability_draw_is_not_rolled_again_by_edits() {
         const CONNS: usize = 24;
         let live = start_live().await;
         let listen = create(live.addr, "p", echo_server().await).await;
-        let lat = |ms: u64, p: f64| toxic("lat", "latency", "downstream", p, json!({"latency": ms}));
+        let lat =
+            |ms: u64, p: f64| toxic("lat", "latency", "downstream", p, json!({"latency": ms}));
         add(live.addr, "p", lat(300, 0.5)).await;
         let mut conns = Vec::new();
         for _ in 0..CONNS {
@@ -166,14 +185,21 @@ async fn a_connections_probability_draw_is_not_rolled_again_by_edits() {
         );
         // The toxic itself changes (a new latency), an unrelated toxic comes and goes.
         update(live.addr, "p", "lat", lat(320, 0.5)).await;
-        add(live.addr, "p", toxic("other", "latency", "upstream", 1.0, json!({"latency": 1})))
-            .await;
+        add(
+            live.addr,
+            "p",
+            toxic("other", "latency", "upstream", 1.0, json!({"latency": 1})),
+        )
+        .await;
         let (conns, second) = round(conns).await;
         assert_eq!(second, first, "same connections slowed after the edits");
         // Toxicity 1 fires everywhere; back at 0.5, the first draws decide again.
         update(live.addr, "p", "lat", lat(300, 1.0)).await;
         let (conns, all) = round(conns).await;
-        assert!(all.iter().all(|s| *s), "toxicity 1 fires on every connection");
+        assert!(
+            all.iter().all(|s| *s),
+            "toxicity 1 fires on every connection"
+        );
         update(live.addr, "p", "lat", lat(300, 0.5)).await;
         let (_conns, back) = round(conns).await;
         assert_eq!(back, first, "the draws were kept, not rolled again");
@@ -189,7 +215,9 @@ const EVENTS: usize = 20;
 /// An SSE upstream: each request gets EVENTS events, one chunk each, 15 ms apart, then the
 /// end of the chunked body; the connection stays open for the next request.
 async fn sse_server() -> std::net::SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").await.expect("bind sse server");
+    let l = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind sse server");
     let addr = l.local_addr().expect("sse server addr");
     tokio::spawn(async move {
         while let Ok((mut s, _)) = l.accept().await {
@@ -225,9 +253,10 @@ impl tearline::wire::ObservationSink for Discard {
 }
 
 fn sse_cut(events: &str) -> std::sync::Arc<dyn tearline::fault::FaultFactory> {
-    let cfg: tearline::fault::sse_cut::SseCutConfig =
-        toml::from_str(&format!("at = \"any-byte\"\nrange = [0, 0]\nevents = {events}"))
-            .expect("sse_cut config");
+    let cfg: tearline::fault::sse_cut::SseCutConfig = toml::from_str(&format!(
+        "at = \"any-byte\"\nrange = [0, 0]\nevents = {events}"
+    ))
+    .expect("sse_cut config");
     tearline::fault::named("cut", tearline::fault::sse_cut::factory(cfg))
 }
 

@@ -104,8 +104,8 @@ async fn a_renegotiating_client_deletes_the_session_it_abandons() {
         let tapped = tap(lab_addr, Arc::clone(&deletes)).await;
 
         // Every SSE stream is cut after 300 payload bytes.
-        let cut: SseCutConfig = toml::from_str("at = \"any-byte\"\nrange = [300, 300]")
-            .expect("sse_cut config");
+        let cut: SseCutConfig =
+            toml::from_str("at = \"any-byte\"\nrange = [300, 300]").expect("sse_cut config");
         let proxy = Proxy::with_faults(
             ProxyConfig::new("abandon", tapped.to_string()),
             vec![factory(cut)],
@@ -128,7 +128,11 @@ async fn a_renegotiating_client_deletes_the_session_it_abandons() {
             .await
             .expect("run starts");
         let c = o.counters;
-        assert!(c.renegotiations >= 1, "no renegotiation: {c:?} {:?}", o.errors);
+        assert!(
+            c.renegotiations >= 1,
+            "no renegotiation: {c:?} {:?}",
+            o.errors
+        );
         let deleted = deletes.lock().map(|d| d.clone()).unwrap_or_default();
         assert!(
             deleted.len() as u64 >= c.renegotiations,

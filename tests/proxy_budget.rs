@@ -19,7 +19,9 @@ const BUDGET: u64 = 256 << 10;
 
 /// An upstream that answers each connection with TOTAL bytes (`i % 251`), then closes.
 async fn pusher() -> std::net::SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").await.expect("bind upstream");
+    let l = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind upstream");
     let addr = l.local_addr().expect("upstream addr");
     tokio::spawn(async move {
         while let Ok((mut s, _)) = l.accept().await {
@@ -89,9 +91,16 @@ async fn at_its_memory_budget_a_proxy_pauses_its_queues_and_refuses_new_connecti
             tokio::time::sleep(Duration::from_millis(2)).await;
         };
         let want: Vec<u8> = (0..TOTAL).map(|i| (i % 251) as u8).collect();
-        assert!(got == want, "every byte delivered, in order ({} bytes)", got.len());
+        assert!(
+            got == want,
+            "every byte delivered, in order ({} bytes)",
+            got.len()
+        );
         let slack = 2 * 64 * 1024;
-        assert!(peak <= BUDGET + slack, "peak {peak} over budget {BUDGET} + {slack}");
+        assert!(
+            peak <= BUDGET + slack,
+            "peak {peak} over budget {BUDGET} + {slack}"
+        );
         assert!(proxy.stats().snapshot().connections_refused >= 1);
         // Below the budget again: served.
         let mut c = TcpStream::connect(addr).await.expect("connect after");
@@ -131,7 +140,10 @@ fn the_observer_follows_at_most_max_pipelined_requests_awaiting_responses() {
         .iter()
         .filter(|o| matches!(o, Observation::Request { .. }))
         .count();
-    assert_eq!(requests, MAX_PIPELINED, "requests past the bound are not followed");
+    assert_eq!(
+        requests, MAX_PIPELINED,
+        "requests past the bound are not followed"
+    );
     let paired: Vec<u64> = obs
         .iter()
         .filter_map(|o| match o {
@@ -140,5 +152,8 @@ fn the_observer_follows_at_most_max_pipelined_requests_awaiting_responses() {
         })
         .collect();
     let want: Vec<u64> = (0..MAX_PIPELINED as u64).collect();
-    assert_eq!(paired, want, "the queued requests pair with their responses in order");
+    assert_eq!(
+        paired, want,
+        "the queued requests pair with their responses in order"
+    );
 }

@@ -232,7 +232,12 @@ mod host_tests {
         ] {
             assert!(check(ok), "{ok} passes");
         }
-        for bad in ["evil.example:8474", "10.1.2.4:8474", "localhost.evil", "[::2]:1"] {
+        for bad in [
+            "evil.example:8474",
+            "10.1.2.4:8474",
+            "localhost.evil",
+            "[::2]:1",
+        ] {
             assert!(!check(bad), "{bad} is refused");
         }
         assert!(check_host(&HeaderMap::new(), "10.1.2.3:1".parse().expect("addr"), &[]).is_ok());

@@ -195,7 +195,9 @@ pub async fn serve_tls(
         tasks: TaskTracker::new(),
     });
     if let Some(idle) = shared.cfg.session_idle {
-        shared.tasks.spawn(expire_sessions(Arc::clone(&shared), idle));
+        shared
+            .tasks
+            .spawn(expire_sessions(Arc::clone(&shared), idle));
     }
     let mut backoff = Duration::from_millis(5);
     loop {
@@ -268,7 +270,11 @@ async fn expire_sessions(shared: Arc<Shared>, idle: Duration) {
         }
         let gone = shared.sessions.expire(idle);
         if !gone.is_empty() {
-            tracing::info!(count = gone.len(), ?idle, "lab sessions expired after idling");
+            tracing::info!(
+                count = gone.len(),
+                ?idle,
+                "lab sessions expired after idling"
+            );
         }
     }
 }

@@ -380,10 +380,14 @@ mod tests {
         let stream = read.open_stream();
         read.attach(stream, 0);
         std::thread::sleep(std::time::Duration::from_millis(30));
-        assert_eq!(table.expire(std::time::Duration::from_millis(10)), [idle.id.clone()]);
+        let expired = table.expire(std::time::Duration::from_millis(10));
+        assert_eq!(expired, std::slice::from_ref(&idle.id));
         assert!(idle.cancel.is_cancelled());
         assert!(table.get(&idle.id).is_none());
-        assert!(table.get(&read.id).is_some(), "a session with a reader stays");
+        assert!(
+            table.get(&read.id).is_some(),
+            "a session with a reader stays"
+        );
         assert!(table.expire(std::time::Duration::from_secs(60)).is_empty());
     }
 }

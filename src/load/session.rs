@@ -285,7 +285,9 @@ impl Session {
                 let _ = resp.body.read_all(deadline).await;
                 tracing::debug!(session = %id, status = resp.status, "abandoned session deleted");
             }
-            Err(e) => tracing::debug!(session = %id, error = %e, "DELETE of an abandoned session failed"),
+            Err(e) => {
+                tracing::debug!(session = %id, error = %e, "DELETE of an abandoned session failed")
+            }
         }
     }
 

@@ -209,7 +209,11 @@ mod tests {
         let stats = Stats::new();
         let mut rng = conn_rng(1, "p", 0);
         let t0 = Instant::now();
-        let mut c = build(&[crate::fault::named("t", timeout(2000, 1.0))], &mut rng, t0);
+        let mut c = build(
+            &[crate::fault::named("t", timeout(2000, 1.0))],
+            &mut rng,
+            t0,
+        );
         let later = t0 + Duration::from_millis(1500);
         let list = [
             crate::fault::named("t", timeout(2000, 1.0)),

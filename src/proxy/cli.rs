@@ -387,7 +387,10 @@ mod tests {
         let err = check_api_exposure(&open).expect_err("refused without a token");
         assert!(err.to_string().contains("--api-token"), "{err}");
         let empty = parse(&["--api", "0.0.0.0:8474", "--api-token", ""]);
-        assert!(check_api_exposure(&empty).is_err(), "an empty token is no token");
+        assert!(
+            check_api_exposure(&empty).is_err(),
+            "an empty token is no token"
+        );
         assert!(check_api_exposure(&parse(&["--api", "0.0.0.0:8474", "--api-token", "s"])).is_ok());
         let opt_out = parse(&["--api", "0.0.0.0:8474", "--api-insecure-no-token"]);
         assert!(check_api_exposure(&opt_out).is_ok());

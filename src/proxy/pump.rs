@@ -33,11 +33,11 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::time::{Instant, sleep_until};
 
+use super::chain::Chain;
 use super::engine::{self, Handback};
 use super::splice::{Lane, SpliceHalf, ZeroCopy};
 use super::state::Proxy;
 use super::stats::ResidenceBatch;
-use super::chain::Chain;
 use crate::fault::{Chunk, ConnRng, Cut, CutAction, Deadline, Plan};
 use crate::wire::{Direction, Observation, WireObserver};
 
