@@ -94,8 +94,18 @@ async fn repeat_safe_tools_reissued_yield_no_reexecuted() {
         cut_call(&mut w, tool, false, 12);
         reissue(&mut w, tool);
         w.auditor.finish();
-        assert_eq!(count(&w, K::Reissued), 1, "{tool}: {:#?}", w.auditor.findings());
-        assert_eq!(count(&w, K::Reexecuted), 0, "{tool}: {:#?}", w.auditor.findings());
+        assert_eq!(
+            count(&w, K::Reissued),
+            1,
+            "{tool}: {:#?}",
+            w.auditor.findings()
+        );
+        assert_eq!(
+            count(&w, K::Reexecuted),
+            0,
+            "{tool}: {:#?}",
+            w.auditor.findings()
+        );
     }
 }
 
@@ -199,11 +209,7 @@ async fn own_messages_of_a_later_call_with_the_same_id_or_token_are_not_sent_aft
     // A stream ended cleanly is not a cancellation.
     modern_post(&w, 5, &call("9", "search", "p-9"));
     w.sse_ok(5, 0);
-    w.stream_clean(
-        5,
-        0,
-        &event(Eol::Lf, None, None, &[&progress_of("p-9", 1)]),
-    );
+    w.stream_clean(5, 0, &event(Eol::Lf, None, None, &[&progress_of("p-9", 1)]));
     listen(&mut w);
     w.deliver(
         3,

@@ -25,7 +25,8 @@ probability = 0.5
 "#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stateless_scenario_strict_reissues_naive_loses_silently_retry_reexecutes_as_the_counter_says() {
+async fn stateless_scenario_strict_reissues_naive_loses_silently_retry_reexecutes_as_the_counter_says()
+ {
     let mut lab = LabConfig {
         retry: Duration::from_millis(50),
         ..LabConfig::default()
@@ -85,7 +86,12 @@ async fn stateless_scenario_strict_reissues_naive_loses_silently_retry_reexecute
     // `blob` is idempotent: re-issuing it is never a re-execution, and it has no side effect.
     for phase in [strict, naive] {
         let counts = phase.auditor.counts();
-        assert_eq!(counts.get("reexecuted"), None, "{}: {counts:?}", phase.label);
+        assert_eq!(
+            counts.get("reexecuted"),
+            None,
+            "{}: {counts:?}",
+            phase.label
+        );
         assert_eq!(phase.side_effects, 0, "{}", phase.label);
     }
 
@@ -96,7 +102,11 @@ async fn stateless_scenario_strict_reissues_naive_loses_silently_retry_reexecute
     assert_eq!(r.calls, 8, "{:?}", retry.load.errors);
     assert!(r.reissues > 0, "no append call was cut and re-issued");
     let ran_again = retry.side_effects - r.calls;
-    assert_eq!(counter.get(), retry.side_effects, "only the retry phase appends");
+    assert_eq!(
+        counter.get(),
+        retry.side_effects,
+        "only the retry phase appends"
+    );
     assert!(ran_again > 0, "the side effect never ran twice");
     let counts = retry.auditor.counts();
     assert_eq!(

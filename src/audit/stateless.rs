@@ -264,15 +264,15 @@ impl Ledger {
                     .get(&key)
                     .is_some_and(|s| s.calls.iter().any(|c| &c.id == i))
         };
-        let owns_token = |t: &String| own.is_some_and(|cs| cs.iter().any(|c| c.token.as_ref() == Some(t)));
+        let owns_token =
+            |t: &String| own.is_some_and(|cs| cs.iter().any(|c| c.token.as_ref() == Some(t)));
         if id.as_ref().is_some_and(owns_id) || token.as_ref().is_some_and(owns_token) {
             return;
         }
         let Some(c) = self.modern.cancelled.iter_mut().find(|c| {
             !c.reported
                 && c.stream != key
-                && (id.as_ref().is_some_and(|i| *i == c.id)
-                    || token.is_some() && c.token == token)
+                && (id.as_ref().is_some_and(|i| *i == c.id) || token.is_some() && c.token == token)
         }) else {
             return;
         };
