@@ -121,17 +121,19 @@ async fn non_idempotent_call_cut_before_any_byte_yields_no_reexecuted() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn tool_without_annotations_on_the_wire_is_judged_by_the_spec_defaults() {
+async fn tool_without_annotations_on_the_wire_is_unknown_with_the_reason() {
     let mut w = Wire::new();
     cut_call(&mut w, "append", false, 12);
     reissue(&mut w, "append");
     w.auditor.finish();
+    assert_eq!(count(&w, K::Reexecuted), 0, "{:#?}", w.auditor.findings());
     let f = w
         .auditor
         .findings()
         .into_iter()
-        .find(|f| f.kind == K::Reexecuted)
-        .expect("reexecuted without a tools/list");
+        .find(|f| f.kind == K::Unknown)
+        .expect("an unknown judgement without a tools/list");
+    assert!(f.detail.starts_with("reexecuted not judged"), "{}", f.detail);
     assert!(f.detail.contains("spec's defaults"), "{}", f.detail);
 }
 
