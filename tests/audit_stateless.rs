@@ -133,7 +133,11 @@ async fn tool_without_annotations_on_the_wire_is_unknown_with_the_reason() {
         .into_iter()
         .find(|f| f.kind == K::Unknown)
         .expect("an unknown judgement without a tools/list");
-    assert!(f.detail.starts_with("reexecuted not judged"), "{}", f.detail);
+    assert!(
+        f.detail.starts_with("reexecuted not judged"),
+        "{}",
+        f.detail
+    );
     assert!(f.detail.contains("spec's defaults"), "{}", f.detail);
 }
 
