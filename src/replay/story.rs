@@ -106,9 +106,6 @@ fn chapter(trace: &CallTrace, cut: Option<&CutPoint>, lines_per_result: u32) -> 
             };
             format!("3. It reconnected with `Last-Event-ID: {id}`{verdict}.")
         }
-        None if trace.policy == Policy::Naive => {
-            "3. It neither resumed that stream nor re-issued the call.".to_owned()
-        }
         None => "3. It did not resume that stream (it re-issued the call instead).".to_owned(),
     });
     lines.push(format!("4. The server {}.", answer(trace.answer.as_ref())));
