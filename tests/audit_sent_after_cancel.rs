@@ -121,7 +121,11 @@ async fn run(misbehave: bool) -> Arc<Tap> {
         .await
         .expect("write");
     let _ = listen.shutdown().await;
-    assert!(read_until(&mut listen, "acknowledged").await.contains("acknowledged"));
+    assert!(
+        read_until(&mut listen, "acknowledged")
+            .await
+            .contains("acknowledged")
+    );
 
     let call = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"append","arguments":{},"_meta":{"progressToken":"p-7"}}}"#;
     let mut c = TcpStream::connect(addr).await.expect("connect");
@@ -150,7 +154,11 @@ async fn server_sending_for_a_cancelled_call_on_the_listen_stream_yields_sent_af
         let kinds: Vec<K> = f.iter().map(|f| f.kind).collect();
         assert_eq!(kinds, vec![K::SentAfterCancel], "{f:#?}");
         assert_eq!(f[0].ids, vec!["7".to_owned()]);
-        assert!(f[0].detail.contains("progress notification"), "{}", f[0].detail);
+        assert!(
+            f[0].detail.contains("progress notification"),
+            "{}",
+            f[0].detail
+        );
     })
     .await
     .expect("timeout");

@@ -94,8 +94,18 @@ async fn repeat_safe_tools_reissued_yield_no_reexecuted() {
         cut_call(&mut w, tool, false, 12);
         reissue(&mut w, tool);
         w.auditor.finish();
-        assert_eq!(count(&w, K::Reissued), 1, "{tool}: {:#?}", w.auditor.findings());
-        assert_eq!(count(&w, K::Reexecuted), 0, "{tool}: {:#?}", w.auditor.findings());
+        assert_eq!(
+            count(&w, K::Reissued),
+            1,
+            "{tool}: {:#?}",
+            w.auditor.findings()
+        );
+        assert_eq!(
+            count(&w, K::Reexecuted),
+            0,
+            "{tool}: {:#?}",
+            w.auditor.findings()
+        );
     }
 }
 
@@ -111,17 +121,23 @@ async fn non_idempotent_call_cut_before_any_byte_yields_no_reexecuted() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn tool_without_annotations_on_the_wire_is_judged_by_the_spec_defaults() {
+async fn tool_without_annotations_on_the_wire_is_unknown_with_the_reason() {
     let mut w = Wire::new();
     cut_call(&mut w, "append", false, 12);
     reissue(&mut w, "append");
     w.auditor.finish();
+    assert_eq!(count(&w, K::Reexecuted), 0, "{:#?}", w.auditor.findings());
     let f = w
         .auditor
         .findings()
         .into_iter()
-        .find(|f| f.kind == K::Reexecuted)
-        .expect("reexecuted without a tools/list");
+        .find(|f| f.kind == K::Unknown)
+        .expect("an unknown judgement without a tools/list");
+    assert!(
+        f.detail.starts_with("reexecuted not judged"),
+        "{}",
+        f.detail
+    );
     assert!(f.detail.contains("spec's defaults"), "{}", f.detail);
 }
 
@@ -199,11 +215,7 @@ async fn own_messages_of_a_later_call_with_the_same_id_or_token_are_not_sent_aft
     // A stream ended cleanly is not a cancellation.
     modern_post(&w, 5, &call("9", "search", "p-9"));
     w.sse_ok(5, 0);
-    w.stream_clean(
-        5,
-        0,
-        &event(Eol::Lf, None, None, &[&progress_of("p-9", 1)]),
-    );
+    w.stream_clean(5, 0, &event(Eol::Lf, None, None, &[&progress_of("p-9", 1)]));
     listen(&mut w);
     w.deliver(
         3,

@@ -50,7 +50,10 @@ async fn audience_narrowing_strict_reauthorizes_and_loses_nothing_naive_loses_si
     assert!(started.elapsed() < Duration::from_secs(60));
     assert!(outcome.report.cuts.total > 0, "no cut was made");
     let (strict, naive) = (&outcome.phases[0], &outcome.phases[1]);
-    assert_eq!((strict.policy, naive.policy), (Policy::Strict, Policy::Naive));
+    assert_eq!(
+        (strict.policy, naive.policy),
+        (Policy::Strict, Policy::Naive)
+    );
 
     let s = &strict.load.counters;
     assert_eq!(
@@ -71,11 +74,19 @@ async fn audience_narrowing_strict_reauthorizes_and_loses_nothing_naive_loses_si
         "strict never met the clean end under the narrowed token: {:?}",
         strict.load.errors
     );
-    assert_eq!(strict.auditor.loss_affected(), 0, "{}", strict.auditor.summary());
+    assert_eq!(
+        strict.auditor.loss_affected(),
+        0,
+        "{}",
+        strict.auditor.summary()
+    );
     assert_eq!(strict.auditor.counts().get("pending-call"), None);
 
     let n = &naive.load.counters;
-    assert!(n.silently_lost > 0, "the naive client's silent loss did not show");
+    assert!(
+        n.silently_lost > 0,
+        "the naive client's silent loss did not show"
+    );
     assert_eq!(n.calls, n.ok + n.failed + n.silently_lost);
     let pending = naive
         .auditor

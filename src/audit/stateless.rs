@@ -10,14 +10,15 @@
 //! - Tool annotations are read from every `tools/list` result delivered on the wire (any era,
 //!   any stream). A tool is *repeat-safe* if and only if its last annotations seen say
 //!   `readOnlyHint: true` or `idempotentHint: true` (the spec's `ToolAnnotations`: both default
-//!   to false; `idempotentHint` matters only when `readOnlyHint` is false). A tool never seen in
-//!   a `tools/list` is not repeat-safe (the defaults), and the finding says so.
+//!   to false; `idempotentHint` matters only when `readOnlyHint` is false). For a tool never
+//!   seen in a `tools/list` (the client may have listed before the proxy started) the proxy
+//!   cannot know: the judgement is `unknown`, naming the tool and the spec's defaults.
 //! - A 2026-07-28 call has *visibly started* if and only if, before its stream was cut or
 //!   closed, that stream delivered a progress notification or any bytes of a response (a whole
 //!   event, or the head of a long one), or the cut tore an event after at least one byte.
 //! - `reexecuted` (class duplicate) iff a call that visibly started is re-issued (the
-//!   `reissued` rule of `watch`) and its tool is not repeat-safe. Evidence: both ids, the tool,
-//!   what was delivered first, and whether annotations were seen. A call cut before any byte
+//!   `reissued` rule of `watch`) and its tool's annotations seen say it is not repeat-safe.
+//!   Evidence: both ids, the tool, what was delivered first. A call cut before any byte
 //!   reached the client is never `reexecuted`: from the wire, its first execution is not
 //!   visible (the server may still have run it: a lost acknowledgement).
 //! - A 2026-07-28 stream is *closed* when its last leg ends without a clean body end (a proxy
@@ -264,15 +265,15 @@ impl Ledger {
                     .get(&key)
                     .is_some_and(|s| s.calls.iter().any(|c| &c.id == i))
         };
-        let owns_token = |t: &String| own.is_some_and(|cs| cs.iter().any(|c| c.token.as_ref() == Some(t)));
+        let owns_token =
+            |t: &String| own.is_some_and(|cs| cs.iter().any(|c| c.token.as_ref() == Some(t)));
         if id.as_ref().is_some_and(owns_id) || token.as_ref().is_some_and(owns_token) {
             return;
         }
         let Some(c) = self.modern.cancelled.iter_mut().find(|c| {
             !c.reported
                 && c.stream != key
-                && (id.as_ref().is_some_and(|i| *i == c.id)
-                    || token.is_some() && c.token == token)
+                && (id.as_ref().is_some_and(|i| *i == c.id) || token.is_some() && c.token == token)
         }) else {
             return;
         };
@@ -372,14 +373,20 @@ impl Ledger {
         if hints.is_some_and(Hints::repeat_safe) {
             return;
         }
-        let why = match hints {
-            Some(_) => "its tools/list annotations declare it neither readOnlyHint nor \
-                        idempotentHint"
-                .to_owned(),
-            None => "no tools/list seen on the wire named it, so its annotations are the \
-                     spec's defaults (readOnlyHint and idempotentHint false)"
-                .to_owned(),
-        };
+        if hints.is_none() {
+            let f = self
+                .finding(FindingKind::Unknown, key, now)
+                .ids(vec![old_id.to_owned(), new_id.to_owned()])
+                .detail(format!(
+                    "reexecuted not judged: tools/call {old_id} of tool {tool:?} had visibly \
+                     started ({started} reached the client) and was re-issued as {new_id}, but \
+                     no tools/list seen on the wire named the tool; by the spec's defaults \
+                     (readOnlyHint and idempotentHint false) its side effect may have run twice"
+                ));
+            self.emit(f);
+            return;
+        }
+        let why = "its tools/list annotations declare it neither readOnlyHint nor idempotentHint";
         let f = self
             .finding(FindingKind::Reexecuted, key, now)
             .ids(vec![old_id.to_owned(), new_id.to_owned()])

@@ -178,13 +178,22 @@ mod tests {
     fn default_scenario_runs_one_blob_phase_per_policy_and_stateless_adds_retry() {
         let both = [Policy::Strict, Policy::Naive];
         let plain = Scenario::Reset250ms.phases(&both, 10);
-        assert_eq!(plain, vec![PhasePlan::blob(Policy::Strict), PhasePlan::blob(Policy::Naive)]);
+        assert_eq!(
+            plain,
+            vec![
+                PhasePlan::blob(Policy::Strict),
+                PhasePlan::blob(Policy::Naive)
+            ]
+        );
         let st = Scenario::Stateless.phases(&both, 10);
         let labels: Vec<&str> = st.iter().map(|p| p.label).collect();
         assert_eq!(labels, ["strict", "naive", "retry"]);
         assert!(st[2].reissue_unsafe && st[2].tool == "append");
         let aud = Scenario::AudienceNarrowing.phases(&both, 10);
-        assert!(aud.iter().all(|p| p.tool == "fetch" && p.resume_token == Some(NARROWED_TOKEN)));
+        assert!(
+            aud.iter()
+                .all(|p| p.tool == "fetch" && p.resume_token == Some(NARROWED_TOKEN))
+        );
         let profile = crate::profile::parse(AUDIENCE_PROFILE, "audience").expect("profile parses");
         assert_eq!(profile.faults.len(), 1);
     }

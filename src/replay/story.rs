@@ -31,8 +31,7 @@ pub fn tell(phases: &[PhaseOutcome], lines_per_result: u32) -> Vec<String> {
         let cut = matching_cut(&moments, trace);
         out.push(format!(
             "{} client, request id {}:",
-            phase.label,
-            trace.request_id
+            phase.label, trace.request_id
         ));
         out.extend(
             chapter(trace, cut, lines_per_result)
