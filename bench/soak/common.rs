@@ -34,6 +34,14 @@ impl Args {
         Args { pairs, quick }
     }
 
+    /// The text of `--name`, if given.
+    pub fn text(&self, name: &str) -> Option<&str> {
+        self.pairs
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
     /// The value of `--name`, else `quick` under `--quick`, else `full`.
     pub fn num(&self, name: &str, full: u64, quick: u64) -> u64 {
         self.pairs
@@ -72,11 +80,21 @@ impl Drop for Proc {
 
 /// Starts `tearline <args>` quietly.
 pub fn spawn(args: &[&str]) -> Proc {
+    // SOAK_LOG=FILE keeps the children's warnings (appended) for a look after the run.
+    let stderr = std::env::var_os("SOAK_LOG")
+        .and_then(|p| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .ok()
+        })
+        .map_or_else(Stdio::null, Stdio::from);
     let child = Command::new(env!("CARGO_BIN_EXE_tearline"))
         .args(args)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .expect("spawn tearline");
     Proc { child }

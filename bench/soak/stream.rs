@@ -87,6 +87,8 @@ pub async fn run(args: &Args) -> bool {
         .map(|i| tokio::spawn(one(listen, 0x5eed + i, per)))
         .collect();
     // Live edits while the bytes flow: latency changes, an unrelated toxic added and removed.
+    let live = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let live_edits = live.clone();
     let editor = tokio::spawn(async move {
         let mut done = 0u64;
         let mut failed = 0u64;
@@ -107,6 +109,7 @@ pub async fn run(args: &Args) -> bool {
             let (status, _) = common::http(api, m, &path, "", &body).await;
             if (200..300).contains(&status) {
                 done += 1;
+                live_edits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             } else {
                 failed += 1;
             }
@@ -125,11 +128,12 @@ pub async fn run(args: &Args) -> bool {
         }
     }
     let secs = start.elapsed().as_secs_f64();
+    let during = live.load(std::sync::atomic::Ordering::Relaxed);
     let (done, failed) = editor.await.unwrap_or((0, edits));
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (rss1, fds, threads) = common::proc_stats(proxy.pid());
     println!(
-        "  moved {:.0} MiB each way in {secs:.1} s ({:.1} MiB/s each way); edits answered {done}, refused {failed}",
+        "  moved {:.0} MiB each way in {secs:.1} s ({:.1} MiB/s each way); edits answered {done} ({during} while bytes flowed), refused {failed}",
         moved as f64 / 1048576.0,
         moved as f64 / 1048576.0 / secs
     );

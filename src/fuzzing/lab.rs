@@ -66,7 +66,12 @@ pub fn fuzz(data: &[u8]) {
         None
     };
     super::block_on(async {
-        let lab = DirectLab::new(LabConfig::default())
+        // Small blobs: a call may ask for any size, and one input must stay fast.
+        let config = LabConfig {
+            max_blob_bytes: 64 << 10,
+            ..LabConfig::default()
+        };
+        let lab = DirectLab::new(config)
             .unwrap_or_else(|e| panic!("default lab config: {e}"));
         let mut session = None;
         if flags & 1 != 0 {
