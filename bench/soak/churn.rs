@@ -93,7 +93,10 @@ pub async fn run(args: &Args) -> bool {
     churn(listen, 2_000.min(n), parallel, failed.clone()).await;
     settle(api).await;
     let (rss0, fds0, thr0) = common::proc_stats(proxy.pid());
-    println!("  baseline: fds {fds0}, threads {thr0}, RSS {:.1} MiB", mib(rss0));
+    println!(
+        "  baseline: fds {fds0}, threads {thr0}, RSS {:.1} MiB",
+        mib(rss0)
+    );
     let peak = RssPeak::start(proxy.pid());
     let rounds = args.num("rounds", 1, 2).max(1);
     // The audit keeps an ended stream for its grace period (60 s) and forgets it at its next
@@ -132,7 +135,11 @@ pub async fn run(args: &Args) -> bool {
     );
     let first = after[0];
     let last = after[after.len() - 1];
-    let mut ok = verdict("open connections", open == 0.0, &format!("{open} at the end"));
+    let mut ok = verdict(
+        "open connections",
+        open == 0.0,
+        &format!("{open} at the end"),
+    );
     ok &= verdict("fds", fds1 <= fds0, &format!("{fds0} -> {fds1}"));
     ok &= verdict("threads", thr1 <= thr0, &format!("{thr0} -> {thr1}"));
     ok &= verdict(

@@ -23,11 +23,11 @@ impl Args {
         while i < argv.len() {
             if argv[i] == "--quick" {
                 quick = true;
-            } else if let Some(name) = argv[i].strip_prefix("--") {
-                if let Some(v) = argv.get(i + 1) {
-                    pairs.push((name.to_owned(), v.clone()));
-                    i += 1;
-                }
+            } else if let Some(name) = argv[i].strip_prefix("--")
+                && let Some(v) = argv.get(i + 1)
+            {
+                pairs.push((name.to_owned(), v.clone()));
+                i += 1;
             }
             i += 1;
         }
@@ -149,7 +149,10 @@ pub async fn http(port: u16, method: &str, path: &str, headers: &str, body: &str
 /// A control-API call; panics unless the status is 2xx.
 pub async fn api(port: u16, method: &str, path: &str, body: &str) -> String {
     let (status, text) = http(port, method, path, "", body).await;
-    assert!((200..300).contains(&status), "{method} {path}: {status} {text}");
+    assert!(
+        (200..300).contains(&status),
+        "{method} {path}: {status} {text}"
+    );
     text
 }
 

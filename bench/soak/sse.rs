@@ -114,13 +114,16 @@ pub async fn run(args: &Args) -> bool {
     let streams = args.num("streams", 10_000, 1_000);
     let event_mib = args.num("event-mib", 4, 4);
     let events = args.num("events", 1, 1);
-    println!("== sse fan-out: {streams} concurrent streams × {events} event(s) of {event_mib} MiB, HTTP observer on");
+    println!(
+        "== sse fan-out: {streams} concurrent streams × {events} event(s) of {event_mib} MiB, HTTP observer on"
+    );
     let mut filler = vec![b'x'; PIECE];
     for (i, b) in filler.iter_mut().enumerate() {
         *b = b"abcdefghijklmnopqrstuvwxyz0123456789{}\":,"[i % 41];
     }
     let body = Arc::new(Body {
-        head: b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n".to_vec(),
+        head: b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+            .to_vec(),
         filler,
         size: event_mib * 1024 * 1024,
         events,
@@ -129,13 +132,20 @@ pub async fn run(args: &Args) -> bool {
     let head_len = body.head.len();
     // A deep accept queue: every stream's upstream connect arrives at once.
     let sock = tokio::net::TcpSocket::new_v4().expect("socket");
-    sock.bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
+    sock.bind("127.0.0.1:0".parse().expect("addr"))
+        .expect("bind");
     let upstream = sock.listen(8192).expect("listen");
     let up_port = upstream.local_addr().expect("addr").port();
     tokio::spawn(server(upstream, body));
     let (listen, api) = (common::free_port(), common::free_port());
     let max = format!("{}", streams + 16);
-    let proxy = common::proxy(listen, up_port, api, &["--max-connections", &max, "--connect-timeout", "60s"]).await;
+    let proxy = common::proxy(
+        listen,
+        up_port,
+        api,
+        &["--max-connections", &max, "--connect-timeout", "60s"],
+    )
+    .await;
     let rss0 = common::proc_stats(proxy.pid()).0;
     let peak = RssPeak::start(proxy.pid());
     let ready = Arc::new(Barrier::new(streams as usize));
@@ -181,7 +191,10 @@ pub async fn run(args: &Args) -> bool {
     ok &= verdict(
         "RSS",
         peak.peak() * 1024 <= 200_000_000,
-        &format!("peak {:.1} MB (limit 200 MB)", peak.peak() as f64 * 1024.0 / 1e6),
+        &format!(
+            "peak {:.1} MB (limit 200 MB)",
+            peak.peak() as f64 * 1024.0 / 1e6
+        ),
     );
     ok
 }

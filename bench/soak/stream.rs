@@ -26,7 +26,9 @@ async fn echo_server(listener: TcpListener) {
 
 /// Sends `bytes` of filler and reads the echo; (sent hash, echoed hash, echoed bytes).
 async fn one(port: u16, seed: u64, bytes: u64) -> (u64, u64, u64) {
-    let s = TcpStream::connect(("127.0.0.1", port)).await.expect("connect proxy");
+    let s = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect proxy");
     let _ = s.set_nodelay(true);
     let (mut r, mut w) = s.into_split();
     let writer = tokio::spawn(async move {
@@ -64,7 +66,9 @@ pub async fn run(args: &Args) -> bool {
     let total_mib = args.num("mib", 10 * 1024, 256);
     let conns = args.num("conns", 4, 4).max(1);
     let edits = args.num("edits", 1000, 1000);
-    println!("== stream soak: {total_mib} MiB each way over {conns} connections, {edits} live edits");
+    println!(
+        "== stream soak: {total_mib} MiB each way over {conns} connections, {edits} live edits"
+    );
     let upstream = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let up_port = upstream.local_addr().expect("addr").port();
     tokio::spawn(echo_server(upstream));
@@ -146,8 +150,14 @@ pub async fn run(args: &Args) -> bool {
     ok &= verdict(
         "bytes",
         altered == 0,
-        &format!("{altered} of {conns} connections altered or short (sent hash = echoed hash, full length)"),
+        &format!(
+            "{altered} of {conns} connections altered or short (sent hash = echoed hash, full length)"
+        ),
     );
-    ok &= verdict("edits", failed == 0 && done == edits, &format!("{done}/{edits} answered 2xx"));
+    ok &= verdict(
+        "edits",
+        failed == 0 && done == edits,
+        &format!("{done}/{edits} answered 2xx"),
+    );
     ok
 }
