@@ -25,7 +25,10 @@ mod stream;
 use common::Args;
 
 fn main() {
-    let argv: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let argv: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
     let args = Args::new(&argv[..]);
     let which = argv.first().map(String::as_str).unwrap_or("all");
     let rt = tokio::runtime::Builder::new_multi_thread()

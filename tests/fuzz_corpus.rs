@@ -45,7 +45,10 @@ fn run_one(target: &str, what: &str, input: &[u8]) {
 
 fn replay_and_mutate(target: &str) {
     let files = corpus(target);
-    assert!(files.len() >= 3, "{target}: a seed corpus of at least 3 files");
+    assert!(
+        files.len() >= 3,
+        "{target}: a seed corpus of at least 3 files"
+    );
     for (name, bytes) in &files {
         run_one(target, name, bytes);
     }

@@ -34,13 +34,21 @@ fn split_bom_counts_in_the_payload_offset() {
     let mut events = Vec::new();
     half.feed(b"\xEF\xBB", &mut |_| {});
     half.feed(b"data: x\n\n", &mut |e| events.push(e.data.to_vec()));
-    assert_eq!(half.payload_offset(), 11, "a broken BOM is content, counted once");
-    assert!(events.is_empty(), "the line starts with EF BB: an unknown field");
+    assert_eq!(
+        half.payload_offset(),
+        11,
+        "a broken BOM is content, counted once"
+    );
+    assert!(
+        events.is_empty(),
+        "the line starts with EF BB: an unknown field"
+    );
 }
 
 #[test]
 fn split_bom_cut_points_stay_inside_their_chunks() {
-    let down: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n\xEF\xBB\xBFdata: x\r\n\r\n";
+    let down: &[u8] =
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n\xEF\xBB\xBFdata: x\r\n\r\n";
     let body = down.len() - 13;
     for split in body..body + 4 {
         let rec = Arc::new(Recorder::default());

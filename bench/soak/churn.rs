@@ -77,42 +77,84 @@ async fn settle(api: u16) -> f64 {
 pub async fn run(args: &Args) -> bool {
     let n = args.num("conns", 1_000_000, 20_000);
     let parallel = args.num("parallel", 128, 64).max(1);
-    println!("== churn: {n} connections, {parallel} at a time, half closed (FIN), half reset (RST)");
+    println!(
+        "== churn: {n} connections, {parallel} at a time, half closed (FIN), half reset (RST), observe {}",
+        args.text("observe").unwrap_or("http")
+    );
     let upstream = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let up_port = upstream.local_addr().expect("addr").port();
     tokio::spawn(sink(upstream));
     let (listen, api) = (common::free_port(), common::free_port());
-    let proxy = common::proxy(listen, up_port, api, &[]).await;
+    // `--observe bytes` relays without the HTTP observer and the audit (a comparison run).
+    let observe = args.text("observe").unwrap_or("http");
+    let proxy = common::proxy(listen, up_port, api, &["--observe", observe]).await;
     let failed = Arc::new(AtomicU64::new(0));
     // Warm-up: the runtime's threads and allocator pools exist before the baseline.
     churn(listen, 2_000.min(n), parallel, failed.clone()).await;
     settle(api).await;
     let (rss0, fds0, thr0) = common::proc_stats(proxy.pid());
+    println!(
+        "  baseline: fds {fds0}, threads {thr0}, RSS {:.1} MiB",
+        mib(rss0)
+    );
     let peak = RssPeak::start(proxy.pid());
-    let start = Instant::now();
-    churn(listen, n, parallel, failed.clone()).await;
-    let secs = start.elapsed().as_secs_f64();
-    let open = settle(api).await;
-    let (rss1, fds1, thr1) = common::proc_stats(proxy.pid());
+    let rounds = args.num("rounds", 1, 2).max(1);
+    // The audit keeps an ended stream for its grace period (60 s) and forgets it at its next
+    // sweep; `GET /findings` runs one. Each round waits that out before measuring.
+    let grace = args.num("grace-wait", 62, 62);
+    let mut after = Vec::new();
+    let mut open = f64::NAN;
+    let (mut fds1, mut thr1) = (0, 0);
+    for round in 1..=rounds {
+        let start = Instant::now();
+        churn(listen, n, parallel, failed.clone()).await;
+        let secs = start.elapsed().as_secs_f64();
+        open = settle(api).await;
+        let settled = common::proc_stats(proxy.pid()).0;
+        if observe == "http" && grace > 0 {
+            tokio::time::sleep(Duration::from_secs(grace)).await;
+            let _ = common::http(api, "GET", "/findings", "", "").await;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        let (rss1, f, t) = common::proc_stats(proxy.pid());
+        (fds1, thr1) = (f, t);
+        after.push(rss1);
+        println!(
+            "  round {round}: {n} connections in {secs:.1} s ({:.0}/s); open after {open}; \
+             RSS settled {:.1} MiB, {grace} s later (after an audit sweep) {:.1} MiB; fds {f}, threads {t}",
+            n as f64 / secs,
+            mib(settled),
+            mib(rss1)
+        );
+    }
     let total = common::metric(api, "tearline_proxy_connections_total").await;
     println!(
-        "  {n} connections in {secs:.1} s ({:.0}/s), {} failed to connect; proxy counted {total}",
-        n as f64 / secs,
-        failed.load(Ordering::Relaxed)
-    );
-    println!("  baseline: fds {fds0}, threads {thr0}, RSS {:.1} MiB", mib(rss0));
-    println!(
-        "  after:    fds {fds1}, threads {thr1}, RSS {:.1} MiB (peak {:.1} MiB), open connections {open}",
-        mib(rss1),
+        "  {} failed to connect; proxy counted {total} connections (warm-up included); peak RSS {:.1} MiB",
+        failed.load(Ordering::Relaxed),
         mib(peak.peak())
     );
-    let mut ok = verdict("open connections", open == 0.0, &format!("{open} at the end"));
+    let first = after[0];
+    let last = after[after.len() - 1];
+    let mut ok = verdict(
+        "open connections",
+        open == 0.0,
+        &format!("{open} at the end"),
+    );
     ok &= verdict("fds", fds1 <= fds0, &format!("{fds0} -> {fds1}"));
     ok &= verdict("threads", thr1 <= thr0, &format!("{thr0} -> {thr1}"));
     ok &= verdict(
-        "RSS",
-        rss1 <= rss0 + 16 * 1024,
-        &format!("{:.1} -> {:.1} MiB (allowed +16 MiB)", mib(rss0), mib(rss1)),
+        "RSS flat across rounds",
+        last <= first + 16 * 1024,
+        &format!(
+            "baseline {:.1} MiB, after round 1 {:.1} MiB, after round {rounds} {:.1} MiB (allowed: round 1 + 16 MiB)",
+            mib(rss0),
+            mib(first),
+            mib(last)
+        ),
+    );
+    println!(
+        "  RSS vs the pre-churn baseline: {:+.1} MiB",
+        mib(last) - mib(rss0)
     );
     ok
 }

@@ -23,15 +23,23 @@ impl Args {
         while i < argv.len() {
             if argv[i] == "--quick" {
                 quick = true;
-            } else if let Some(name) = argv[i].strip_prefix("--") {
-                if let Some(v) = argv.get(i + 1) {
-                    pairs.push((name.to_owned(), v.clone()));
-                    i += 1;
-                }
+            } else if let Some(name) = argv[i].strip_prefix("--")
+                && let Some(v) = argv.get(i + 1)
+            {
+                pairs.push((name.to_owned(), v.clone()));
+                i += 1;
             }
             i += 1;
         }
         Args { pairs, quick }
+    }
+
+    /// The text of `--name`, if given.
+    pub fn text(&self, name: &str) -> Option<&str> {
+        self.pairs
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
     }
 
     /// The value of `--name`, else `quick` under `--quick`, else `full`.
@@ -72,11 +80,21 @@ impl Drop for Proc {
 
 /// Starts `tearline <args>` quietly.
 pub fn spawn(args: &[&str]) -> Proc {
+    // SOAK_LOG=FILE keeps the children's warnings (appended) for a look after the run.
+    let stderr = std::env::var_os("SOAK_LOG")
+        .and_then(|p| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .ok()
+        })
+        .map_or_else(Stdio::null, Stdio::from);
     let child = Command::new(env!("CARGO_BIN_EXE_tearline"))
         .args(args)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .expect("spawn tearline");
     Proc { child }
@@ -131,7 +149,10 @@ pub async fn http(port: u16, method: &str, path: &str, headers: &str, body: &str
 /// A control-API call; panics unless the status is 2xx.
 pub async fn api(port: u16, method: &str, path: &str, body: &str) -> String {
     let (status, text) = http(port, method, path, "", body).await;
-    assert!((200..300).contains(&status), "{method} {path}: {status} {text}");
+    assert!(
+        (200..300).contains(&status),
+        "{method} {path}: {status} {text}"
+    );
     text
 }
 

@@ -26,7 +26,9 @@ async fn echo_server(listener: TcpListener) {
 
 /// Sends `bytes` of filler and reads the echo; (sent hash, echoed hash, echoed bytes).
 async fn one(port: u16, seed: u64, bytes: u64) -> (u64, u64, u64) {
-    let s = TcpStream::connect(("127.0.0.1", port)).await.expect("connect proxy");
+    let s = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect proxy");
     let _ = s.set_nodelay(true);
     let (mut r, mut w) = s.into_split();
     let writer = tokio::spawn(async move {
@@ -64,7 +66,9 @@ pub async fn run(args: &Args) -> bool {
     let total_mib = args.num("mib", 10 * 1024, 256);
     let conns = args.num("conns", 4, 4).max(1);
     let edits = args.num("edits", 1000, 1000);
-    println!("== stream soak: {total_mib} MiB each way over {conns} connections, {edits} live edits");
+    println!(
+        "== stream soak: {total_mib} MiB each way over {conns} connections, {edits} live edits"
+    );
     let upstream = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let up_port = upstream.local_addr().expect("addr").port();
     tokio::spawn(echo_server(upstream));
@@ -87,6 +91,8 @@ pub async fn run(args: &Args) -> bool {
         .map(|i| tokio::spawn(one(listen, 0x5eed + i, per)))
         .collect();
     // Live edits while the bytes flow: latency changes, an unrelated toxic added and removed.
+    let live = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let live_edits = live.clone();
     let editor = tokio::spawn(async move {
         let mut done = 0u64;
         let mut failed = 0u64;
@@ -107,6 +113,7 @@ pub async fn run(args: &Args) -> bool {
             let (status, _) = common::http(api, m, &path, "", &body).await;
             if (200..300).contains(&status) {
                 done += 1;
+                live_edits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             } else {
                 failed += 1;
             }
@@ -125,11 +132,12 @@ pub async fn run(args: &Args) -> bool {
         }
     }
     let secs = start.elapsed().as_secs_f64();
+    let during = live.load(std::sync::atomic::Ordering::Relaxed);
     let (done, failed) = editor.await.unwrap_or((0, edits));
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (rss1, fds, threads) = common::proc_stats(proxy.pid());
     println!(
-        "  moved {:.0} MiB each way in {secs:.1} s ({:.1} MiB/s each way); edits answered {done}, refused {failed}",
+        "  moved {:.0} MiB each way in {secs:.1} s ({:.1} MiB/s each way); edits answered {done} ({during} while bytes flowed), refused {failed}",
         moved as f64 / 1048576.0,
         moved as f64 / 1048576.0 / secs
     );
@@ -142,8 +150,14 @@ pub async fn run(args: &Args) -> bool {
     ok &= verdict(
         "bytes",
         altered == 0,
-        &format!("{altered} of {conns} connections altered or short (sent hash = echoed hash, full length)"),
+        &format!(
+            "{altered} of {conns} connections altered or short (sent hash = echoed hash, full length)"
+        ),
     );
-    ok &= verdict("edits", failed == 0 && done == edits, &format!("{done}/{edits} answered 2xx"));
+    ok &= verdict(
+        "edits",
+        failed == 0 && done == edits,
+        &format!("{done}/{edits} answered 2xx"),
+    );
     ok
 }

@@ -21,10 +21,7 @@ impl ApiState {
         body: Bytes,
     ) -> Response<Full<Bytes>> {
         let Some(route) = Route::parse(path) else {
-            return error_response(&ApiError::new(
-                StatusCode::NOT_FOUND,
-                "404 page not found",
-            ));
+            return error_response(&ApiError::new(StatusCode::NOT_FOUND, "404 page not found"));
         };
         if route.handler(method).is_none() {
             let mut r = error_response(&ApiError::new(

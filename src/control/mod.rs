@@ -17,6 +17,7 @@
 //! [`catalog`] (the catalogue over [`crate::fault::registry`]), [`errors`].
 
 pub mod catalog;
+mod direct;
 pub mod errors;
 pub mod hub;
 pub mod metrics;
@@ -27,7 +28,6 @@ pub mod safety;
 pub mod server;
 pub mod sources;
 pub mod store;
-mod direct;
 mod toxics;
 
 use std::sync::Arc;

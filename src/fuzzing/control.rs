@@ -119,7 +119,10 @@ pub fn fuzz(data: &[u8]) {
             );
             if status.is_client_error() {
                 let v: Value = serde_json::from_slice(&out).unwrap_or_else(|e| {
-                    panic!("error body is not JSON ({e}): {}", String::from_utf8_lossy(&out))
+                    panic!(
+                        "error body is not JSON ({e}): {}",
+                        String::from_utf8_lossy(&out)
+                    )
                 });
                 assert!(
                     v["error"].as_str().is_some_and(|s| !s.is_empty()),

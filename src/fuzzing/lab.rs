@@ -40,10 +40,19 @@ fn check_message(m: &Value, want_id: Option<&Value>) {
     assert_eq!(m["jsonrpc"], "2.0", "not JSON-RPC 2.0: {m}");
     let has_result = m.get("result").is_some();
     let has_error = m.get("error").is_some();
-    assert!(has_result != has_error, "needs exactly one of result/error: {m}");
+    assert!(
+        has_result != has_error,
+        "needs exactly one of result/error: {m}"
+    );
     if has_error {
-        assert!(m["error"]["code"].is_i64(), "error without an integer code: {m}");
-        assert!(m["error"]["message"].is_string(), "error without a message: {m}");
+        assert!(
+            m["error"]["code"].is_i64(),
+            "error without an integer code: {m}"
+        );
+        assert!(
+            m["error"]["message"].is_string(),
+            "error without a message: {m}"
+        );
         if let Some(id) = want_id {
             assert!(
                 m["id"] == *id || m["id"].is_null(),
@@ -66,8 +75,12 @@ pub fn fuzz(data: &[u8]) {
         None
     };
     super::block_on(async {
-        let lab = DirectLab::new(LabConfig::default())
-            .unwrap_or_else(|e| panic!("default lab config: {e}"));
+        // Small blobs: a call may ask for any size, and one input must stay fast.
+        let config = LabConfig {
+            max_blob_bytes: 64 << 10,
+            ..LabConfig::default()
+        };
+        let lab = DirectLab::new(config).unwrap_or_else(|e| panic!("default lab config: {e}"));
         let mut session = None;
         if flags & 1 != 0 {
             let r = lab
@@ -114,7 +127,10 @@ pub fn fuzz(data: &[u8]) {
                         continue;
                     }
                     let v: Value = serde_json::from_slice(&bytes).unwrap_or_else(|e| {
-                        panic!("JSON answer does not parse ({e}): {}", String::from_utf8_lossy(&bytes))
+                        panic!(
+                            "JSON answer does not parse ({e}): {}",
+                            String::from_utf8_lossy(&bytes)
+                        )
                     });
                     let single_id = sent.as_ref().and_then(|s| s.get("id"));
                     match &v {

@@ -146,8 +146,14 @@ pub fn fuzz(data: &[u8]) {
             .iter()
             .find(|(k, _)| k == "content-length")
             .and_then(|(_, v)| v.parse::<u64>().ok());
-        if let (false, Some(len), Ok(()), false) = (chunked, length, end, *status == 204 || *status == 304) {
-            assert_eq!(data.len() as u64, len, "Content-Length body ended early or late");
+        if let (false, Some(len), Ok(()), false) =
+            (chunked, length, end, *status == 204 || *status == 304)
+        {
+            assert_eq!(
+                data.len() as u64,
+                len,
+                "Content-Length body ended early or late"
+            );
         }
     }
 }

@@ -156,9 +156,27 @@ pub(crate) fn block_on<F: std::future::Future>(fut: F) -> F::Output {
 /// `other`), for the bounded pseudo-random run of the corpus test.
 pub fn mutate(base: &[u8], other: &[u8], rng: &mut Rng) -> Vec<u8> {
     const TOKENS: &[&[u8]] = &[
-        b"\r", b"\n", b"\r\n", b":", b" ", b"data:", b"id:", b"\r\n\r\n", b"0\r\n\r\n",
-        b"\xEF\xBB\xBF", b"\xC3", b"\x00", b"{", b"}", b"\"", b"[", b"]", b"-1",
-        b"18446744073709551616", b"Transfer-Encoding: chunked\r\n", b"Content-Length: 3\r\n",
+        b"\r",
+        b"\n",
+        b"\r\n",
+        b":",
+        b" ",
+        b"data:",
+        b"id:",
+        b"\r\n\r\n",
+        b"0\r\n\r\n",
+        b"\xEF\xBB\xBF",
+        b"\xC3",
+        b"\x00",
+        b"{",
+        b"}",
+        b"\"",
+        b"[",
+        b"]",
+        b"-1",
+        b"18446744073709551616",
+        b"Transfer-Encoding: chunked\r\n",
+        b"Content-Length: 3\r\n",
     ];
     let mut out = base.to_vec();
     for _ in 0..1 + rng.below(4) {

@@ -139,13 +139,21 @@ fn scan(payload: &[u8], bounds: &[usize]) -> Run {
             },
             &mut out,
         );
-        assert_eq!(s.payload_offset(), fed, "payload offset counts every byte fed");
+        assert_eq!(
+            s.payload_offset(),
+            fed,
+            "payload offset counts every byte fed"
+        );
     }
     s.flush_pending(&mut out);
     let mut points = Vec::new();
     let mut next = 0u64;
     for r in &out.runs {
-        assert_eq!(r.start, next, "runs leave no gap and do not overlap: {:?}", out.runs);
+        assert_eq!(
+            r.start, next,
+            "runs leave no gap and do not overlap: {:?}",
+            out.runs
+        );
         assert!(r.end > r.start, "empty run {r:?}");
         let f = out.facts[r.facts as usize];
         for _ in r.start..r.end {
@@ -181,7 +189,10 @@ pub fn fuzz(data: &[u8]) {
     let payload = input.payload;
     let want = reference(payload);
     let whole = scan(payload, &[]);
-    assert_eq!(whole.events, want.events, "events differ from the reference");
+    assert_eq!(
+        whole.events, want.events,
+        "events differ from the reference"
+    );
     assert_eq!(whole.last_event_id, want.last_event_id, "last event ID");
     assert_eq!(whole.retry, want.retry, "retry");
     for w in whole.spans.windows(2) {
@@ -198,7 +209,11 @@ pub fn fuzz(data: &[u8]) {
         assert!(w[0].2 <= w[1].2, "block start goes backwards");
     }
     for bounds in chunkings(input.control, payload.len()) {
-        assert_eq!(scan(payload, &bounds), whole, "chunking {bounds:?} changed the result");
+        assert_eq!(
+            scan(payload, &bounds),
+            whole,
+            "chunking {bounds:?} changed the result"
+        );
     }
     bounded(payload, &input.splits(payload.len()), &want);
 }
@@ -210,14 +225,23 @@ fn bounded(payload: &[u8], bounds: &[usize], want: &RefOutcome) {
     let mut got = Vec::new();
     for piece in pieces(payload, bounds) {
         s.feed(piece, &mut |e| {
-            got.push((e.data.to_vec(), e.data_len, e.data_hash, e.last_event_id.to_owned()))
+            got.push((
+                e.data.to_vec(),
+                e.data_len,
+                e.data_hash,
+                e.last_event_id.to_owned(),
+            ))
         });
     }
     assert_eq!(got.len(), want.events.len(), "bounded scanner event count");
     for ((head, len, hash, last), w) in got.iter().zip(&want.events) {
         assert_eq!(*len, w.data.len() as u64, "bounded data_len");
         assert_eq!(*hash, Some(data_hash(&w.data)), "bounded data_hash");
-        assert_eq!(head[..], w.data[..w.data.len().min(HEAD)], "bounded data head");
+        assert_eq!(
+            head[..],
+            w.data[..w.data.len().min(HEAD)],
+            "bounded data head"
+        );
         assert_eq!(*last, w.last_event_id, "bounded last event id");
     }
     assert!(!s.gave_up(), "no line limit was set");
