@@ -347,7 +347,7 @@ fn main() {
     println!(
         "through 100 ms latency (client→server, default budgets: {} MiB per direction, {} MiB per proxy): no fault {base:.0} MiB/s, latency {lat:.0} MiB/s, ratio {:.2}   goal ≥ 0.50",
         cfg.max_inflight_bytes / MIB as usize,
-        cfg.max_buffered_bytes / MIB as usize,
+        cfg.max_buffered_bytes / MIB,
         lat / base
     );
     println!(

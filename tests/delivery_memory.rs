@@ -1,6 +1,6 @@
 //! Bounded observer memory: an SSE line that never ends keeps being relayed byte for byte, the
 //! observer reports that it gave up on the stream, and the proxy's `bytes_buffered` gauge never
-//! grows with the line.
+//! grows with the line. The audit reports the give-up as one `observer-gave-up` finding.
 
 #[path = "delivery_support/mod.rs"]
 mod support;
@@ -9,8 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use support::Recorder;
+use tearline::audit::{AuditConfig, Auditor, FindingKind};
 use tearline::proxy::{self, CancellationToken, Proxy, ProxyConfig};
 use tearline::wire::http1::{LINE_LIMIT, observer_pair};
+use tearline::wire::observe::FanOut;
 use tearline::wire::{Observation, ObservationSink};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -38,7 +40,11 @@ async fn a_never_ending_data_line_is_relayed_and_the_observer_gives_up() {
         let _ = s.shutdown().await;
     });
     let recorder = Arc::new(Recorder::default());
-    let sink: Arc<dyn ObservationSink> = recorder.clone();
+    let auditor = Arc::new(Auditor::new(AuditConfig::default()));
+    let sink: Arc<dyn ObservationSink> = Arc::new(FanOut(vec![
+        recorder.clone() as Arc<dyn ObservationSink>,
+        auditor.clone() as Arc<dyn ObservationSink>,
+    ]));
     let proxy = Proxy::new(ProxyConfig::new("giveup", upstream.to_string()));
     proxy.set_sink(Some(sink.clone()));
     proxy.set_observer_factory(Arc::new(move |conn| observer_pair(conn, sink.clone())));
@@ -87,6 +93,18 @@ async fn a_never_ending_data_line_is_relayed_and_the_observer_gives_up() {
         peak < 4 << 20,
         "bytes_buffered peaked at {peak} bytes while relaying one {total}-byte line"
     );
+    let findings = auditor.findings();
+    let gave_up: Vec<_> = findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::ObserverGaveUp)
+        .collect();
+    assert_eq!(gave_up.len(), 1, "{findings:#?}");
+    assert!(
+        gave_up[0].detail.contains("line too long"),
+        "{}",
+        gave_up[0].detail
+    );
+    assert!(auditor.summary().contains("observer-gave-up"));
     stop.cancel();
     let _ = task.await;
 }

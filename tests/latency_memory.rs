@@ -87,7 +87,7 @@ async fn a_slow_reader_behind_a_latency_fault_keeps_the_queue_within_its_budget(
         let budget = 4 * MIB;
         let p = start_proxy(server_addr, |c| {
             c.max_inflight_bytes = budget as usize;
-            c.max_buffered_bytes = 64 * MIB as usize;
+            c.max_buffered_bytes = 64 * MIB;
         })
         .await;
         p.proxy.set_faults(vec![latency(20)]);
@@ -133,7 +133,7 @@ async fn many_delayed_connections_stop_at_the_proxy_budget() {
         let (per_direction, proxy_budget) = (8 * MIB, 8 * MIB);
         let p = start_proxy(server_addr, |c| {
             c.max_inflight_bytes = per_direction as usize;
-            c.max_buffered_bytes = proxy_budget as usize;
+            c.max_buffered_bytes = proxy_budget;
         })
         .await;
         p.proxy.set_faults(vec![latency(20)]);

@@ -130,8 +130,8 @@ impl WireObserver for Terminator {
         self.0.cut_point(delivered)
     }
     fn eof(&mut self) {}
-    fn clean_end_at(&mut self, _raw: u64) -> Vec<u8> {
-        b"0\r\n\r\n".to_vec()
+    fn clean_end_at(&mut self, _raw: u64) -> tearline::wire::CleanEnd {
+        tearline::wire::CleanEnd::bytes(b"0\r\n\r\n".to_vec())
     }
 }
 

@@ -486,7 +486,7 @@ fn clean_end_terminates_chunked_bodies_and_pads_inside_chunk_data() {
         let (mut u, mut d) = observer_pair(3, rec);
         u.observe(b"GET / HTTP/1.1\r\n\r\n");
         d.observe(down.as_bytes());
-        d.clean_end(delivered)
+        d.clean_end(delivered).to_vec()
     };
     assert_eq!(clean(h), b"0\r\n\r\n");
     assert_eq!(clean(h + first), b"0\r\n\r\n");
@@ -499,7 +499,7 @@ fn clean_end_terminates_chunked_bodies_and_pads_inside_chunk_data() {
     let (mut u, mut d) = observer_pair(3, rec);
     u.observe(b"GET / HTTP/1.1\r\n\r\n");
     d.observe(cl.as_bytes());
-    assert_eq!(d.clean_end(cl.len() - 3), b"");
+    assert!(d.clean_end(cl.len() - 3).is_empty());
 }
 
 fn arb_event() -> impl Strategy<Value = String> {

@@ -10,6 +10,9 @@
 //!   sequence number with a response head) is the one torn.
 //! - An id committed without a dispatched event (`last_committed_id` at the cut) counts as
 //!   delivered: a conformant client holds it as its cursor.
+//! - `observer-gave-up` (class info) is reported once per leg whose body the wire observer
+//!   stopped following; that leg is then blind: no replay verdict and no `pending-call` is
+//!   derived from it, since events after the offset were relayed unseen.
 //! - `pending-call` is armed when a leg's body ends cleanly without a proxy cut (the proxy's
 //!   own clean-end cut is reported to the auditor before the body end, so it never counts) and
 //!   deferred with `silent-empty` until the stream is forgotten or `finish` (see `watch`).
@@ -170,7 +173,7 @@ impl Ledger {
         if let Some(data) = &ev.data {
             let whole = data.len() as u64 >= ev.data_len;
             if let Some(id) = &cross_id {
-                self.cross_response(now, key, id, data, whole);
+                self.cross_response(now, key, id, (data, ev.data_hash, ev.data_len), whole);
             }
             self.on_server_messages(now, key, data, whole, copy);
         }
@@ -225,7 +228,14 @@ impl Ledger {
 
     /// A response event another stream delivered to its own client came again here: one
     /// response reached clients twice (`duplicate-response`, besides `cross-stream`).
-    fn cross_response(&mut self, now: Instant, key: StreamKey, id: &str, data: &[u8], whole: bool) {
+    fn cross_response(
+        &mut self,
+        now: Instant,
+        key: StreamKey,
+        id: &str,
+        (data, hash, len): (&[u8], u64, u64),
+        whole: bool,
+    ) {
         let msgs = if whole {
             rpc::parse(data)
         } else {
@@ -237,6 +247,7 @@ impl Ledger {
         }) else {
             return;
         };
+        let leak = self.leak_source(key, id, hash, len);
         let owner = self.opaque.get(id).copied().or_else(|| {
             let session = self.streams.get(&key)?.session.clone();
             self.sessions
@@ -247,14 +258,23 @@ impl Ledger {
                 .copied()
                 .find(|k| *k != key)
         });
+        let owner = leak.as_ref().map(|l| l.source).or(owner);
         let Some(other) = owner.and_then(|k| self.streams.get(&k)) else {
             return;
         };
         if other.entry_of(id).is_none_or(|e| !e.dispatched) {
             return;
         }
+        let why = leak.map_or(String::new(), |l| {
+            format!(
+                " (same id and data; the two streams differ at id {}, so this is that \
+                 session's event, not a twin of this one)",
+                l.diverged_at
+            )
+        });
         let detail = format!(
-            "response event {id} (JSON-RPC id {rpc_id}) was delivered on stream {} of session {}              and again on this stream",
+            "response event {id} (JSON-RPC id {rpc_id}) was delivered on stream {} of session {} \
+             and again on this stream{why}",
             other.reference.request,
             other.session.as_deref().unwrap_or("(none)")
         );
@@ -286,6 +306,12 @@ impl Ledger {
         };
         if r.seen_on_leg(&id) {
             return Some(ReplayClass::Duplicate { id });
+        }
+        if self
+            .leak_source(key, &id, ev.data_hash, ev.data_len)
+            .is_some()
+        {
+            return Some(ReplayClass::Cross { id });
         }
         if let Some(rank) = r.owed_rank(&id) {
             let same = stream
@@ -338,6 +364,34 @@ impl Ledger {
         } else if let Some(leg) = self.legs.get_mut(&(conn, seq)) {
             leg.body_broken = true;
         }
+    }
+
+    /// The observer stopped following the body of `(conn, seq)` at `raw_offset`.
+    pub fn on_observer_gave_up(
+        &mut self,
+        now: Instant,
+        conn: u64,
+        seq: u64,
+        raw_offset: u64,
+        reason: &str,
+    ) {
+        let Some(leg) = self.legs.get_mut(&(conn, seq)) else {
+            return;
+        };
+        if leg.blind {
+            return;
+        }
+        leg.blind = true;
+        let key = leg.stream;
+        let f = self
+            .finding(FindingKind::ObserverGaveUp, key, now)
+            .offsets(vec![raw_offset])
+            .detail(format!(
+                "observer gave up on this stream at raw offset {raw_offset}: {reason}; \
+                 the bytes were still relayed, events after it are not audited \
+                 (no replay or pending-call judgement on this leg)"
+            ));
+        self.emit(f);
     }
 
     pub fn on_conn_closed(&mut self, now: Instant, conn: u64) {
@@ -472,7 +526,7 @@ impl Ledger {
             .unanswered()
             .any(|c| c.method == TOOLS_CALL && !c.reported);
         let mut signalled = leg.resume.as_ref().is_some_and(|r| r.explicit_reported);
-        if let Some(r) = &leg.resume {
+        if let Some(r) = leg.resume.as_ref().filter(|_| !leg.blind) {
             let end = LegEnd {
                 cut,
                 clean,
@@ -490,9 +544,10 @@ impl Ledger {
                 }
             }
         }
-        if clean && !cut && !signalled && leg.status == Some(200) {
+        if clean && !cut && !signalled && !leg.blind && leg.status == Some(200) {
             self.defer_pending(now, key);
         }
+        self.modern_closed(now, key, clean);
         if cut {
             self.arm_watch(now, key);
         }

@@ -159,6 +159,9 @@ impl Ledger {
                     session.tool_calls = session.tool_calls.saturating_add(1);
                 }
                 let key = self.add_stream(s, now);
+                if let Some(b) = &r.body {
+                    self.modern_request(key, b);
+                }
                 let session = self.session_mut(&r.session, now);
                 for id in ids {
                     session.calls.insert(id, key);
@@ -191,6 +194,7 @@ impl Ledger {
             unmapped_resume: unmapped,
             body_broken: false,
             late: false,
+            blind: false,
         };
         self.legs.insert((r.conn, r.seq), leg);
     }
@@ -386,6 +390,7 @@ impl Ledger {
         let Some(session) = self.streams.get(&key).map(|s| s.session.clone()) else {
             return;
         };
+        self.modern_delivery(now, key, data, whole);
         let messages = if whole {
             rpc::parse(data)
         } else {

@@ -15,6 +15,7 @@ use super::AuditConfig;
 use super::finding::{Finding, FindingClass, FindingKind};
 use super::histo::Histos;
 use super::judge::Resume;
+use super::leak::SharedIds;
 use super::log::FindingsLog;
 use super::order::ConnOrder;
 use super::stream::{Stream, StreamKey};
@@ -130,6 +131,9 @@ pub struct Leg {
     pub body_broken: bool,
     /// Its request reached the auditor after its response: no latency is measured from it.
     pub late: bool,
+    /// The wire observer gave up on its body (`observer-gave-up`): events after that offset
+    /// were not seen, so no replay or pending-call judgement is made on this leg.
+    pub blind: bool,
 }
 
 /// The whole audit state, behind the auditor's mutex.
@@ -144,6 +148,8 @@ pub struct Ledger {
     /// Globally unique-looking event id ([`is_globally_unique`]) → the stream that last
     /// delivered it, across sessions.
     pub opaque: HashMap<String, StreamKey>,
+    /// Events with per-session ids, by id and content, across sessions ([`super::leak`]).
+    pub shared_ids: SharedIds,
     pub findings: Vec<Finding>,
     pub counts: BTreeMap<String, u64>,
     pub histos: Histos,
@@ -152,6 +158,8 @@ pub struct Ledger {
     pub loss: LossTally,
     /// Ordering state per connection (see `order`).
     pub order: HashMap<u64, ConnOrder>,
+    /// MCP 2026-07-28 state: tool annotations, calls, cancellations (see `stateless`).
+    pub modern: super::stateless::Modern,
     last_sweep: Instant,
 }
 
@@ -179,12 +187,14 @@ impl Ledger {
             sessions: HashMap::new(),
             legs: BTreeMap::new(),
             opaque: HashMap::new(),
+            shared_ids: SharedIds::default(),
             findings: Vec::new(),
             counts: BTreeMap::new(),
             histos: Histos::default(),
             log: None,
             loss: LossTally::default(),
             order: HashMap::new(),
+            modern: Default::default(),
             last_sweep: now,
         }
     }
@@ -278,10 +288,18 @@ impl Ledger {
         };
         let session = stream.session.clone();
         let evicted = stream.push(id.clone(), hash, len, dispatched);
+        if let Some(old) = &evicted
+            && let Some(old_id) = &old.id
+        {
+            self.shared_ids.remove(old_id, old.hash, key);
+        }
         let gone = evicted
             .and_then(|e| e.id)
             .filter(|old| stream.entry_of(old).is_none());
         if let Some(id) = id {
+            if dispatched && len > 0 {
+                self.shared_ids.add(&id, hash, key);
+            }
             self.index_id(key, &id);
         }
         if let Some(old) = gone {
@@ -347,6 +365,7 @@ impl Ledger {
         let Some(stream) = self.streams.remove(&key) else {
             return;
         };
+        self.shared_ids.remove_stream(key, &stream);
         let mut ids: Vec<String> = stream.remembered_ids().cloned().collect();
         if let Some(t) = stream.torn.as_ref().and_then(|t| t.id.clone()) {
             ids.push(t);

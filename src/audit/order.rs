@@ -41,7 +41,8 @@ fn seq_of(obs: &Observation) -> Option<(u64, u64)> {
         Observation::Response { conn, seq, .. }
         | Observation::ResponseBody { conn, seq, .. }
         | Observation::SseEvent { conn, seq, .. }
-        | Observation::StreamEnd { conn, seq, .. } => Some((*conn, *seq)),
+        | Observation::StreamEnd { conn, seq, .. }
+        | Observation::ObserverGaveUp { conn, seq, .. } => Some((*conn, *seq)),
         _ => None,
     }
 }
@@ -144,6 +145,12 @@ impl Ledger {
             Observation::StreamEnd { conn, seq, clean } => {
                 self.on_stream_end(now, conn, seq, clean)
             }
+            Observation::ObserverGaveUp {
+                conn,
+                seq,
+                raw_offset,
+                reason,
+            } => self.on_observer_gave_up(now, conn, seq, raw_offset, &reason),
             _ => {}
         }
     }

@@ -20,6 +20,7 @@
 //! - A cut that carries an outage (the documents' 250 ms window) starts it in
 //!   [`OutageMode::Hold`]: open connections are reset, new ones wait until the window ends.
 
+mod chain;
 pub mod cli;
 mod conn;
 mod engine;
@@ -63,11 +64,11 @@ pub struct ProxyConfig {
     /// latency `L` is at most `max_inflight_bytes / L` (default 256 MiB: ~2.5 GiB/s through
     /// 100 ms, i.e. line rate on loopback).
     pub max_inflight_bytes: usize,
-    /// Byte budget of the whole proxy: a direction whose timed queue is not empty stops
-    /// reading while the proxy's `bytes_buffered` gauge is at or above it, so the sum over
-    /// all connections stays within it plus one read chunk per direction, however many
-    /// connections delay data at once.
-    pub max_buffered_bytes: usize,
+    /// Memory budget of the whole proxy: bytes held across all its connections (delay queues,
+    /// chunks in flight, observer holdings; the `bytes_buffered` gauge). While the gauge is at
+    /// or over it, pumps stop reading into their queues (backpressure: nothing is dropped) and
+    /// new connections are refused with RST and a warning. 0 = no budget.
+    pub max_buffered_bytes: u64,
     /// Run seed; connection `i` draws from `conn_rng(seed, name, i)`.
     pub seed: u64,
     /// TLS on the client side, the upstream side, both or neither (default: neither).
@@ -83,7 +84,8 @@ pub struct ProxyConfig {
 
 impl ProxyConfig {
     /// Defaults: 64 KiB buffers, 5 s connect timeout, 4096 connections, 5 s drain, 256 MiB queue
-    /// per direction within 512 MiB for the proxy, zero-copy on through 1 MiB pipes.
+    /// per direction (line rate through a 100 ms latency), a 1 GiB proxy budget, zero-copy on
+    /// through 1 MiB pipes.
     pub fn new(name: impl Into<String>, upstream: impl Into<String>) -> Self {
         ProxyConfig {
             name: name.into(),
@@ -93,7 +95,7 @@ impl ProxyConfig {
             max_connections: 4096,
             drain_timeout: Duration::from_secs(5),
             max_inflight_bytes: 256 * 1024 * 1024,
-            max_buffered_bytes: 512 * 1024 * 1024,
+            max_buffered_bytes: DEFAULT_MAX_BUFFERED,
             seed: 0,
             tls: crate::tls::ProxyTls::default(),
             zero_copy: true,
@@ -101,6 +103,9 @@ impl ProxyConfig {
         }
     }
 }
+
+/// Default of [`ProxyConfig::max_buffered_bytes`].
+pub const DEFAULT_MAX_BUFFERED: u64 = 1 << 30;
 
 /// Errors of the relay.
 #[derive(Debug, thiserror::Error)]

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use super::http1::{BODY_LIMIT, DATA_HEAD, LINE_LIMIT, Outbox, ReqInfo, ReqQueue, data_hash};
 use super::http1_body::{BodyDecoder, ChunkSpot, Piece};
-use super::http1_clean::{Spot, clean_end_bytes};
+use super::http1_clean::{CleanEnd, Spot, clean_end_bytes};
 use super::http1_head::{Framing, HeadBuf, HeadKind, HeadStatus, is_event_stream, parse_response};
 use super::http1_view::{ChunkView, Owner, describe, view_at};
 use super::position::SseClass;
@@ -545,13 +545,13 @@ impl WireObserver for Http1Downstream {
         self.state = DownState::Opaque;
     }
 
-    fn clean_end(&mut self, delivered: usize) -> Vec<u8> {
+    fn clean_end(&mut self, delivered: usize) -> CleanEnd {
         self.clean_end_at(self.view.start + delivered as u64)
     }
 
-    fn clean_end_at(&mut self, raw: u64) -> Vec<u8> {
+    fn clean_end_at(&mut self, raw: u64) -> CleanEnd {
         let Some((v, k)) = view_at(&self.view, &self.history, raw) else {
-            return Vec::new();
+            return CleanEnd::default();
         };
         let runs = &v.positions.runs;
         let class = runs

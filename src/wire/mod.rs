@@ -19,6 +19,7 @@ pub mod sse;
 pub mod sse_class;
 mod sse_data;
 
+pub use http1_clean::CleanEnd;
 pub use observe::{
     ChunkPositions, CutPoint, Observation, ObservationSink, PositionRun, StreamInfo, StreamSpan,
     WireObserver,

@@ -7,6 +7,7 @@
 //! [`ObservationSink`] (the audit, or nothing). The byte-mode observer ([`NoObserver`]) keeps no
 //! state and returns no positions, so a plain relay pays nothing.
 
+use super::http1_clean::CleanEnd;
 use super::{Direction, SseClass};
 use crate::fault::CutAction;
 
@@ -271,9 +272,9 @@ pub trait WireObserver: Send {
     /// cut that delivered exactly `delivered` bytes of the last observed chunk (for a chunked
     /// body: the `0\r\n\r\n` terminator). Empty when no valid clean end exists there; the cut
     /// is then a FIN.
-    fn clean_end(&mut self, delivered: usize) -> Vec<u8> {
+    fn clean_end(&mut self, delivered: usize) -> CleanEnd {
         let _ = delivered;
-        Vec::new()
+        CleanEnd::default()
     }
 
     /// True if and only if the observer will learn nothing from this direction's further bytes
@@ -292,9 +293,9 @@ pub trait WireObserver: Send {
 
     /// [`clean_end`](Self::clean_end) for the cut at raw offset `raw`. The default is empty
     /// (FIN).
-    fn clean_end_at(&mut self, raw: u64) -> Vec<u8> {
+    fn clean_end_at(&mut self, raw: u64) -> CleanEnd {
         let _ = raw;
-        Vec::new()
+        CleanEnd::default()
     }
 }
 
