@@ -41,7 +41,7 @@ pub use crate::units::parse_duration;
   tearline load --target https://localhost:7443/mcp --cacert ~/.local/share/tearline/ca/ca.pem
 
   # A client with a known bug, for checking the audit: after a cut resume, resume again with
-  # the original cursor (`tearline proxy --audit` must report cursor-behind)
+  # the original cursor (the proxy's --findings-log must then show cursor-behind)
   tearline load --target http://127.0.0.1:8931/mcp --calls 50 --client-bug stale-cursor
 
   # What a browser's EventSource does (no MCP, no session): GET the URL, resume with
