@@ -121,7 +121,8 @@ fn recorded_cut(obs: &[Observation]) -> (Option<SseClass>, u64, CutAction) {
         .expect("a cut was recorded")
 }
 
-/// Every class the wire produces (all but `during-replay`, which the audit would supply).
+/// Every class the wire produces on a fresh stream (`during-replay` needs a resume request:
+/// tests/delivery_replay.rs).
 fn classes() -> impl Iterator<Item = SseClass> {
     SseClass::ALL
         .into_iter()

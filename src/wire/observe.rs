@@ -60,6 +60,9 @@ pub struct PositionRun {
     pub end: usize,
     /// The class every cut point of the run hits.
     pub class: SseClass,
+    /// The class the run would have outside a resume: equal to `class` except where `class`
+    /// is `during-replay` (then the structural class under it, e.g. `mid-value`).
+    pub base: SseClass,
     /// Index of the SSE event (0-based, per response stream) the run belongs to.
     pub event_index: u64,
     /// Payload offset (decoded SSE body bytes before cut point `start`).
