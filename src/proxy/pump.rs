@@ -25,6 +25,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -455,11 +456,10 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
             Ok(a) => a,
             Err(stop) => return stop,
         };
-        self.record_cut(action, cut.by);
-        if let Some(d) = cut.outage {
-            // The documents' outage: new connections wait until the window ends.
-            self.proxy.hold_new_connections(d);
-        }
+        // The documents' outage: new connections wait until the window ends. The record names
+        // the window this cut opened, not the profile's setting.
+        let outage = cut.outage.map(|d| self.proxy.hold_new_connections(d));
+        self.record_cut(action, cut.by, outage);
         Stop::Cut(action)
     }
 
@@ -476,7 +476,7 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
             Ok(a) => a,
             Err(stop) => return stop,
         };
-        self.record_cut(action, d.by);
+        self.record_cut(action, d.by, None);
         Stop::Cut(action)
     }
 
@@ -510,7 +510,7 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
         Ok(action)
     }
 
-    fn record_cut(&mut self, action: CutAction, by: &'static str) {
+    fn record_cut(&mut self, action: CutAction, by: &'static str, outage: Option<Duration>) {
         self.proxy.stats().cut(action);
         tracing::debug!(direction = %self.dir, action = action.as_str(), by, "cut");
         if let Some(sink) = self.proxy.sink() {
@@ -520,6 +520,7 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
                 action,
                 point: crate::wire::CutPoint {
                     tls_end: self.proxy.config().tls.end_of(action),
+                    outage_ms: outage.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
                     ..self.observer.cut_at(self.written_to)
                 },
             });

@@ -287,6 +287,7 @@ impl Http1Downstream {
                     data_hash: e.data_hash.unwrap_or_else(|| data_hash(e.data)),
                     data_len: e.data_len,
                     data,
+                    data_lines: e.data_lines,
                     raw_start,
                     raw_end,
                 },

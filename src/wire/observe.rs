@@ -113,6 +113,9 @@ pub struct CutPoint {
     pub rpc_id: Option<String>,
     /// How the client's TLS session ended, if the client side speaks TLS (set by the pump).
     pub tls_end: Option<crate::tls::TlsEnd>,
+    /// The outage window this cut opened (new connections held), in milliseconds, as it took
+    /// effect (set by the pump; `None` when the cut opened none).
+    pub outage_ms: Option<u64>,
 }
 
 /// One thing an observer learned, for the audit. Additive: consumers ignore what they do not
@@ -167,6 +170,8 @@ pub enum Observation {
         /// The data, or its first body-limit bytes when longer (`data_len` tells which): a
         /// JSON-RPC message's id and kind are at its head.
         data: Option<bytes::Bytes>,
+        /// How many `data` field lines the event had on the wire.
+        data_lines: u32,
         raw_start: u64,
         raw_end: u64,
     },

@@ -75,6 +75,9 @@ pub struct CutRecord {
     /// `close-notify` or `truncated` when the client side speaks TLS, else `null`.
     #[serde(default)]
     pub tls_end: Option<crate::tls::TlsEnd>,
+    /// The outage window the cut opened (new connections held), in milliseconds.
+    #[serde(default)]
+    pub outage_ms: Option<u64>,
 }
 
 impl CutRecord {
@@ -122,6 +125,7 @@ impl CutRecord {
             action: *action,
             by: by.map(str::to_string),
             tls_end: point.tls_end,
+            outage_ms: point.outage_ms,
         })
     }
 }
@@ -266,6 +270,7 @@ mod tests {
                 session: Some("s1".into()),
                 rpc_id: Some("7".into()),
                 tls_end: None,
+                outage_ms: Some(250),
             },
         }
     }

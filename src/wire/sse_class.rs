@@ -165,6 +165,11 @@ impl Tracker {
         self.last_line_id = false;
     }
 
+    /// `data` field lines begun in the event block in progress.
+    pub(super) fn data_lines(&self) -> u32 {
+        self.data_line
+    }
+
     pub(super) fn block_start(&self) -> u64 {
         self.block_start
     }

@@ -239,6 +239,7 @@ impl Wire {
                         data_hash: fnv(data.as_bytes()),
                         data_len: data.len() as u64,
                         data: Some(Bytes::from(data.clone())),
+                        data_lines: 1,
                         raw_start: base + ev_start as u64,
                         raw_end: base + next as u64,
                     });
@@ -295,6 +296,7 @@ impl Wire {
                     data_hash: fnv(data.as_bytes()),
                     data_len: data.len() as u64,
                     data: Some(Bytes::from(data.clone())),
+                    data_lines: 1,
                     raw_start: base + ev_start as u64,
                     raw_end: base + limit as u64,
                 });
@@ -361,6 +363,7 @@ impl Wire {
                 session: None,
                 rpc_id: None,
                 tls_end: None,
+                outage_ms: None,
             },
         });
         self.rec(Observation::ConnClosed { conn });
