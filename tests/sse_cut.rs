@@ -5,9 +5,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tearline::fault::CutAction;
 use tearline::fault::sse_cut::{SseCutConfig, factory};
 use tearline::proxy::{self, CancellationToken, Proxy, ProxyConfig};
+use tearline::vocab::CutAction;
 use tearline::wire::http1::observer_pair;
 use tearline::wire::{Observation, ObservationSink, SseClass};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -36,8 +36,10 @@ use super::engine::{self, Handback};
 use super::splice::{Lane, SpliceHalf, ZeroCopy};
 use super::state::Proxy;
 use super::stats::ResidenceBatch;
-use crate::fault::{Chunk, ConnRng, Cut, CutAction, Deadline, Fault, Plan};
-use crate::wire::{Direction, Observation, WireObserver};
+use crate::fault::{Chunk, ConnRng, Cut, Deadline, Fault, Plan};
+use crate::vocab::CutAction;
+use crate::vocab::Direction;
+use crate::wire::{Observation, WireObserver};
 
 /// Why a direction ended early (its `Err`): the connection must be cut or was broken.
 #[derive(Debug)]

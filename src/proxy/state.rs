@@ -20,7 +20,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::stats::Stats;
 use super::{FaultList, ProxyConfig};
-use crate::fault::{CutAction, FaultFactory};
+use crate::fault::FaultFactory;
+use crate::vocab::{CutAction, OutageMode};
 use crate::wire::observe::NoObserver;
 use crate::wire::{ObservationSink, WireObserver};
 
@@ -30,16 +31,6 @@ pub type ObserverFactory =
 
 /// The fault factories in force, shared by every connection that reads them.
 pub type Factories = Arc<[Arc<dyn FaultFactory>]>;
-
-/// What happens to new connections during an outage window.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum OutageMode {
-    /// Accepted and reset at once (RST).
-    Refuse,
-    /// Accepted and held (no upstream connect, no bytes) until the window ends, then served.
-    Hold,
-}
 
 #[derive(Debug, Clone, Copy)]
 struct Outage {

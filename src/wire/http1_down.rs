@@ -29,9 +29,9 @@ use super::position::SseClass;
 use super::rpc_head::is_response_head;
 use super::sse::{EventSpan, SseEvent, SseScanner};
 use super::{
-    ChunkPositions, CutPoint, Observation, ObservationSink, PositionRun, StreamInfo, StreamSpan,
-    WireObserver,
+    ChunkPositions, CutPoint, Observation, ObservationSink, PositionRun, StreamSpan, WireObserver,
 };
+use crate::vocab::StreamInfo;
 
 #[derive(Debug, Clone, Copy)]
 enum DownState {

@@ -7,9 +7,10 @@
 //! [`ObservationSink`] (the audit, or nothing). The byte-mode observer ([`NoObserver`]) keeps no
 //! state and returns no positions, so a plain relay pays nothing.
 
+use super::SseClass;
 use super::http1_clean::CleanEnd;
-use super::{Direction, SseClass};
-use crate::fault::CutAction;
+use crate::vocab::Direction;
+use crate::vocab::{CutAction, StreamInfo};
 
 /// Positions of the cut points inside one chunk of an SSE response body.
 ///
@@ -36,19 +37,6 @@ pub struct StreamSpan {
     pub from: usize,
     /// The stream's facts (shared, not copied per chunk).
     pub stream: std::sync::Arc<StreamInfo>,
-}
-
-/// What a fault may know of an SSE response stream: its request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StreamInfo {
-    /// Per-connection response sequence number (pairs with `Observation::Request::seq`).
-    pub seq: u64,
-    /// Request method (`GET` when the response had no visible request).
-    pub method: String,
-    /// Request target.
-    pub path: String,
-    /// `Mcp-Session-Id` of the response or its request.
-    pub session: Option<String>,
 }
 
 /// Consecutive cut points that hit the same class in the same event.

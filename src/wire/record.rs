@@ -20,8 +20,9 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::{Direction, Observation, ObservationSink};
-use crate::fault::CutAction;
+use super::{Observation, ObservationSink};
+use crate::vocab::CutAction;
+use crate::vocab::Direction;
 
 /// Records waiting for the writer thread; beyond this, records are dropped and counted.
 pub const QUEUE_LIMIT: usize = 4096;

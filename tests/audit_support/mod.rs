@@ -5,8 +5,9 @@
 
 use bytes::Bytes;
 use tearline::audit::{AuditConfig, Auditor, FindingKind};
-use tearline::fault::CutAction;
-use tearline::wire::{CutPoint, Direction, Observation, ObservationSink, SseClass};
+use tearline::vocab::CutAction;
+use tearline::vocab::Direction;
+use tearline::wire::{CutPoint, Observation, ObservationSink, SseClass};
 
 /// FNV-1a 64, as the wire observer hashes data buffers.
 pub fn fnv(bytes: &[u8]) -> u64 {
