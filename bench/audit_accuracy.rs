@@ -6,7 +6,8 @@
 //!
 //! Run: `cargo bench --bench audit_accuracy` (env: SEEDS=4 seeds per cell and profile,
 //! CONCURRENCY=16 runs at a time, FILTER=<substring of a cell label>, PROFILES=0 to skip the
-//! profiles). 132 cells × 4 seeds × (1 + 3 profiles) = 2,112 runs by default.
+//! profiles or PROFILES=a,b for only those, ACCURACY_DUMP=<label substring> to print matching
+//! runs' findings and truth). 132 cells × 4 seeds × (1 + every profile) runs by default.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -29,7 +30,9 @@ fn main() {
         .filter(|c| c.label().contains(&filter))
         .collect();
     let mut profiles = vec![None];
-    if env_u64("PROFILES", 1) != 0 {
+    let wanted = std::env::var("PROFILES").unwrap_or_default();
+    let wanted: Vec<&str> = wanted.split(',').filter(|w| !w.is_empty()).collect();
+    if wanted != ["0"] {
         let mut paths: Vec<_> = std::fs::read_dir("profiles")
             .map(|d| d.flatten().map(|e| e.path()).collect())
             .unwrap_or_default();
@@ -41,7 +44,9 @@ fn main() {
                     let name = p
                         .file_stem()
                         .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
-                    profiles.push(Some((name, Arc::new(profile))));
+                    if wanted.is_empty() || wanted.contains(&name.as_str()) {
+                        profiles.push(Some((name, Arc::new(profile))));
+                    }
                 }
                 Err(e) => eprintln!("skipping {}: {}", p.display(), e.message()),
             }

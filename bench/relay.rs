@@ -6,7 +6,8 @@
 //! run in separate tokio runtimes (two worker threads each), as separate processes would.
 //!
 //! Run: `cargo bench --bench relay` (`-- --quick` for a 64 MiB smoke run, `-- --buffer-kib N`
-//! for the proxy's read buffer size, default 64; `-- --no-splice` for the copying path only).
+//! for the proxy's read buffer size, default 64; `-- --no-splice` for the copying path only;
+//! `-- --latency-only` for the latency case alone, with the default queue budgets).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -250,6 +251,7 @@ fn flag(args: &[String], name: &str) -> Option<usize> {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
+    let latency_only = args.iter().any(|a| a == "--latency-only");
     let zero_copy = !args.iter().any(|a| a == "--no-splice");
     let buffer = flag(&args, "--buffer-kib").map_or(64 * 1024, |k| k.max(1) * 1024);
     let total = if quick { 64 * MIB } else { 1024 * MIB };
@@ -259,8 +261,9 @@ fn main() {
     let load = runtime("load", 2);
     let proxy_rt = runtime("proxy", flag(&args, "--proxy-threads").unwrap_or(2).max(1));
     let (sink, echo) = load.block_on(async { (sink_server().await, echo_server().await) });
-    let p_sink = start_proxy(&proxy_rt, sink, 32 * MIB as usize, buffer, zero_copy);
-    let p_echo = start_proxy(&proxy_rt, echo, 32 * MIB as usize, buffer, zero_copy);
+    let inflight = ProxyConfig::new("defaults", "-").max_inflight_bytes;
+    let p_sink = start_proxy(&proxy_rt, sink, inflight, buffer, zero_copy);
+    let p_echo = start_proxy(&proxy_rt, echo, inflight, buffer, zero_copy);
     let gib = total as f64 / 1024.0 / MIB as f64;
     println!(
         "tearline relay benchmark: loopback, {} cores, proxy buffer {} KiB, {gib:.3} GiB per throughput case",
@@ -276,7 +279,12 @@ fn main() {
     );
     // Warm-up: connections, page faults, allocator.
     best_pair(&load, (sink, p_sink.addr), 64 * MIB, 8, 1);
-    for (streams, goal) in [(1u64, "≥ 0.80"), (8, ""), (64, "")] {
+    let sections: &[(u64, &str)] = if latency_only {
+        &[]
+    } else {
+        &[(1, "≥ 0.80"), (8, ""), (64, "")]
+    };
+    for &(streams, goal) in sections {
         let (ds, ps) = best_pair(&load, (sink, p_sink.addr), total, streams, rounds);
         let (d, p) = (ds.best, ps.best);
         println!(
@@ -294,10 +302,18 @@ fn main() {
             if pc > 0.0 { dc / pc } else { 0.0 }
         );
     }
+    let rtts = if latency_only { 0 } else { rtts };
     let hd = load.block_on(rtt(echo, rtts));
     let hp = load.block_on(rtt(p_echo.addr, rtts));
-    println!("echo round trip, 64 B, {rtts} round trips (µs):");
-    for (q, name, goal) in [(0.5, "p50", 20.0), (0.99, "p99", 100.0)] {
+    if !latency_only {
+        println!("echo round trip, 64 B, {rtts} round trips (µs):");
+    }
+    let quantiles: &[(f64, &str, f64)] = if latency_only {
+        &[]
+    } else {
+        &[(0.5, "p50", 20.0), (0.99, "p99", 100.0)]
+    };
+    for &(q, name, goal) in quantiles {
         let (d, p) = (hd.value_at_quantile(q), hp.value_at_quantile(q));
         println!(
             "  {name}: direct {:>7.1}   proxied {:>7.1}   added {:>7.1}   goal added ≤ {goal}",
@@ -306,19 +322,37 @@ fn main() {
             us(p.saturating_sub(d))
         );
     }
-    // Through latency: the queue must hold bandwidth × latency, so this proxy gets a 256 MiB
-    // budget per direction (throughput ≤ budget / latency).
-    let budget = 256 * MIB as usize;
-    let p_lat = start_proxy(&proxy_rt, sink, budget, buffer, zero_copy);
+    // Through latency, with the default budgets (the queue must hold bandwidth × latency:
+    // throughput ≤ max_inflight_bytes / latency); the peak of `bytes_buffered` is sampled.
+    let p_lat = start_proxy(&proxy_rt, sink, inflight, buffer, zero_copy);
     p_lat
         .proxy
         .set_faults(vec![Arc::new(LatencyFactory(Duration::from_millis(100)))]);
+    let stats = p_lat.proxy.clone();
+    let sampling = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let on = sampling.clone();
+    let sampler = std::thread::spawn(move || {
+        let mut peak = 0u64;
+        while on.load(std::sync::atomic::Ordering::Relaxed) {
+            peak = peak.max(stats.stats().bytes_buffered());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        peak
+    });
     let (base, lat) = best_pair(&load, (p_sink.addr, p_lat.addr), total, 1, rounds);
+    sampling.store(false, std::sync::atomic::Ordering::Relaxed);
+    let peak = sampler.join().unwrap_or(0);
     let (base, lat) = (base.best, lat.best);
+    let cfg = p_lat.proxy.config();
     println!(
-        "through 100 ms latency (client→server, queue budget {} MiB): no fault {base:.0} MiB/s, latency {lat:.0} MiB/s, ratio {:.2}   goal ≥ 0.50",
-        budget / MIB as usize,
+        "through 100 ms latency (client→server, default budgets: {} MiB per direction, {} MiB per proxy): no fault {base:.0} MiB/s, latency {lat:.0} MiB/s, ratio {:.2}   goal ≥ 0.50",
+        cfg.max_inflight_bytes / MIB as usize,
+        cfg.max_buffered_bytes / MIB,
         lat / base
+    );
+    println!(
+        "  peak bytes_buffered during the latency runs: {:.1} MiB",
+        peak as f64 / MIB as f64
     );
     let residence = p_sink.proxy.stats().snapshot().residence_us;
     println!(

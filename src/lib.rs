@@ -30,6 +30,8 @@ pub mod accuracy;
 pub mod audit;
 pub mod control;
 pub mod fault;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod lab;
 pub mod load;
 pub mod profile;

@@ -14,13 +14,6 @@ use tearline::accuracy::{self, RunResult, Table};
 
 const SEEDS: [u64; 2] = [7, 8];
 
-/// Kinds the judge does not yet get right against this truth; their rows are printed, not
-/// asserted. Why, as measured (bench/RESULTS.md, "Audit accuracy"): a shared store with counter
-/// ids replays another session's events under the same ids, so `cross-stream` and
-/// `duplicate-response` are missed in those cells (recall 0.5) and the leg is judged
-/// `replay-exact` (precision 0.8). Every other kind must have precision = recall = 1.0.
-const KNOWN_FAILING: [&str; 3] = ["cross-stream", "duplicate-response", "replay-exact"];
-
 async fn all_runs() -> Vec<RunResult> {
     let cells = accuracy::matrix();
     let runs = accuracy::run_all(&cells, &SEEDS, None, 12);
@@ -79,11 +72,7 @@ async fn audit_verdicts_equal_ground_truth_for_every_finding_kind() {
         );
     }
 
-    let failing: Vec<&str> = table
-        .failing()
-        .into_iter()
-        .filter(|k| !KNOWN_FAILING.contains(k))
-        .collect();
+    let failing = table.failing();
     assert!(
         failing.is_empty(),
         "precision or recall below 1.0 for {failing:?}:\n{text}"

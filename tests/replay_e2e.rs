@@ -45,6 +45,7 @@ fn config(seed: u64) -> ReplayConfig {
         progress: false,
         findings_dir: None,
         tls_ca_dir: None,
+        scenario: Default::default(),
     }
 }
 

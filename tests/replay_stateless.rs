@@ -1,7 +1,9 @@
 //! `tearline replay --scenario stateless`: the documents' cuts against a 2026-07-28 lab. No
 //! stream can be resumed, so the strict client re-issues every cut call with a new id (the
 //! audit reports `reissued`) and loses nothing, while the naive client takes a truncated
-//! stream as the answer and loses calls silently.
+//! stream as the answer and loses calls silently; the `retry` phase re-issues the NOT
+//! idempotent `append`, and the audit reports `reexecuted` exactly as often as the lab's
+//! side-effect counter says the side effect ran again.
 
 use std::time::Duration;
 
@@ -23,7 +25,8 @@ probability = 0.5
 "#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stateless_scenario_strict_reissues_and_loses_nothing_naive_loses_silently() {
+async fn stateless_scenario_strict_reissues_naive_loses_silently_retry_reexecutes_as_the_counter_says()
+ {
     let mut lab = LabConfig {
         retry: Duration::from_millis(50),
         ..LabConfig::default()
@@ -43,7 +46,9 @@ async fn stateless_scenario_strict_reissues_and_loses_nothing_naive_loses_silent
         progress: false,
         findings_dir: None,
         tls_ca_dir: None,
+        scenario: Scenario::Stateless,
     };
+    let counter = cfg.lab.side_effects.clone();
     let profile = tearline::profile::parse(PROFILE, "test-profile").expect("profile parses");
     let outcome = tokio::time::timeout(
         Duration::from_secs(60),
@@ -77,4 +82,103 @@ async fn stateless_scenario_strict_reissues_and_loses_nothing_naive_loses_silent
     );
     assert_eq!(n.calls, n.ok + n.failed + n.silently_lost);
     assert_eq!(n.reissues, 0);
+
+    // `blob` is idempotent: re-issuing it is never a re-execution, and it has no side effect.
+    for phase in [strict, naive] {
+        let counts = phase.auditor.counts();
+        assert_eq!(
+            counts.get("reexecuted"),
+            None,
+            "{}: {counts:?}",
+            phase.label
+        );
+        assert_eq!(phase.side_effects, 0, "{}", phase.label);
+    }
+
+    // The retry phase re-issues `append` (not idempotent) after cuts: the counter is the truth.
+    let retry = &outcome.phases[2];
+    assert_eq!((retry.label, retry.tool), ("retry", "append"));
+    let r = &retry.load.counters;
+    assert_eq!(r.calls, 8, "{:?}", retry.load.errors);
+    assert!(r.reissues > 0, "no append call was cut and re-issued");
+    let ran_again = retry.side_effects - r.calls;
+    assert_eq!(
+        counter.get(),
+        retry.side_effects,
+        "only the retry phase appends"
+    );
+    assert!(ran_again > 0, "the side effect never ran twice");
+    let counts = retry.auditor.counts();
+    assert_eq!(
+        counts.get("reexecuted").copied().unwrap_or(0),
+        ran_again,
+        "reexecuted must match the runs the counter saw beyond one per call: {counts:?}"
+    );
+    assert_eq!(counts.get("sent-after-cancel"), None, "{counts:?}");
+    let story = outcome.report.story.join("\n");
+    assert!(story.contains("retry client"), "{story}");
+    assert!(story.contains("one finding per extra run"), "{story}");
+}
+
+/// Every cut falls before the first byte of the stream's first event: nothing of the first
+/// execution reaches the client.
+const BEFORE_ANY_BYTE: &str = r#"
+description = "cut before any byte of the first event"
+[[fault]]
+kind = "sse_cut"
+at = "any-byte"
+range = [0, 0]
+events = [0, 0]
+action = "reset"
+probability = 0.5
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn append_cut_before_any_byte_and_reissued_is_not_reexecuted_though_the_counter_ran_twice() {
+    let mut lab = LabConfig {
+        retry: Duration::from_millis(50),
+        ..LabConfig::default()
+    };
+    Scenario::Stateless.apply(&mut lab);
+    let cfg = ReplayConfig {
+        sessions: 1,
+        stop: Stop::Calls(8),
+        seed: 11,
+        size: 1024,
+        lines: 1,
+        lab,
+        upstream: None,
+        target_path: "/mcp".to_owned(),
+        call_timeout: Duration::from_secs(20),
+        // Only the `retry` phase: append, re-issued whatever the annotations say.
+        policies: Vec::new(),
+        progress: false,
+        findings_dir: None,
+        tls_ca_dir: None,
+        scenario: Scenario::Stateless,
+    };
+    let profile = tearline::profile::parse(BEFORE_ANY_BYTE, "test-profile").expect("parses");
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(60),
+        tearline::replay::run(&cfg, &profile, BEFORE_ANY_BYTE, &CancellationToken::new()),
+    )
+    .await
+    .expect("replay finishes within 60 s")
+    .expect("replay runs");
+    let retry = &outcome.phases[0];
+    assert_eq!(retry.label, "retry");
+    let r = &retry.load.counters;
+    assert_eq!((r.calls, r.ok), (8, 8), "{:?}", retry.load.errors);
+    assert!(r.reissues > 0, "no append call was cut and re-issued");
+    // The lab ran the side effect for every attempt (it adds before sending anything)...
+    assert_eq!(retry.side_effects, r.calls + r.reissues);
+    // ...but no execution was visible on the wire before a cut: nothing to report.
+    let counts = retry.auditor.counts();
+    assert!(
+        counts.get("reissued").copied().unwrap_or(0) > 0,
+        "{counts:?}"
+    );
+    assert_eq!(counts.get("reexecuted"), None, "{counts:?}");
+    let story = outcome.report.story.join("\n");
+    assert!(story.contains("left no trace on the wire"), "{story}");
 }

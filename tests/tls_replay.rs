@@ -43,6 +43,7 @@ fn config(seed: u64, tls_ca_dir: Option<std::path::PathBuf>) -> ReplayConfig {
         progress: false,
         findings_dir: None,
         tls_ca_dir,
+        scenario: Default::default(),
     }
 }
 

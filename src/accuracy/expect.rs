@@ -11,7 +11,8 @@
 //! Rules (per logical stream unless said otherwise):
 //! - `torn-cut`: a leg stopped by its connection (error or clean end) with bytes of an
 //!   undispatched event in hand.
-//! - `replay-exact`: a resume the lab answered with a replay (no injected bug; a replay from
+//! - `replay-exact`: a resume the lab answered with a replay (no injected bug, or only a drop
+//!   no observer can see: opaque ids and no later progress value; a replay from
 //!   the oldest retained event counts when nothing between the cursor and it was lost), sent
 //!   with the client's newest cursor, not cut, that delivered at least one event and everything
 //!   the lab handed to it, with nothing wrong found on it.
@@ -25,8 +26,12 @@
 //!   cursor (a repeat caused by a stale cursor is the client's: `cursor-behind` only).
 //! - `replay-gap`: on a replay leg, an event between the cursor and the newest event the leg
 //!   delivered that the client never got (priming is never owed); with opaque ids only when at
-//!   least two progress values came before it (the constant step that makes the jump visible).
-//! - `cross-stream`: an event of another session's or stream's store dispatched.
+//!   least two progress values came before it (the constant step) and a later one jumps over
+//!   it (progress need not reach its total, so a response right after the gap shows nothing).
+//! - `cross-stream`: an event of another session's or stream's store dispatched. With
+//!   per-session counter ids the wire shows it only by content, so the shared-store scenario's
+//!   sessions differ in content (the first client asks for fewer events: another `total`);
+//!   twins with equal content would be invisible to any audit.
 //! - `duplicate-response`: one response event dispatched twice (over all clients), or two
 //!   responses for one request.
 //! - `silent-empty`: a 200 replay that handed over nothing, ended cleanly, the call unanswered.
@@ -290,19 +295,33 @@ fn stream_rules<'a>(
             answer,
             Some(Answer::Replay | Answer::ReplayFromOldest | Answer::Plain)
         );
+        let mut hidden_gap = false;
         if replay && let (Some(cs), Some(lm)) = (cursor_seq, leg_max) {
             let missing = (cs + 1..lm).find(|s| !seen.contains(&(home.0, home.1, *s)));
             if let Some(gap) = missing {
-                // Even an invisible gap is not an exact replay.
-                wrong = true;
+                // Opaque ids hide a gap unless progress values show it: a constant step
+                // before it and a later progress value jumping over it (a response right
+                // after the gap proves nothing: progress need not reach its total).
                 let visible = c.cursor.as_deref().is_some_and(counter_like)
-                    || progress_seqs.iter().filter(|&&s| s < gap).count() >= 2;
+                    || progress_seqs.iter().filter(|&&s| s < gap).count() >= 2
+                        && progress_seqs.iter().any(|&s| s > gap);
                 if visible {
                     say("replay-gap");
                     wrong = true;
+                } else {
+                    hidden_gap = true;
                 }
             }
         }
+        // A gap no observer of the wire can see leaves the replay exact as far as the wire
+        // shows: `replay-exact` is then expected (the lab's drop is its only deviation).
+        let injected = injected
+            && !(hidden_gap
+                && m.lab.is_some_and(|l| {
+                    l.injected
+                        .iter()
+                        .all(|i| matches!(i, crate::lab::truth::Injected::Dropped { .. }))
+                }));
         let cut = c.partial || !CLIENT_STOPS.contains(&c.stop.as_str()) && c.stop != "clean-end";
         if c.partial && !CLIENT_STOPS.contains(&c.stop.as_str()) {
             say("torn-cut");

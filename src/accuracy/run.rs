@@ -311,6 +311,11 @@ async fn run_inner(
         lab: lab_truth.legs(),
         clients: clients.iter().map(|c| c.legs()).collect(),
     };
+    if std::env::var_os("ACCURACY_DUMP")
+        .is_some_and(|v| cell.label().contains(&*v.to_string_lossy()))
+    {
+        dump(cell, seed, &auditor, &truth);
+    }
     Ok((truth, observed))
 }
 
@@ -318,4 +323,28 @@ async fn bind() -> Result<TcpListener, String> {
     TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|e| format!("cannot bind 127.0.0.1:0: {e}"))
+}
+
+/// `ACCURACY_DUMP=<label substring>`: prints each matching run's findings and truth to stderr
+/// (for finding out why a kind is missed or reported without cause).
+fn dump(cell: &Cell, seed: u64, auditor: &Auditor, truth: &Truth) {
+    let mut out = format!("=== {} seed {seed}\n", cell.label());
+    for f in auditor.findings() {
+        out.push_str(&format!(
+            "finding {}\n",
+            serde_json::to_string(&f).unwrap_or_default()
+        ));
+    }
+    for leg in &truth.lab {
+        out.push_str(&format!(
+            "lab {}\n",
+            serde_json::to_string(leg).unwrap_or_default()
+        ));
+    }
+    for (i, legs) in truth.clients.iter().enumerate() {
+        for leg in legs {
+            out.push_str(&format!("client{i} {leg:?}\n"));
+        }
+    }
+    eprint!("{out}");
 }

@@ -174,7 +174,7 @@ impl Ledger {
         if let Some(data) = &ev.data {
             let whole = data.len() as u64 >= ev.data_len;
             if let Some(id) = &cross_id {
-                self.cross_response(now, key, id, data, whole);
+                self.cross_response(now, key, id, (data, ev.data_hash, ev.data_len), whole);
             }
             self.on_server_messages(now, key, data, whole, copy);
         }
@@ -229,7 +229,14 @@ impl Ledger {
 
     /// A response event another stream delivered to its own client came again here: one
     /// response reached clients twice (`duplicate-response`, besides `cross-stream`).
-    fn cross_response(&mut self, now: Instant, key: StreamKey, id: &str, data: &[u8], whole: bool) {
+    fn cross_response(
+        &mut self,
+        now: Instant,
+        key: StreamKey,
+        id: &str,
+        (data, hash, len): (&[u8], u64, u64),
+        whole: bool,
+    ) {
         let msgs = if whole {
             rpc::parse(data)
         } else {
@@ -241,6 +248,7 @@ impl Ledger {
         }) else {
             return;
         };
+        let leak = self.leak_source(key, id, hash, len);
         let owner = self.opaque.get(id).copied().or_else(|| {
             let session = self.streams.get(&key)?.session.clone();
             self.sessions
@@ -251,14 +259,23 @@ impl Ledger {
                 .copied()
                 .find(|k| *k != key)
         });
+        let owner = leak.as_ref().map(|l| l.source).or(owner);
         let Some(other) = owner.and_then(|k| self.streams.get(&k)) else {
             return;
         };
         if other.entry_of(id).is_none_or(|e| !e.dispatched) {
             return;
         }
+        let why = leak.map_or(String::new(), |l| {
+            format!(
+                " (same id and data; the two streams differ at id {}, so this is that \
+                 session's event, not a twin of this one)",
+                l.diverged_at
+            )
+        });
         let detail = format!(
-            "response event {id} (JSON-RPC id {rpc_id}) was delivered on stream {} of session {}              and again on this stream",
+            "response event {id} (JSON-RPC id {rpc_id}) was delivered on stream {} of session {} \
+             and again on this stream{why}",
             other.reference.request,
             other.session.as_deref().unwrap_or("(none)")
         );
@@ -290,6 +307,12 @@ impl Ledger {
         };
         if r.seen_on_leg(&id) {
             return Some(ReplayClass::Duplicate { id });
+        }
+        if self
+            .leak_source(key, &id, ev.data_hash, ev.data_len)
+            .is_some()
+        {
+            return Some(ReplayClass::Cross { id });
         }
         if let Some(rank) = r.owed_rank(&id) {
             let same = stream
@@ -406,6 +429,7 @@ impl Ledger {
             };
             if Some(*seq) == body_seq && direction == Direction::Downstream {
                 self.tear(now, key, action, &point);
+                self.arm_truncation(now, key, action, &point);
             }
             if let Some(s) = self.streams.get_mut(&key) {
                 s.cut_at = Some(now);
@@ -480,6 +504,7 @@ impl Ledger {
         f.cut_class = p.class.map(|c| c.as_str().to_string());
         f.torn_bytes = Some(p.torn_bytes);
         f.data_line = p.data_line;
+        f.tls_end = p.tls_end.map(|e| e.as_str().to_string());
         self.emit(f);
     }
 
@@ -523,6 +548,7 @@ impl Ledger {
         if clean && !cut && !signalled && !leg.blind && leg.status == Some(200) {
             self.defer_pending(now, key);
         }
+        self.modern_closed(now, key, clean);
         if cut {
             self.arm_watch(now, key);
         }

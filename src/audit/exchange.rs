@@ -58,6 +58,8 @@ impl Ledger {
             session.version = Some(v);
         }
         let version = session.version.clone();
+        let cursor = r.last_event_id.as_deref().filter(|_| r.method == "GET");
+        self.note_after_truncation(&r.session, cursor, &msgs);
         let reference = StreamRef {
             request: format!("{} {}", r.method, r.path),
             rpc_ids: Vec::new(),
@@ -157,6 +159,9 @@ impl Ledger {
                     session.tool_calls = session.tool_calls.saturating_add(1);
                 }
                 let key = self.add_stream(s, now);
+                if let Some(b) = &r.body {
+                    self.modern_request(key, b);
+                }
                 let session = self.session_mut(&r.session, now);
                 for id in ids {
                     session.calls.insert(id, key);
@@ -385,6 +390,7 @@ impl Ledger {
         let Some(session) = self.streams.get(&key).map(|s| s.session.clone()) else {
             return;
         };
+        self.modern_delivery(now, key, data, whole);
         let messages = if whole {
             rpc::parse(data)
         } else {

@@ -51,17 +51,29 @@ pub enum FindingKind {
     Reissued,
     /// MCP 2026-07-28: after a cut, the client neither re-issued nor cancelled the call in time.
     Abandoned,
+    /// MCP 2026-07-28: a call whose first execution had visibly started (progress or result
+    /// bytes delivered before the cut) was re-issued although its tool is not declared
+    /// idempotent or read-only in the `tools/list` annotations seen: a likely double side
+    /// effect (see `audit::stateless`).
+    Reexecuted,
+    /// MCP 2026-07-28: the server sent a message for a request (its response, or progress for
+    /// its token) after that request's response stream was closed, which cancels it.
+    SentAfterCancel,
     /// The wire observer stopped following an SSE stream (a line longer than its limit, or a
     /// `Content-Encoding` it does not decode): the bytes were still relayed, but events after
     /// the offset named are not audited. `detail` names the reason (and the encoding).
     ObserverGaveUp,
+    /// The client took a TLS truncation (a cut without `close_notify`) for the end of a call:
+    /// it neither resumed, re-sent nor cancelled the unanswered call and went on with another
+    /// request in the session (see `truncation`).
+    TruncationAccepted,
     /// A judgement the proxy cannot make; `detail` names it and the reason.
     Unknown,
 }
 
 impl FindingKind {
     /// Every kind, in the order of the design note.
-    pub const ALL: [FindingKind; 18] = [
+    pub const ALL: [FindingKind; 21] = [
         FindingKind::TornCut,
         FindingKind::CursorAhead,
         FindingKind::CursorBehind,
@@ -78,7 +90,10 @@ impl FindingKind {
         FindingKind::DuplicateResponse,
         FindingKind::Reissued,
         FindingKind::Abandoned,
+        FindingKind::Reexecuted,
+        FindingKind::SentAfterCancel,
         FindingKind::ObserverGaveUp,
+        FindingKind::TruncationAccepted,
         FindingKind::Unknown,
     ];
 
@@ -101,7 +116,10 @@ impl FindingKind {
             FindingKind::DuplicateResponse => "duplicate-response",
             FindingKind::Reissued => "reissued",
             FindingKind::Abandoned => "abandoned",
+            FindingKind::Reexecuted => "reexecuted",
+            FindingKind::SentAfterCancel => "sent-after-cancel",
             FindingKind::ObserverGaveUp => "observer-gave-up",
+            FindingKind::TruncationAccepted => "truncation-accepted",
             FindingKind::Unknown => "unknown",
         }
     }
@@ -124,7 +142,7 @@ pub enum FindingClass {
     /// Data the client never got and nobody re-delivered: events missing from a replay, a call
     /// whose response never came.
     Loss,
-    /// Something reached the client twice.
+    /// Something reached the client twice, or ran twice on the server (`reexecuted`).
     Duplicate,
     /// Something reached the client out of order.
     Order,
@@ -159,15 +177,18 @@ impl FindingKind {
             FindingKind::ReplayGap | FindingKind::SilentEmpty | FindingKind::PendingCall => {
                 FindingClass::Loss
             }
-            FindingKind::ReplayDuplicate | FindingKind::DuplicateResponse => {
-                FindingClass::Duplicate
-            }
+            FindingKind::ReplayDuplicate
+            | FindingKind::DuplicateResponse
+            | FindingKind::Reexecuted => FindingClass::Duplicate,
             FindingKind::ReplayReorder => FindingClass::Order,
             FindingKind::CursorAhead
             | FindingKind::CursorBehind
             | FindingKind::CursorMissing
-            | FindingKind::Abandoned => FindingClass::ClientBug,
-            FindingKind::FreshStream | FindingKind::CrossStream => FindingClass::ServerBug,
+            | FindingKind::Abandoned
+            | FindingKind::TruncationAccepted => FindingClass::ClientBug,
+            FindingKind::FreshStream | FindingKind::CrossStream | FindingKind::SentAfterCancel => {
+                FindingClass::ServerBug
+            }
             FindingKind::TornCut
             | FindingKind::ReplayExact
             | FindingKind::ExplicitLoss
@@ -231,6 +252,10 @@ pub struct Finding {
     /// Which `data:` line (1-based) the cut fell in, when inside one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data_line: Option<u32>,
+    /// How the TLS session to the client ended at the cut (`truncated`: no `close_notify`;
+    /// `close-notify`), for cut-related findings on a TLS client side.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_end: Option<String>,
     /// Human-readable evidence: what was expected and what was seen.
     pub detail: String,
 }
@@ -249,6 +274,7 @@ impl Finding {
             cut_class: None,
             torn_bytes: None,
             data_line: None,
+            tls_end: None,
             detail: String::new(),
         }
     }

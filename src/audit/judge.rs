@@ -204,7 +204,9 @@ impl Resume {
             out.push((
                 FindingKind::CrossStream,
                 cross,
-                "replayed ids belong to another stream or session".into(),
+                "replayed events belong to another stream or session (their ids, or ids and data \
+                 equal to another session's events where the two streams differ)"
+                    .into(),
             ));
         }
         let dups = pick(&|c| match c {

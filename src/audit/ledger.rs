@@ -15,9 +15,11 @@ use super::AuditConfig;
 use super::finding::{Finding, FindingClass, FindingKind};
 use super::histo::Histos;
 use super::judge::Resume;
+use super::leak::SharedIds;
 use super::log::FindingsLog;
 use super::order::ConnOrder;
 use super::stream::{Stream, StreamKey};
+use super::truncation::Truncation;
 use super::watch::Watch;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use tokio::time::Instant;
@@ -35,6 +37,8 @@ pub struct Session {
     /// first of its session).
     pub tool_calls: u32,
     pub watches: Vec<Watch>,
+    /// Truncated TLS cuts waiting for what the client does next (see `truncation`).
+    pub truncations: Vec<Truncation>,
     pub last_active: Instant,
 }
 
@@ -47,6 +51,7 @@ impl Session {
             streams: 0,
             tool_calls: 0,
             watches: Vec::new(),
+            truncations: Vec::new(),
             last_active: now,
         }
     }
@@ -143,6 +148,8 @@ pub struct Ledger {
     /// Globally unique-looking event id ([`is_globally_unique`]) → the stream that last
     /// delivered it, across sessions.
     pub opaque: HashMap<String, StreamKey>,
+    /// Events with per-session ids, by id and content, across sessions ([`super::leak`]).
+    pub shared_ids: SharedIds,
     pub findings: Vec<Finding>,
     pub counts: BTreeMap<String, u64>,
     pub histos: Histos,
@@ -151,6 +158,8 @@ pub struct Ledger {
     pub loss: LossTally,
     /// Ordering state per connection (see `order`).
     pub order: HashMap<u64, ConnOrder>,
+    /// MCP 2026-07-28 state: tool annotations, calls, cancellations (see `stateless`).
+    pub modern: super::stateless::Modern,
     last_sweep: Instant,
 }
 
@@ -178,12 +187,14 @@ impl Ledger {
             sessions: HashMap::new(),
             legs: BTreeMap::new(),
             opaque: HashMap::new(),
+            shared_ids: SharedIds::default(),
             findings: Vec::new(),
             counts: BTreeMap::new(),
             histos: Histos::default(),
             log: None,
             loss: LossTally::default(),
             order: HashMap::new(),
+            modern: Default::default(),
             last_sweep: now,
         }
     }
@@ -277,10 +288,18 @@ impl Ledger {
         };
         let session = stream.session.clone();
         let evicted = stream.push(id.clone(), hash, len, dispatched);
+        if let Some(old) = &evicted
+            && let Some(old_id) = &old.id
+        {
+            self.shared_ids.remove(old_id, old.hash, key);
+        }
         let gone = evicted
             .and_then(|e| e.id)
             .filter(|old| stream.entry_of(old).is_none());
         if let Some(id) = id {
+            if dispatched && len > 0 {
+                self.shared_ids.add(&id, hash, key);
+            }
             self.index_id(key, &id);
         }
         if let Some(old) = gone {
@@ -335,6 +354,7 @@ impl Ledger {
         self.sessions.retain(|_, s| {
             s.streams > 0
                 || !s.watches.is_empty()
+                || !s.truncations.is_empty()
                 || now.saturating_duration_since(s.last_active) < grace
         });
     }
@@ -345,6 +365,7 @@ impl Ledger {
         let Some(stream) = self.streams.remove(&key) else {
             return;
         };
+        self.shared_ids.remove_stream(key, &stream);
         let mut ids: Vec<String> = stream.remembered_ids().cloned().collect();
         if let Some(t) = stream.torn.as_ref().and_then(|t| t.id.clone()) {
             ids.push(t);

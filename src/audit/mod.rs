@@ -26,7 +26,9 @@
 //! (requests, resumes, JSON-RPC answers), [`events`] (responses, SSE events, cuts, leg ends),
 //! [`judge`] (replay rules), [`sequence`] (order and gaps across all legs of a logical stream,
 //! from counter ids and MCP progress values; pure), [`reissue`] (linking a call sent again to
-//! the call it replaces), [`watch`] (what the client does after a cut), [`stream`] (one
+//! the call it replaces), [`watch`] (what the client does after a cut), [`stateless`] (MCP
+//! 2026-07-28: `reexecuted`, `sent-after-cancel`), [`truncation`] (whether a client took a TLS
+//! truncation for the end of its call), [`stream`] (one
 //! stream's bounded ledger), [`rpc`], [`histo`], [`log`], [`finding`] (kinds and their class:
 //! loss, duplicate, order, client-bug, server-bug, info).
 //!
@@ -40,13 +42,16 @@ pub mod finding;
 pub mod histo;
 pub mod intake;
 pub mod judge;
+pub mod leak;
 pub mod ledger;
 pub mod log;
 pub mod order;
 pub mod reissue;
 pub mod rpc;
 pub mod sequence;
+pub mod stateless;
 pub mod stream;
+pub mod truncation;
 pub mod watch;
 
 pub use finding::{Finding, FindingClass, FindingKind, StreamRef};

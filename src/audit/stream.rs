@@ -202,6 +202,11 @@ impl Stream {
         Some(old)
     }
 
+    /// Every remembered entry, oldest first.
+    pub fn entries(&self) -> impl Iterator<Item = &Entry> {
+        self.ring.iter()
+    }
+
     /// The latest remembered entry carrying `id`.
     pub fn entry_of(&self, id: &str) -> Option<&Entry> {
         let ordinal = *self.id_pos.get(id)?;

@@ -113,6 +113,7 @@ impl Ledger {
         let ms = self.ms(now);
         let mut reconnect = Vec::new();
         let mut found = Vec::new();
+        let mut reissues = Vec::new();
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
@@ -140,6 +141,7 @@ impl Ledger {
                     {
                         let old = w.calls.remove(pos);
                         reconnect.push(w.stream);
+                        reissues.push((w.stream, old.id.clone(), id.to_string()));
                         let f = super::finding::Finding::new(
                             FindingKind::Reissued,
                             ms,
@@ -169,6 +171,9 @@ impl Ledger {
         }
         for f in found {
             self.emit(f);
+        }
+        for (key, old, new) in reissues {
+            self.judge_reexecution(now, key, &old, &new);
         }
     }
 
@@ -271,5 +276,6 @@ impl Ledger {
                 .detail(detail);
             self.emit(f);
         }
+        self.settle_truncations(now, finish);
     }
 }

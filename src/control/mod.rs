@@ -17,6 +17,7 @@
 //! [`catalog`] (the catalogue over [`crate::fault::registry`]), [`errors`].
 
 pub mod catalog;
+mod direct;
 pub mod errors;
 pub mod hub;
 pub mod metrics;
@@ -55,6 +56,12 @@ pub struct ApiConfig {
     pub cuts: Option<Arc<dyn CutsSource>>,
     /// Audit findings for `/findings` and `/metrics`.
     pub findings: Option<Arc<dyn FindingsSource>>,
+    /// Time a client has to send a request's headers, and then its body
+    /// ([`server::READ_TIMEOUT`] by default): a slow client cannot hold a connection slot.
+    pub read_timeout: std::time::Duration,
+    /// `Host` names accepted besides the loopback names and the address the client connected
+    /// to (`--api-allow-host`; see [`safety::check_host`]).
+    pub allowed_hosts: Vec<String>,
 }
 
 impl ApiConfig {
@@ -67,6 +74,8 @@ impl ApiConfig {
             max_body: safety::DEFAULT_MAX_BODY,
             cuts: None,
             findings: None,
+            read_timeout: server::READ_TIMEOUT,
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -86,6 +95,8 @@ pub struct ApiInner {
     cuts: Option<Arc<dyn CutsSource>>,
     findings: Option<Arc<dyn FindingsSource>>,
     counters: ApiCounters,
+    read_timeout: std::time::Duration,
+    allowed_hosts: Vec<String>,
 }
 
 impl ApiState {
@@ -100,6 +111,8 @@ impl ApiState {
                 cuts: config.cuts,
                 findings: config.findings,
                 counters: ApiCounters::default(),
+                read_timeout: config.read_timeout,
+                allowed_hosts: config.allowed_hosts,
             }),
         }
     }

@@ -6,6 +6,10 @@
 //! configured, a request without `Authorization: Bearer <token>` is answered 401 (compared in
 //! constant time). Bodies are limited: past the limit the answer is 413; the excess is read and
 //! discarded up to [`DRAIN_LIMIT`] so the client receives the answer instead of a reset.
+//!
+//! DNS rebinding (a page whose host name resolves to 127.0.0.1 once loaded) is refused by the
+//! `Host` allowlist, whatever the user agent: [`check_host`] accepts only the loopback names,
+//! the address the client connected to, and names the user allowed; anything else is 403.
 
 use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, StatusCode, header};
@@ -56,6 +60,49 @@ pub fn check_headers(headers: &HeaderMap, token: Option<&str>) -> Result<(), Api
         }
     }
     Ok(())
+}
+
+/// Refuses (403) a `Host` that is not `localhost`, a loopback address, the address the client
+/// connected to (`local`), or one of `allowed` (names, any port). A request without `Host`
+/// (HTTP/1.0 tools) passes: a browser always sends one.
+pub fn check_host(
+    headers: &HeaderMap,
+    local: std::net::SocketAddr,
+    allowed: &[String],
+) -> Result<(), ApiError> {
+    let Some(value) = headers.get(header::HOST) else {
+        return Ok(());
+    };
+    let host = value.to_str().unwrap_or_default().trim();
+    let name = host_name(host);
+    let ok = name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback() || ip == local.ip())
+        || allowed.iter().any(|a| a.eq_ignore_ascii_case(name));
+    if ok {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        StatusCode::FORBIDDEN,
+        format!(
+            "Host '{host}' is not allowed: the control API answers only localhost, loopback \
+             addresses and {} (a DNS-rebinding defence); to reach it by this name, start the \
+             proxy with --api-allow-host {name}",
+            local.ip()
+        ),
+    ))
+}
+
+/// The name part of a `Host` value (`[::1]:8474` → `::1`, `localhost:8474` → `localhost`).
+fn host_name(host: &str) -> &str {
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or_default();
+    }
+    match host.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    }
 }
 
 /// Equality whose time does not depend on where the inputs differ.
@@ -158,5 +205,41 @@ mod tests {
         assert!(!constant_time_eq(b"ab", b"abc"));
         assert!(!constant_time_eq(b"abcd", b"abc"));
         assert!(!constant_time_eq(b"", b"a"));
+    }
+}
+
+#[cfg(test)]
+mod host_tests {
+    use super::*;
+
+    fn check(host: &str) -> bool {
+        let mut h = HeaderMap::new();
+        h.insert(header::HOST, host.parse().expect("header value"));
+        let local = "10.1.2.3:8474".parse().expect("addr");
+        check_host(&h, local, &["proxy.lan".to_owned()]).is_ok()
+    }
+
+    #[test]
+    fn loopback_names_the_bound_address_and_allowed_names_pass_others_are_refused() {
+        for ok in [
+            "localhost",
+            "LOCALHOST:8474",
+            "127.0.0.1:8474",
+            "127.9.9.9",
+            "[::1]:8474",
+            "10.1.2.3:8474",
+            "proxy.lan:1",
+        ] {
+            assert!(check(ok), "{ok} passes");
+        }
+        for bad in [
+            "evil.example:8474",
+            "10.1.2.4:8474",
+            "localhost.evil",
+            "[::2]:1",
+        ] {
+            assert!(!check(bad), "{bad} is refused");
+        }
+        assert!(check_host(&HeaderMap::new(), "10.1.2.3:1".parse().expect("addr"), &[]).is_ok());
     }
 }

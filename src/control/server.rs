@@ -1,8 +1,10 @@
 //! The HTTP/1.1 server of the control API (hyper 1.x).
 //!
 //! Invariants: every request is answered (no input panics or hangs a handler: bodies are
-//! size-limited, headers must arrive within [`HEADER_TIMEOUT`]); the order of checks is
-//! browser refusal (403), token (401), route (404/405), body (413/400), handler; at most
+//! size-limited, headers must arrive within the read timeout ([`READ_TIMEOUT`] by default) and
+//! the body within the same time again, else the connection is closed (408 for a slow body), so
+//! slow clients cannot hold the connection slots); the order of checks is `Host` allowlist and
+//! browser refusal (403), token (401), route (404/405), body (413/400/408), handler; at most
 //! [`MAX_CONNECTIONS`] API connections are served at once; accept errors back off and never end
 //! the server; on shutdown the server stops accepting, lets in-flight requests finish for up to
 //! [`DRAIN_TIMEOUT`], then returns.
@@ -25,11 +27,12 @@ use tokio_util::task::TaskTracker;
 
 use super::errors::{ApiError, ControlError};
 use super::routes::{Route, dispatch, error_response};
-use super::safety::{check_headers, read_body};
+use super::safety::{check_headers, check_host, read_body};
 use super::{ApiInner, ApiState};
 
-/// Time a client has to send a request's headers.
-pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Time a client has to send a request's headers, and then its body (the default of
+/// [`super::ApiConfig::read_timeout`]).
+pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// API connections served at once.
 pub const MAX_CONNECTIONS: usize = 64;
 /// How long shutdown waits for in-flight requests.
@@ -69,15 +72,17 @@ pub async fn serve_api(
         backoff = Duration::from_millis(5);
         let inner = Arc::clone(&state.inner);
         let shutdown = shutdown.clone();
+        let local = stream.local_addr().unwrap_or(addr);
         tracker.spawn(async move {
             let _permit = permit;
+            let read_timeout = inner.read_timeout;
             let svc = service_fn(move |req| {
                 let inner = Arc::clone(&inner);
-                async move { Ok::<_, Infallible>(handle(&inner, req).await) }
+                async move { Ok::<_, Infallible>(handle(&inner, local, req).await) }
             });
             let conn = http1::Builder::new()
                 .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT)
+                .header_read_timeout(read_timeout)
                 .serve_connection(TokioIo::new(stream), svc);
             let mut conn = std::pin::pin!(conn);
             tokio::select! {
@@ -99,8 +104,12 @@ pub async fn serve_api(
 }
 
 /// Answers one request; records it in the API counters.
-async fn handle(api: &ApiInner, req: Request<Incoming>) -> Response<Full<Bytes>> {
-    let (label, result) = answer(api, req).await;
+async fn handle(
+    api: &ApiInner,
+    local: std::net::SocketAddr,
+    req: Request<Incoming>,
+) -> Response<Full<Bytes>> {
+    let (label, result) = answer(api, local, req).await;
     let response = match result {
         Ok(r) => r,
         Err(e) => {
@@ -111,7 +120,10 @@ async fn handle(api: &ApiInner, req: Request<Incoming>) -> Response<Full<Bytes>>
                     header::HeaderValue::from_static("Bearer"),
                 );
             }
-            if e.status == StatusCode::PAYLOAD_TOO_LARGE {
+            if matches!(
+                e.status,
+                StatusCode::PAYLOAD_TOO_LARGE | StatusCode::REQUEST_TIMEOUT
+            ) {
                 r.headers_mut().insert(
                     header::CONNECTION,
                     header::HeaderValue::from_static("close"),
@@ -126,8 +138,13 @@ async fn handle(api: &ApiInner, req: Request<Incoming>) -> Response<Full<Bytes>>
 
 async fn answer(
     api: &ApiInner,
+    local: std::net::SocketAddr,
     req: Request<Incoming>,
 ) -> (&'static str, Result<Response<Full<Bytes>>, ApiError>) {
+    if let Err(e) = check_host(req.headers(), local, &api.allowed_hosts) {
+        tracing::warn!(host = ?req.headers().get(http::header::HOST), "control API: Host refused");
+        return ("Refused", Err(e));
+    }
     if let Err(e) = check_headers(req.headers(), api.token.as_deref()) {
         return ("Refused", Err(e));
     }
@@ -150,9 +167,17 @@ async fn answer(
         return ("MethodNotAllowed", Ok(r));
     };
     let (parts, body) = req.into_parts();
-    let body = match read_body(&parts.headers, body, api.max_body).await {
-        Ok(b) => b,
-        Err(e) => return (label, Err(e)),
+    let read = read_body(&parts.headers, body, api.max_body);
+    let body = match tokio::time::timeout(api.read_timeout, read).await {
+        Ok(Ok(b)) => b,
+        Ok(Err(e)) => return (label, Err(e)),
+        Err(_) => {
+            let why = format!(
+                "request body not received within {:?}; send the whole body at once",
+                api.read_timeout
+            );
+            return (label, Err(ApiError::new(StatusCode::REQUEST_TIMEOUT, why)));
+        }
     };
     (label, dispatch(api, route, &method, body).await)
 }

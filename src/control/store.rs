@@ -147,7 +147,8 @@ impl ProxyEntry {
         }
         self.ordered()
             .filter_map(|t| match &t.fault {
-                ToxicFault::Conn(f) => Some(Arc::clone(f)),
+                // Named: a live edit keeps the state of the toxics it does not change.
+                ToxicFault::Conn(f) => Some(crate::fault::named(t.name.clone(), Arc::clone(f))),
                 _ => None,
             })
             .collect()

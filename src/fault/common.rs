@@ -3,7 +3,9 @@
 //!
 //! Invariant: [`Factory::instantiate`] draws exactly one `f64` from the connection RNG for the
 //! probability before the kind draws anything, whatever the probability, so the decisions of one
-//! seed do not shift when a probability changes; probability 0 never fires, 1 always fires.
+//! seed do not shift when a probability changes; probability 0 never fires, 1 always fires. A
+//! live edit re-makes a changed fault with the draw the connection already made
+//! ([`FaultFactory::instantiate_drawn`]): the draw is never rolled again.
 
 use std::sync::Arc;
 
@@ -72,7 +74,7 @@ impl Common {
 }
 
 /// A kind's validated configuration, which makes one fault per connection.
-pub trait KindConfig: Send + Sync + 'static {
+pub trait KindConfig: std::fmt::Debug + Send + Sync + 'static {
     /// The kind's name.
     const KIND: &'static str;
     /// A fault for a connection opened at `now` (the probability already fired).
@@ -105,8 +107,22 @@ impl<C: KindConfig> FaultFactory for Factory<C> {
     }
 
     fn instantiate(&self, rng: &mut ConnRng, now: Instant) -> Option<Box<dyn Fault>> {
-        let draw: f64 = rng.random();
-        (draw < self.common.probability).then(|| self.config.make(rng, now))
+        self.instantiate_drawn(None, rng, now).1
+    }
+
+    fn instantiate_drawn(
+        &self,
+        draw: Option<f64>,
+        rng: &mut ConnRng,
+        now: Instant,
+    ) -> (Option<f64>, Option<Box<dyn Fault>>) {
+        let draw: f64 = draw.unwrap_or_else(|| rng.random());
+        let fault = (draw < self.common.probability).then(|| self.config.make(rng, now));
+        (Some(draw), fault)
+    }
+
+    fn fingerprint(&self) -> String {
+        format!("{}{:?}{:?}", C::KIND, self.common, self.config)
     }
 }
 

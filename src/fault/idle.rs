@@ -75,6 +75,17 @@ impl Fault for Idle {
         self.last = self.last.max(chunk.arrived);
     }
 
+    /// The last activity: an edited `idle_ms` counts from it, not from the edit.
+    fn hand_over(&mut self) -> Option<Box<dyn std::any::Any + Send>> {
+        Some(Box::new(self.last))
+    }
+
+    fn take_over(&mut self, state: Box<dyn std::any::Any + Send>) {
+        if let Ok(last) = state.downcast::<Instant>() {
+            self.last = self.last.max(*last);
+        }
+    }
+
     fn deadline(&self) -> Option<Deadline> {
         Some(Deadline {
             at: self.last + self.cfg.idle,

@@ -204,6 +204,19 @@ pub trait Fault: Send {
     fn unseen(&self) -> Unseen {
         Unseen::Never
     }
+
+    /// A live edit changed this fault's definition: the state that still means the same under
+    /// the new definition (handed to the new instance's [`Fault::take_over`]). Default: none;
+    /// the new instance starts from the connection's start time and the stream offsets alone.
+    fn hand_over(&mut self) -> Option<Box<dyn std::any::Any + Send>> {
+        None
+    }
+
+    /// Takes the state a previous instance of the same fault handed over (ignored when it is
+    /// not this kind's).
+    fn take_over(&mut self, state: Box<dyn std::any::Any + Send>) {
+        let _ = state;
+    }
 }
 
 /// Makes a fault for each new connection (and decides, with `probability`, whether it fires on
@@ -215,6 +228,80 @@ pub trait FaultFactory: Send + Sync {
     fn direction(&self) -> Direction;
     /// A new instance for one connection, or `None` when it does not fire there.
     fn instantiate(&self, rng: &mut ConnRng, now: Instant) -> Option<Box<dyn Fault>>;
+
+    /// Like [`FaultFactory::instantiate`], with the connection's probability draw kept across
+    /// live edits: `draw` is the draw made earlier for this fault on this connection (`None`:
+    /// make it now). Returns the draw used (`None` for factories without one) and the instance.
+    fn instantiate_drawn(
+        &self,
+        draw: Option<f64>,
+        rng: &mut ConnRng,
+        now: Instant,
+    ) -> (Option<f64>, Option<Box<dyn Fault>>) {
+        let _ = draw;
+        (None, self.instantiate(rng, now))
+    }
+
+    /// The fault's identity across live edits (a toxic's or a profile fault's name); `None`
+    /// for unnamed factories, which are identified by kind, direction and rank.
+    fn name(&self) -> Option<&str> {
+        None
+    }
+
+    /// Equal fingerprints mean the same definition (a live edit leaves such a fault alone).
+    /// Default: the factory's address, so only the same factory object is "unchanged".
+    fn fingerprint(&self) -> String {
+        format!("{:p}", std::ptr::from_ref(self).cast::<()>())
+    }
+}
+
+/// A factory with a name: the identity a live edit matches faults by (see
+/// [`FaultFactory::name`]). Every other method is the inner factory's.
+pub struct Named {
+    name: String,
+    inner: std::sync::Arc<dyn FaultFactory>,
+}
+
+/// Names `inner` (a toxic's or a profile fault's name).
+pub fn named(
+    name: impl Into<String>,
+    inner: std::sync::Arc<dyn FaultFactory>,
+) -> std::sync::Arc<dyn FaultFactory> {
+    std::sync::Arc::new(Named {
+        name: name.into(),
+        inner,
+    })
+}
+
+impl FaultFactory for Named {
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+
+    fn direction(&self) -> Direction {
+        self.inner.direction()
+    }
+
+    fn instantiate(&self, rng: &mut ConnRng, now: Instant) -> Option<Box<dyn Fault>> {
+        self.inner.instantiate(rng, now)
+    }
+
+    fn instantiate_drawn(
+        &self,
+        draw: Option<f64>,
+        rng: &mut ConnRng,
+        now: Instant,
+    ) -> (Option<f64>, Option<Box<dyn Fault>>) {
+        self.inner.instantiate_drawn(draw, rng, now)
+    }
+
+    fn name(&self) -> Option<&str> {
+        Some(&self.name)
+    }
+
+    fn fingerprint(&self) -> String {
+        self.inner.fingerprint()
+    }
 }
 
 /// The per-connection random stream: one seed reproduces every decision of a run.

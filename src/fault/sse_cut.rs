@@ -217,6 +217,10 @@ impl FaultFactory for SseCutFactory {
             aim: None,
         }))
     }
+
+    fn fingerprint(&self) -> String {
+        format!("{KIND}{:?}", self.0)
+    }
 }
 
 /// What one stream aims at.
@@ -313,6 +317,18 @@ fn pick(weights: &[(SseClass, f64)], u: f64) -> SseClass {
 impl Fault for SseCut {
     fn kind(&self) -> &'static str {
         KIND
+    }
+
+    /// The current stream and its decision: an edited `sse_cut` applies from the next stream,
+    /// so one stream is never aimed at twice (nor cut twice).
+    fn hand_over(&mut self) -> Option<Box<dyn std::any::Any + Send>> {
+        Some(Box::new((self.stream, self.aim)))
+    }
+
+    fn take_over(&mut self, state: Box<dyn std::any::Any + Send>) {
+        if let Ok(s) = state.downcast::<(Option<u64>, Option<Aim>)>() {
+            (self.stream, self.aim) = *s;
+        }
     }
 
     fn on_chunk(&mut self, chunk: &Chunk<'_>, plan: &mut Plan, rng: &mut ConnRng) {

@@ -113,6 +113,13 @@ pub struct Args {
     /// Live sessions beyond this many are refused with 503.
     #[arg(long, default_value_t = 10_000)]
     pub max_sessions: usize,
+    /// A session no request and no connected reader has used for this long ends (0 = never).
+    #[arg(long, value_parser = parse_duration, default_value = "10m")]
+    pub session_idle: Duration,
+    /// Time a client has to send request headers (also the keep-alive idle limit), and then a
+    /// POST body.
+    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    pub read_timeout: Duration,
     /// Serve HTTPS (--tls-cert/--tls-key, or --tls-self-signed).
     #[command(flatten)]
     pub tls: crate::tls::cli::ServerTlsArgs,
@@ -146,6 +153,8 @@ impl Args {
             keepalive: self.keepalive.filter(|d| !d.is_zero()),
             retry: self.retry,
             max_sessions: self.max_sessions,
+            session_idle: (!self.session_idle.is_zero()).then_some(self.session_idle),
+            read_timeout: self.read_timeout,
             bug: self.bug,
             ids: self.ids,
             plain_path: self.plain_path.clone(),

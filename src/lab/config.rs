@@ -147,6 +147,12 @@ pub struct LabConfig {
     pub max_sessions: usize,
     /// Connections beyond this many wait for a slot before being served.
     pub max_connections: usize,
+    /// A session no request has named and no reader has followed for this long ends (its
+    /// producers stop; later requests naming it get 404). `None`: sessions live until DELETE.
+    pub session_idle: Option<Duration>,
+    /// Time a client has to send a request's headers, and then a POST body: slow clients
+    /// cannot hold connection slots.
+    pub read_timeout: Duration,
     /// Largest accepted POST body; larger ones get 413.
     pub max_body_bytes: usize,
     /// Largest `size` the `blob` tool accepts.
@@ -171,6 +177,12 @@ pub struct LabConfig {
     /// Records what the lab emitted per leg (see [`crate::lab::truth`]); `None`: no record.
     pub truth: Option<std::sync::Arc<super::truth::LabTruth>>,
 }
+
+/// Default of [`LabConfig::session_idle`].
+pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(600);
+
+/// Default of [`LabConfig::read_timeout`].
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A shared counter of side effects (the `append` tool's state), readable by whoever built
 /// the config (tests, `tearline replay`).
@@ -211,6 +223,8 @@ impl Default for LabConfig {
             retry: Duration::from_millis(1000),
             max_sessions: 10_000,
             max_connections: 8_192,
+            session_idle: Some(DEFAULT_SESSION_IDLE),
+            read_timeout: DEFAULT_READ_TIMEOUT,
             max_body_bytes: 1 << 20,
             max_blob_bytes: 256 << 20,
             narrow: false,

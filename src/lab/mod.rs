@@ -23,8 +23,10 @@
 //!   stream carrying, in order: the priming event (2025-11-25), then every request's events.
 //! - `GET` with `Last-Event-ID: <stream>-<seq>` → resume of that stream (see below). `GET`
 //!   without it → 405 (the lab has no standalone stream). `DELETE` → 200 and the session ends.
-//!   Sessions live until DELETE or server shutdown (no idle expiry); at most
-//!   [`LabConfig::max_sessions`] exist at once.
+//!   Sessions live until DELETE, server shutdown, or [`LabConfig::session_idle`] (default
+//!   10 min) without a request naming them or a connected reader; at most
+//!   [`LabConfig::max_sessions`] exist at once. Headers must arrive within
+//!   [`LabConfig::read_timeout`], and a POST body within it again (else 408).
 //! - Errors, always with a JSON-RPC error body: 400 missing `Mcp-Session-Id`, invalid JSON
 //!   (-32700), not a JSON-RPC message (-32600), unsupported `MCP-Protocol-Version`, or a
 //!   `Last-Event-ID` naming no event of the session; 401 missing/invalid lab token (auth on);
@@ -107,6 +109,8 @@ pub mod bugs;
 pub mod cli;
 pub mod config;
 mod delivery;
+#[doc(hidden)]
+pub mod direct;
 mod http;
 mod legs;
 pub mod plain;
@@ -190,6 +194,11 @@ pub async fn serve_tls(
         shutdown: shutdown.child_token(),
         tasks: TaskTracker::new(),
     });
+    if let Some(idle) = shared.cfg.session_idle {
+        shared
+            .tasks
+            .spawn(expire_sessions(Arc::clone(&shared), idle));
+    }
     let mut backoff = Duration::from_millis(5);
     loop {
         let permit = tokio::select! {
@@ -233,6 +242,8 @@ pub async fn serve_tls(
             let svc_shared = Arc::clone(&conn_shared);
             let svc = service_fn(move |req| http::handle(Arc::clone(&svc_shared), req));
             let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(conn_shared.cfg.read_timeout)
                 .serve_connection(TokioIo::new(stream), svc);
             tokio::select! {
                 r = conn => if let Err(e) = r {
@@ -246,4 +257,24 @@ pub async fn serve_tls(
     shared.tasks.close();
     shared.tasks.wait().await;
     Ok(())
+}
+
+/// Ends sessions idle for longer than `idle`, checking four times per `idle`.
+async fn expire_sessions(shared: Arc<Shared>, idle: Duration) {
+    let mut tick = tokio::time::interval((idle / 4).max(Duration::from_millis(10)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = shared.shutdown.cancelled() => return,
+        }
+        let gone = shared.sessions.expire(idle);
+        if !gone.is_empty() {
+            tracing::info!(
+                count = gone.len(),
+                ?idle,
+                "lab sessions expired after idling"
+            );
+        }
+    }
 }

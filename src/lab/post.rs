@@ -65,10 +65,17 @@ where
     if let Err(resp) = check_version(&headers) {
         return *resp;
     }
-    let body = match Limited::new(req.into_body(), shared.cfg.max_body_bytes)
-        .collect()
-        .await
-    {
+    let read = Limited::new(req.into_body(), shared.cfg.max_body_bytes).collect();
+    let Ok(read) = tokio::time::timeout(shared.cfg.read_timeout, read).await else {
+        tracing::debug!("lab: POST body not received within the read timeout");
+        return rpc_error(
+            StatusCode::REQUEST_TIMEOUT,
+            Value::Null,
+            INVALID_REQUEST,
+            "request body not received in time",
+        );
+    };
+    let body = match read {
         Ok(b) => b.to_bytes(),
         Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
             return rpc_error(

@@ -243,6 +243,11 @@ impl Ring {
         }
     }
 
+    /// Whether any stream has an attached reader.
+    pub fn has_readers(&self) -> bool {
+        !self.attached.is_empty()
+    }
+
     /// Events of `stream` pushed but not yet taken by its attached reader (`None`: no reader).
     pub fn backlog(&self, stream: u64) -> Option<u64> {
         let (_, want) = self.attached.get(&stream)?;

@@ -6,6 +6,9 @@
 //! - Event ids are `<stream>-<seq>`; the stream number is unique within the session, so an id
 //!   names exactly one stream and a resume can never reach another stream's events.
 //! - Producers push into the ring whether or not a client is connected; readers only read.
+//! - A session is idle while no reader is attached; its idle clock restarts at every request
+//!   that names it and when its last reader detaches. [`Sessions::expire`] ends (cancels) the
+//!   sessions idle for longer than the limit, exactly as a DELETE would.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -33,6 +36,8 @@ pub struct Session {
     /// In-flight request ids (JSON text) → the token of the producer answering them.
     inflight: Mutex<HashMap<String, CancellationToken>>,
     ids: IdNamer,
+    /// When a request last named the session or its last reader detached.
+    last_used: Mutex<std::time::Instant>,
 }
 
 impl Session {
@@ -53,6 +58,7 @@ impl Session {
             capacity: capacity.max(1),
             inflight: Mutex::new(HashMap::new()),
             ids: IdNamer::default(),
+            last_used: Mutex::new(std::time::Instant::now()),
         }
     }
 
@@ -165,7 +171,22 @@ impl Session {
     /// Detaches a reader (its connection is gone) and wakes producers waiting for it.
     pub fn detach(&self, stream: u64, reader: u64) {
         self.ring().detach(stream, reader);
+        self.touch();
         self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Restarts the idle clock.
+    pub fn touch(&self) {
+        *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = std::time::Instant::now();
+    }
+
+    /// How long the session has been idle (zero while a reader is attached).
+    pub fn idle_for(&self, now: std::time::Instant) -> std::time::Duration {
+        if self.ring().has_readers() {
+            return std::time::Duration::ZERO;
+        }
+        let last = *self.last_used.lock().unwrap_or_else(|p| p.into_inner());
+        now.saturating_duration_since(last)
     }
 
     /// Waits until `stream` has no attached reader or its reader lags by fewer than `limit`
@@ -273,9 +294,30 @@ impl Sessions {
         Ok(session)
     }
 
-    /// The session named `id`.
+    /// The session named `id` (a use: its idle clock restarts).
     pub fn get(&self, id: &str) -> Option<Arc<Session>> {
-        self.map().get(id).cloned()
+        let s = self.map().get(id).cloned();
+        if let Some(s) = &s {
+            s.touch();
+        }
+        s
+    }
+
+    /// Ends every session idle for longer than `limit` (as DELETE does); returns their ids.
+    pub fn expire(&self, limit: std::time::Duration) -> Vec<String> {
+        let now = std::time::Instant::now();
+        let mut map = self.map();
+        let stale: Vec<String> = map
+            .iter()
+            .filter(|(_, s)| s.idle_for(now) > limit)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &stale {
+            if let Some(s) = map.remove(id) {
+                s.cancel.cancel();
+            }
+        }
+        stale
     }
 
     /// Ends the session named `id` (its producers stop); `false` if there was none.
@@ -323,5 +365,29 @@ mod tests {
         assert!(table.remove(&s.id));
         assert!(s.cancel.is_cancelled());
         assert!(table.get(&s.id).is_none());
+    }
+
+    #[test]
+    fn expiry_ends_idle_sessions_and_spares_those_with_a_reader() {
+        let root = CancellationToken::new();
+        let table = Sessions::new(4, 4, None);
+        let mk = || {
+            table
+                .create(ProtocolVersion::V2025_11_25, &root)
+                .unwrap_or_else(|_| panic!("session fits"))
+        };
+        let (idle, read) = (mk(), mk());
+        let stream = read.open_stream();
+        read.attach(stream, 0);
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let expired = table.expire(std::time::Duration::from_millis(10));
+        assert_eq!(expired, std::slice::from_ref(&idle.id));
+        assert!(idle.cancel.is_cancelled());
+        assert!(table.get(&idle.id).is_none());
+        assert!(
+            table.get(&read.id).is_some(),
+            "a session with a reader stays"
+        );
+        assert!(table.expire(std::time::Duration::from_secs(60)).is_empty());
     }
 }

@@ -17,6 +17,9 @@
 //! - A call uses at most `max_attempts` connections and ends by `call_timeout` after its start.
 //! - `reissues` counts requests sent again after the previous one reached the server (a
 //!   response head came back); a POST that never connected is retried, not re-issued.
+//! - A session the client abandons (to renegotiate) is ended with a DELETE first, within
+//!   [`ABANDON_BUDGET`], unless the server already said it is gone (404); a failed DELETE is
+//!   only logged.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -30,6 +33,9 @@ use super::histo::{self, Histograms};
 use super::policy::{Judgement, RequestStream};
 use super::session::Session;
 use super::stats::{CallEnd, CallTrace, Counters, ResumeAnswer};
+
+/// Longest wait for the DELETE of an abandoned session.
+pub const ABANDON_BUDGET: Duration = Duration::from_secs(1);
 use super::truth::ClientLeg;
 
 /// The state and records of one session task.
@@ -94,6 +100,17 @@ impl Worker {
         end
     }
 
+    /// Drops the session (the next attempt renegotiates); with `delete`, first tells the
+    /// server with a DELETE so it does not keep the abandoned session until it expires.
+    async fn abandon(&mut self, delete: bool) {
+        if let Some(s) = self.session.take()
+            && delete
+        {
+            let budget = self.cfg.connect_timeout.min(ABANDON_BUDGET);
+            s.delete(budget).await;
+        }
+    }
+
     async fn backoff(&self, delay: Duration, deadline: Instant) {
         let delay = delay.min(self.cfg.max_backoff);
         tokio::time::sleep_until((Instant::now() + delay).min(deadline)).await;
@@ -121,6 +138,9 @@ impl Worker {
         let mut had_session = self.session.is_some();
         // The reconnection time persists across the call's connections (WHATWG).
         let mut retry: Option<u64> = None;
+        // Seed 000: this call's resumes carry the narrowed refresh token until the strict
+        // client re-authorizes (see `LoadConfig::resume_token`).
+        let mut narrowed = cfg.resume_token.is_some();
         for _ in 0..cfg.max_attempts.max(1) {
             if Instant::now() >= deadline {
                 break;
@@ -168,6 +188,7 @@ impl Worker {
                     if let Some(l) = &mut leg {
                         l.cursor = Some(c.clone());
                     }
+                    session.resume_token = cfg.resume_token.clone().filter(|_| narrowed);
                     let r = session.send("GET", b"", Some(&c), deadline, true).await;
                     step = Step::Resume {
                         cursor: c,
@@ -237,7 +258,8 @@ impl Worker {
                         },
                     );
                 }
-                self.session = None;
+                // A 404 says the session is already gone; any other refusal leaves it open.
+                self.abandon(resp.status != 404).await;
                 step = Step::Issue;
                 if policy == Policy::Naive && (resuming || resp.status != 404) {
                     return CallEnd::Failed;
@@ -313,13 +335,23 @@ impl Worker {
                         self.counters.explicit_errors += 1;
                     }
                     self.error(got.stop.label());
-                    self.session = None;
+                    self.abandon(true).await;
                     continue;
                 }
                 Stop::CleanEnd | Stop::Broken(_) => {}
             }
             if policy == Policy::Strict && got.partial {
                 self.counters.torn_detections += 1;
+            }
+            if policy == Policy::Strict
+                && resuming
+                && narrowed
+                && matches!(got.stop, Stop::CleanEnd)
+            {
+                // Seed 000: a clean end is not completion; the narrowed audience may have hidden
+                // this call's events. Re-authorize with the full token and resume again.
+                narrowed = false;
+                self.error("clean-end-call-pending");
             }
             open_trace = self.story(rq.request_id, &got);
             if policy == Policy::Naive && matches!(got.stop, Stop::CleanEnd) {

@@ -31,8 +31,24 @@ pub use crate::units::parse_duration;
       --segment 2/4 --start-at 2026-11-30T14:00:00Z --report-dir out/agent-2
   # then, anywhere: tearline report merge out/agent-* -o out/merged --fail-on 'p99(call)>2s'
 
+  # Seed 000 by hand: per-tool audiences, a resume under a narrowed refresh token
+  tearline serve --auth --on-unauthorized silent-end &
+  tearline load --target http://127.0.0.1:8931/mcp --tool fetch --args '{\"url\":\"u\",\"n\":8}' \\
+      --token aud=https://lab/tools/search,https://lab/tools/fetch \\
+      --resume-token aud=https://lab/tools/search --policy both
+
   # Over HTTPS, through `tearline proxy --tls-self-signed` (trust the CA it printed)
   tearline load --target https://localhost:7443/mcp --cacert ~/.local/share/tearline/ca/ca.pem
+
+  # A client with a known bug, for checking the audit: after a cut resume, resume again with
+  # the original cursor (`tearline proxy --audit` must report cursor-behind)
+  tearline load --target http://127.0.0.1:8931/mcp --calls 50 --client-bug stale-cursor
+
+  # What a browser's EventSource does (no MCP, no session): GET the URL, resume with
+  # Last-Event-ID after every cut, plus a /favicon.ico side request on the same connection pool;
+  # e.g. against `tearline serve --plain-path /events` behind `tearline proxy`
+  tearline load --client eventsource --target http://127.0.0.1:8931/events \
+      --side-path /favicon.ico --max-attempts 8 --timeout 30s
 
 Policies:
   strict  cursor = last dispatched event id; a partial event at a disconnect is a torn-boundary
@@ -92,9 +108,34 @@ pub struct Args {
     /// `aud=https://lab/tools/search,https://lab/tools/fetch` (see `tearline serve --auth`).
     #[arg(long)]
     pub token: Option<String>,
+    /// MCP 2026-07-28: re-issue a cut call even when the tool is not declared idempotent (a
+    /// retry layer that ignores annotations; the proxy's audit reports `reexecuted` when the
+    /// first execution had visibly started). Default: only idempotent tools are re-issued.
+    #[arg(long)]
+    pub reissue_unsafe: bool,
+    /// Token presented on a call's first resume after a cut instead of --token: a refresh
+    /// that narrowed the audience (seed 000), e.g. `aud=https://lab/tools/search` while
+    /// calling `fetch`. Strict re-authorizes with --token when that resume ends cleanly with
+    /// its call pending; naive takes the clean end as completion.
+    #[arg(long, value_name = "TOKEN")]
+    pub resume_token: Option<String>,
     /// Print the summary as JSON (with the disconnect stories).
     #[arg(long)]
     pub json: bool,
+    /// Which client: `mcp` (MCP Streamable HTTP sessions, the default) or `eventsource` (one
+    /// browser-like EventSource: plain GETs of --target resumed by `Last-Event-ID`, no MCP; it
+    /// uses --max-attempts as its connection budget, --timeout as its whole budget, --backoff,
+    /// --side-path and --json, and ignores the session and call flags).
+    #[arg(long, value_enum, default_value = "mcp")]
+    pub client: ClientKind,
+    /// Misbehave on purpose, to check that an audit flags it. `stale-cursor`: after a resume
+    /// is itself cut, resume again with the cursor that resume used (mcp client only).
+    #[arg(long, value_enum)]
+    pub client_bug: Option<ClientBug>,
+    /// EventSource client: after the first interruption, also GET this path (e.g.
+    /// /favicon.ico) on the same connection pool, as a browser tab does.
+    #[arg(long, value_name = "PATH")]
+    pub side_path: Option<String>,
     /// Run only share I of N of the plan (`2/8`: the second of eight agents). Sessions are
     /// split exactly; --rate stays the plan's rate and each session keeps its plan-wide
     /// pacing; --calls is split exactly (closed loop) or, with --rate, each agent makes the
@@ -138,6 +179,22 @@ pub enum PolicyArg {
     Both,
 }
 
+/// `--client` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ClientKind {
+    /// MCP Streamable HTTP sessions.
+    Mcp,
+    /// A browser-like EventSource (plain SSE, no MCP).
+    Eventsource,
+}
+
+/// `--client-bug` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ClientBug {
+    /// After a cut resume, resume again with the original cursor.
+    StaleCursor,
+}
+
 /// Why `tearline load` failed.
 #[derive(Debug, Error)]
 pub enum CliError {
@@ -153,6 +210,15 @@ pub enum CliError {
     /// The report directory could not be written.
     #[error("cannot write the report directory")]
     Report(#[from] crate::report::ReportError),
+    /// Flags that do not go together.
+    #[error("{0}")]
+    Flags(&'static str),
+    /// The EventSource client ended without the feed's final event.
+    #[error(
+        "the EventSource feed did not complete ({0}); raise --max-attempts or --timeout, or \
+         check that --target serves text/event-stream"
+    )]
+    Incomplete(String),
 }
 
 /// Builds the run configuration from the flags.
@@ -182,14 +248,25 @@ pub fn config(args: &Args) -> Result<LoadConfig, CliError> {
     };
     cfg.era = args.era;
     cfg.token.clone_from(&args.token);
+    cfg.reissue_unsafe = args.reissue_unsafe;
+    cfg.resume_token.clone_from(&args.resume_token);
     cfg.progress = true;
     cfg.segment = args.segment;
     cfg.start_at = args.start_at;
+    cfg.stale_cursor = args.client_bug == Some(ClientBug::StaleCursor);
     Ok(cfg)
 }
 
 /// Runs `tearline load`.
 pub async fn run(args: Args) -> Result<ExitCode, CliError> {
+    if args.client == ClientKind::Eventsource {
+        return super::eventsource_cli::run(&args).await;
+    }
+    if args.side_path.is_some() {
+        return Err(CliError::Flags(
+            "--side-path is for --client eventsource; drop it for the MCP client",
+        ));
+    }
     let base = config(&args)?;
     let policies: &[Policy] = match args.policy {
         PolicyArg::Strict => &[Policy::Strict],

@@ -214,6 +214,16 @@ pub struct LoadConfig {
     /// A bearer token sent on every request (`Authorization: Bearer <token>`), e.g. a lab
     /// audience token `aud=https://lab/tools/search`.
     pub token: Option<String>,
+    /// MCP 2026-07-28: re-issue a cut call even when its tool is not declared idempotent, as a
+    /// retry layer that ignores tool annotations does (the audit then reports `reexecuted`
+    /// when the first execution had visibly started). Off by default.
+    pub reissue_unsafe: bool,
+    /// Seed 000: the token presented on a call's first resume GET after a cut — a refreshed
+    /// token whose audience was narrowed (e.g. `aud=https://lab/tools/search` while the call is
+    /// `fetch`). The strict client, seeing that resume end cleanly with its call pending,
+    /// re-authorizes with `token` and resumes again from its cursor; the naive one takes the
+    /// clean end as completion. `None`: every request carries `token`.
+    pub resume_token: Option<String>,
     /// Client bug `stale-cursor`: after a resume is cut, resume again with the cursor that
     /// resume used (not the newer one it reached).
     pub stale_cursor: bool,
@@ -254,6 +264,8 @@ impl LoadConfig {
             start_at: None,
             era: super::era::EraChoice::Auto,
             token: None,
+            reissue_unsafe: false,
+            resume_token: None,
             stale_cursor: false,
             truth: None,
         }

@@ -41,7 +41,7 @@ pub struct EventSourceConfig {
 }
 
 /// How the client ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct EventSourceOutcome {
     /// Events dispatched over all connections.
     pub events: u64,

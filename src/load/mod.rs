@@ -26,6 +26,7 @@ pub mod config;
 pub mod consume;
 pub mod era;
 pub mod eventsource;
+pub mod eventsource_cli;
 pub mod histo;
 pub mod http;
 pub mod policy;

@@ -80,6 +80,9 @@ pub struct Session {
     /// Whether the called tool is declared idempotent in `tools/list` (read in modern sessions).
     pub repeat_safe: bool,
     token: Option<String>,
+    /// Presented instead of `token` on resume GETs while set (seed 000's narrowed refresh;
+    /// see [`LoadConfig::resume_token`]).
+    pub resume_token: Option<String>,
 }
 
 impl Session {
@@ -95,6 +98,7 @@ impl Session {
             modern: false,
             repeat_safe: false,
             token: config.token.clone(),
+            resume_token: None,
         };
         // Era detection (see `era.rs`): a modern session needs no initialize.
         if config.era != super::era::EraChoice::Legacy
@@ -191,7 +195,7 @@ impl Session {
             .map_err(SessionError::Http)?;
         let list = read_response(&mut resp, id, deadline).await?;
         self.recycle(resp.body);
-        self.repeat_safe = era::declared_idempotent(&list, &config.tool);
+        self.repeat_safe = config.reissue_unsafe || era::declared_idempotent(&list, &config.tool);
         Ok(true)
     }
 
@@ -214,7 +218,11 @@ impl Session {
     ) -> Result<Response, HttpError> {
         let session_id = self.id.clone();
         let version = self.protocol_version.clone();
-        let bearer = self.token.as_ref().map(|t| format!("Bearer {t}"));
+        let token = match (last_event_id, &self.resume_token) {
+            (Some(_), Some(narrowed)) => Some(narrowed),
+            _ => self.token.as_ref(),
+        };
+        let bearer = token.map(|t| format!("Bearer {t}"));
         // 2026-07-28: `_meta` in the body, method and name mirrored into headers.
         let modern = (self.modern && method == "POST")
             .then(|| super::era::modernize(body))
@@ -262,6 +270,25 @@ impl Session {
             .min(deadline.saturating_duration_since(Instant::now()));
         let conn = Conn::connect(&self.target, budget).await?;
         conn.send(&self.target, &req, deadline).await
+    }
+
+    /// Ends the session at the server (`DELETE` with its `Mcp-Session-Id`) within `budget`;
+    /// nothing to do for a session without an id (2026-07-28, or a server that gave none).
+    /// Failures are logged: the server's idle expiry is the fallback.
+    pub async fn delete(mut self, budget: std::time::Duration) {
+        let Some(id) = self.id.clone().filter(|_| !self.modern) else {
+            return;
+        };
+        let deadline = Instant::now() + budget;
+        match self.send("DELETE", b"", None, deadline, true).await {
+            Ok(mut resp) => {
+                let _ = resp.body.read_all(deadline).await;
+                tracing::debug!(session = %id, status = resp.status, "abandoned session deleted");
+            }
+            Err(e) => {
+                tracing::debug!(session = %id, error = %e, "DELETE of an abandoned session failed")
+            }
+        }
     }
 
     /// Keeps the connection of a finished response for the next request, if reusable.

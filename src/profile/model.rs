@@ -105,7 +105,8 @@ impl Profile {
         self.faults_for(proxy)
             .filter(|f| phase.faults.contains(&f.name))
             .filter_map(|f| match &f.built {
-                Built::Conn(c) => Some(Arc::clone(c)),
+                // Named: a reload or phase step keeps the state of faults it does not change.
+                Built::Conn(c) => Some(crate::fault::named(f.name.clone(), Arc::clone(c))),
                 Built::Outage(_) => None,
             })
             .collect()
@@ -131,7 +132,8 @@ impl Profile {
     fn all_factories_for(&self, proxy: Option<&str>) -> Vec<Arc<dyn FaultFactory>> {
         self.faults_for(proxy)
             .filter_map(|f| match &f.built {
-                Built::Conn(c) => Some(Arc::clone(c)),
+                // Named: a reload or phase step keeps the state of faults it does not change.
+                Built::Conn(c) => Some(crate::fault::named(f.name.clone(), Arc::clone(c))),
                 Built::Outage(_) => None,
             })
             .collect()

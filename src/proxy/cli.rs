@@ -54,7 +54,8 @@ Sizes accept B, KiB, MiB (and K, M, KB, MB); durations accept ms, s, m.
       --upstream-ca server-ca.pem --tls-self-signed --profile profiles/reset-250ms.toml
 
 The control API (Toxiproxy-compatible, plus /cuts, /findings, /metrics) listens on
-127.0.0.1:8474 unless --api says otherwise; browser-originated requests are refused.
+127.0.0.1:8474 unless --api says otherwise; browser-originated requests and unknown Host
+names are refused. A non-loopback --api needs --api-token (or --api-insecure-no-token).
 Sizes accept B, KiB, MiB (and K, M, KB, MB); durations accept ms, s, m.
 SIGINT/SIGTERM stop accepting, let open connections drain for --drain-timeout, then close;
 the audit's summary is printed at the end.")]
@@ -81,9 +82,14 @@ pub struct Args {
     /// How long open connections may finish after SIGINT/SIGTERM.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
     pub drain_timeout: Duration,
-    /// Byte budget of each direction's delay queue (data a fault holds back).
-    #[arg(long, value_name = "SIZE", default_value = "32MiB", value_parser = parse_size)]
+    /// Byte budget of each direction's delay queue (data a fault holds back). Throughput
+    /// through a latency L is at most SIZE / L (256 MiB: ~2.5 GiB/s through 100 ms).
+    #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = parse_size)]
     pub max_inflight: usize,
+    /// Memory budget of each proxy across its connections (0 = none): while over it, queues
+    /// stop filling (backpressure) and new connections are refused (RST, logged).
+    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_size)]
+    pub max_buffered: usize,
     /// Seed of every random fault decision (default: the profile's, else random; printed).
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
@@ -105,6 +111,14 @@ pub struct Args {
         hide_env_values = true
     )]
     pub api_token: Option<String>,
+    /// Serve a non-loopback --api without a token: anyone who can reach the address can
+    /// reconfigure the proxy. Logged as a warning at start.
+    #[arg(long)]
+    pub api_insecure_no_token: bool,
+    /// A `Host` name the control API accepts besides localhost, loopback addresses and the
+    /// address it was reached on (repeatable; others are refused as DNS rebinding).
+    #[arg(long, value_name = "NAME")]
+    pub api_allow_host: Vec<String>,
     /// Always copy through user space, even where nothing needs the bytes (by default a
     /// direction with an opaque stream and no byte-editing fault is relayed with splice(2)).
     #[arg(long)]
@@ -166,6 +180,11 @@ pub enum CliError {
         /// The address as written.
         listen: String,
     },
+    /// A non-loopback control API without a token.
+    #[error(
+        "the control API on {0} is reachable from other machines: give --api-token TOKEN (clients send Authorization: Bearer TOKEN), bind it to 127.0.0.1, or pass --api-insecure-no-token to serve it open"
+    )]
+    ApiNeedsToken(SocketAddr),
     /// The control API could not bind.
     #[error(
         "cannot bind the control API on {addr} (use --api ADDR to move it, --api off to disable it)"
@@ -218,6 +237,7 @@ impl Args {
             max_connections: self.max_connections as usize,
             drain_timeout: self.drain_timeout,
             max_inflight_bytes: self.max_inflight,
+            max_buffered_bytes: self.max_buffered as u64,
             seed,
             tls: crate::tls::ProxyTls::default(),
             zero_copy: !self.no_splice,
@@ -228,6 +248,7 @@ impl Args {
 
 /// Runs `tearline proxy` until SIGINT or SIGTERM, then drains.
 pub async fn run(args: Args) -> Result<ExitCode, CliError> {
+    check_api_exposure(&args)?;
     let profile = match &args.profile {
         Some(path) => Some(crate::profile::load(path)?),
         None => None,
@@ -276,11 +297,32 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
         observe: args.observe,
         api: args.api.0,
         api_token: args.api_token.clone(),
+        api_allow_hosts: args.api_allow_host.clone(),
         cuts_log: args.cuts_log.clone(),
         findings_log: args.findings_log.clone(),
     })
     .await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A control API other machines can reach needs a token, or the explicit opt-out (warned).
+fn check_api_exposure(args: &Args) -> Result<(), CliError> {
+    let Some(addr) = args.api.0 else {
+        return Ok(());
+    };
+    let has_token = args.api_token.as_ref().is_some_and(|t| !t.is_empty());
+    if addr.ip().is_loopback() || has_token {
+        return Ok(());
+    }
+    if !args.api_insecure_no_token {
+        return Err(CliError::ApiNeedsToken(addr));
+    }
+    tracing::warn!(
+        %addr,
+        "CONTROL API OPEN WITHOUT A TOKEN on a non-loopback address (--api-insecure-no-token): \
+         anyone who can reach it can reconfigure or stop every proxy"
+    );
+    Ok(())
 }
 
 /// Cancels `shutdown` at the first SIGINT or SIGTERM.
@@ -327,6 +369,35 @@ fn parse_upstream(s: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_non_loopback_api_needs_a_token_or_the_explicit_opt_out() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: Args,
+        }
+        let parse = |extra: &[&str]| {
+            let mut argv = vec!["proxy"];
+            argv.extend_from_slice(extra);
+            Cli::try_parse_from(argv).expect("arguments parse").args
+        };
+        let open = parse(&["--api", "0.0.0.0:8474"]);
+        let err = check_api_exposure(&open).expect_err("refused without a token");
+        assert!(err.to_string().contains("--api-token"), "{err}");
+        let empty = parse(&["--api", "0.0.0.0:8474", "--api-token", ""]);
+        assert!(
+            check_api_exposure(&empty).is_err(),
+            "an empty token is no token"
+        );
+        assert!(check_api_exposure(&parse(&["--api", "0.0.0.0:8474", "--api-token", "s"])).is_ok());
+        let opt_out = parse(&["--api", "0.0.0.0:8474", "--api-insecure-no-token"]);
+        assert!(check_api_exposure(&opt_out).is_ok());
+        assert!(check_api_exposure(&parse(&["--api", "127.0.0.1:8474"])).is_ok());
+        assert!(check_api_exposure(&parse(&["--api", "[::1]:8474"])).is_ok());
+        assert!(check_api_exposure(&parse(&["--api", "off"])).is_ok());
+    }
 
     #[test]
     fn upstream_needs_host_and_port() {

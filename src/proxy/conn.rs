@@ -26,7 +26,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, sleep_until, timeout};
 
-use super::pump::{Chain, Pump, Side, Stop};
+use super::chain::{Chain, identities};
+use super::pump::{Pump, Side, Stop};
 use super::splice::SpliceHalf;
 use super::state::{KillSignal, Proxy};
 use crate::fault::{ConnRng, conn_rng};
@@ -308,22 +309,14 @@ fn build_chains(proxy: &Proxy, id: u64) -> (Chain, Chain, ConnRng, ConnRng) {
     let mut rng = conn_rng(cfg.seed, &cfg.name, id);
     let (generation, factories) = proxy.faults_with_generation();
     let now = Instant::now();
-    let mut up = Chain {
-        faults: Vec::new(),
-        generation,
-    };
-    let mut down = Chain {
-        faults: Vec::new(),
-        generation,
-    };
-    for f in factories.iter() {
-        if let Some(fault) = f.instantiate(&mut rng, now) {
-            proxy.stats().activated(fault.kind());
-            match f.direction() {
-                Direction::Upstream => up.faults.push(fault),
-                Direction::Downstream => down.faults.push(fault),
-            }
-        }
+    let mut up = Chain::new(generation);
+    let mut down = Chain::new(generation);
+    for (f, fault_id) in factories.iter().zip(identities(&factories)) {
+        let chain = match f.direction() {
+            Direction::Upstream => &mut up,
+            Direction::Downstream => &mut down,
+        };
+        chain.add(&**f, fault_id, &mut rng, now, proxy.stats());
     }
     let up_rng = ConnRng::from_rng(&mut rng);
     let down_rng = ConnRng::from_rng(&mut rng);

@@ -159,6 +159,12 @@ pub async fn run(
             reset(stream);
             continue;
         }
+        if proxy.over_budget() {
+            proxy.warn_over_budget();
+            proxy.stats().refused();
+            reset(stream);
+            continue;
+        }
         let span = tracing::info_span!("conn", proxy = %proxy.name(), id, %peer);
         let proxy = proxy.clone();
         tracker.spawn(

@@ -13,11 +13,14 @@
 //! - Memory per connection is bounded: each direction holds at most `buffer_size` bytes in its
 //!   read buffer plus `max_inflight_bytes` (+ one chunk) in its timed queue, or, while it is
 //!   relayed zero-copy, at most `pipe_size` bytes in its pipe; a slow reader stops the pump
-//!   from reading (backpressure), it never grows a buffer.
+//!   from reading (backpressure), it never grows a buffer. Across connections, timed queues
+//!   stop growing while the proxy holds `max_buffered_bytes` (each direction may still hold one
+//!   chunk, so none starves).
 //! - An I/O error on one side resets the other side at once.
 //! - A cut that carries an outage (the documents' 250 ms window) starts it in
 //!   [`OutageMode::Hold`](crate::vocab::OutageMode::Hold): open connections are reset, new ones wait until the window ends.
 
+mod chain;
 pub mod cli;
 mod conn;
 mod engine;
@@ -58,8 +61,14 @@ pub struct ProxyConfig {
     /// How long open connections may keep running after shutdown is requested.
     pub drain_timeout: Duration,
     /// Byte budget of each direction's timed queue (data a fault delays). Throughput through a
-    /// latency `L` is at most `max_inflight_bytes / L`.
+    /// latency `L` is at most `max_inflight_bytes / L` (default 256 MiB: ~2.5 GiB/s through
+    /// 100 ms, i.e. line rate on loopback).
     pub max_inflight_bytes: usize,
+    /// Memory budget of the whole proxy: bytes held across all its connections (delay queues,
+    /// chunks in flight, observer holdings; the `bytes_buffered` gauge). While the gauge is at
+    /// or over it, pumps stop reading into their queues (backpressure: nothing is dropped) and
+    /// new connections are refused with RST and a warning. 0 = no budget.
+    pub max_buffered_bytes: u64,
     /// Run seed; connection `i` draws from `conn_rng(seed, name, i)`.
     pub seed: u64,
     /// TLS on the client side, the upstream side, both or neither (default: neither).
@@ -74,8 +83,9 @@ pub struct ProxyConfig {
 }
 
 impl ProxyConfig {
-    /// Defaults: 64 KiB buffers, 5 s connect timeout, 4096 connections, 5 s drain, 32 MiB queue,
-    /// zero-copy on through 1 MiB pipes.
+    /// Defaults: 64 KiB buffers, 5 s connect timeout, 4096 connections, 5 s drain, 256 MiB queue
+    /// per direction (line rate through a 100 ms latency), a 1 GiB proxy budget, zero-copy on
+    /// through 1 MiB pipes.
     pub fn new(name: impl Into<String>, upstream: impl Into<String>) -> Self {
         ProxyConfig {
             name: name.into(),
@@ -84,7 +94,8 @@ impl ProxyConfig {
             connect_timeout: Duration::from_secs(5),
             max_connections: 4096,
             drain_timeout: Duration::from_secs(5),
-            max_inflight_bytes: 32 * 1024 * 1024,
+            max_inflight_bytes: 256 * 1024 * 1024,
+            max_buffered_bytes: DEFAULT_MAX_BUFFERED,
             seed: 0,
             tls: crate::tls::ProxyTls::default(),
             zero_copy: true,
@@ -92,6 +103,9 @@ impl ProxyConfig {
         }
     }
 }
+
+/// Default of [`ProxyConfig::max_buffered_bytes`].
+pub const DEFAULT_MAX_BUFFERED: u64 = 1 << 30;
 
 /// Errors of the relay.
 #[derive(Debug, thiserror::Error)]

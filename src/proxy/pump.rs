@@ -8,7 +8,9 @@
 //! - Reading continues while queued slices wait for their time, so a latency shifts the stream
 //!   in time without capping its throughput; it stops when the queue holds
 //!   `max_inflight_bytes` (backpressure), so memory stays bounded by
-//!   `buffer_size + max_inflight_bytes + buffer_size` per direction.
+//!   `buffer_size + max_inflight_bytes + buffer_size` per direction; it also stops while the
+//!   proxy is over its memory budget (`max_buffered_bytes`, across connections), so queues
+//!   stop growing there (each direction may still read its one chunk in flight).
 //! - A cut delivers every slice planned before it, on time, then ends the direction with an
 //!   error value the connection task turns into RST or FIN; EOF is passed on (write shutdown)
 //!   after every queued byte and no earlier than every fault's `on_eof` time.
@@ -32,13 +34,13 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::time::{Instant, sleep_until};
 
+use super::chain::Chain;
 use super::engine::{self, Handback};
 use super::splice::{Lane, SpliceHalf, ZeroCopy};
 use super::state::Proxy;
 use super::stats::ResidenceBatch;
-use crate::fault::{Chunk, ConnRng, Cut, Deadline, Fault, Plan};
-use crate::vocab::CutAction;
-use crate::vocab::Direction;
+use crate::fault::{Chunk, ConnRng, Cut, Deadline, Plan};
+use crate::vocab::{CutAction, Direction};
 use crate::wire::{Observation, WireObserver};
 
 /// Why a direction ended early (its `Err`): the connection must be cut or was broken.
@@ -75,12 +77,6 @@ impl Side {
             Direction::Downstream => Side::Client,
         }
     }
-}
-
-/// A direction's fault chain and the fault-list generation it was built from.
-pub(crate) struct Chain {
-    pub(crate) faults: Vec<Box<dyn Fault>>,
-    pub(crate) generation: u64,
 }
 
 struct Timed {
@@ -123,6 +119,8 @@ pub(crate) struct Pump<'a, R = ReadHalf<'a>, W = WriteHalf<'a>> {
     observer_held: usize,
     residence: ResidenceBatch,
     zero_copy: ZeroCopy,
+    /// Wakes a waiting pump when the fault list changes (the edit applies at once).
+    edits: tokio::sync::watch::Receiver<u64>,
 }
 
 impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> Pump<'a, R, W> {
@@ -158,6 +156,7 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
             observer_held: 0,
             residence: ResidenceBatch::new(),
             zero_copy: ZeroCopy::new(proxy.config().zero_copy),
+            edits: proxy.fault_edits(),
         }
     }
 
@@ -181,7 +180,11 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
             }
             let deadline = self.earliest_deadline();
             let event = if self.queue.is_empty() && deadline.is_none() {
-                let n = self.src.read(&mut self.buf).await;
+                let n = tokio::select! {
+                    biased;
+                    n = self.src.read(&mut self.buf) => n,
+                    Ok(()) = self.edits.changed() => continue,
+                };
                 Event::Read(n.map_err(|e| Stop::Io(self.src_side(), e))?)
             } else {
                 self.wait(deadline).await?
@@ -210,11 +213,17 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
                 (None, Some(d)) => (d.at, Timer::Deadline(d)),
                 (None, None) => return Ok(Event::Drained),
             };
-            let can_read = self.queued < self.proxy.config().max_inflight_bytes;
+            // Backpressure: this direction's queue budget, and the proxy's memory budget — a
+            // direction with an empty queue still relays (its chunk is written at once), so
+            // connections no fault delays keep flowing while others fill the budget.
+            let can_read = self.queued < self.proxy.config().max_inflight_bytes
+                && (self.queued == 0 || !self.proxy.over_budget());
             let read = tokio::select! {
                 biased;
                 () = sleep_until(at) => None,
                 r = self.src.read(&mut self.buf), if can_read => Some(r),
+                // An edit may remove the deadline's fault or add an earlier one.
+                Ok(()) = self.edits.changed() => return Ok(Event::Drained),
             };
             match (read, timer) {
                 (Some(r), _) => {
@@ -270,20 +279,17 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
         Side::sink_of(self.dir)
     }
 
+    /// Applies a live edit of the fault list to this direction's chain (see `chain`).
     fn refresh_chain(&mut self) {
         if self.proxy.fault_generation() == self.chain.generation {
             return;
         }
         let (generation, factories) = self.proxy.faults_with_generation();
+        let stats = self.proxy.stats();
         let now = Instant::now();
-        self.chain.faults.clear();
-        for f in factories.iter().filter(|f| f.direction() == self.dir) {
-            if let Some(fault) = f.instantiate(&mut self.rng, now) {
-                self.proxy.stats().activated(fault.kind());
-                self.chain.faults.push(fault);
-            }
-        }
-        self.chain.generation = generation;
+        let rng = &mut self.rng;
+        self.chain
+            .rebuild(generation, &factories, self.dir, rng, now, stats);
     }
 
     fn earliest_deadline(&self) -> Option<Deadline> {
@@ -295,6 +301,8 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
     }
 
     async fn chunk(&mut self, n: usize) -> Result<(), Stop> {
+        // An edit made while the read was pending applies to this chunk.
+        self.refresh_chain();
         let now = Instant::now();
         let stats = self.proxy.stats();
         stats.buffer_add(n);

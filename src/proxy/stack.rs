@@ -57,6 +57,8 @@ pub struct Stack {
     pub api: Option<SocketAddr>,
     /// Bearer token the API requires, if any.
     pub api_token: Option<String>,
+    /// Extra `Host` names the control API accepts (`--api-allow-host`).
+    pub api_allow_hosts: Vec<String>,
     /// JSONL file of cut records.
     pub cuts_log: Option<PathBuf>,
     /// JSONL file of audit findings.
@@ -194,6 +196,7 @@ pub async fn serve(stack: Stack) -> Result<(), CliError> {
             let hub = Arc::new(RuntimeHub::new(stack.template, shutdown.clone()));
             let mut config = ApiConfig::new(hub.clone(), Arc::new(RegistryCatalog));
             config.token = stack.api_token;
+            config.allowed_hosts = stack.api_allow_hosts;
             config.cuts = Some(Arc::new(CutBooks(books)));
             if stack.observe == Observe::Http {
                 config.findings = Some(Arc::new(AuditFindings(auditor.clone())));

@@ -2,9 +2,10 @@
 //! connections run.
 //!
 //! Invariants:
-//! - Fault changes are published as a (generation, list) pair under one lock; a pump that sees a
-//!   new generation rebuilds its chain before its next chunk, and bytes already planned keep
-//!   their place in the queue (nothing lost or reordered).
+//! - Fault changes are published as a (generation, list) pair under one lock (and on a watch
+//!   channel that wakes waiting pumps); a pump that sees a new generation diffs its chain
+//!   against the list before its next chunk (`chain` says what survives), and bytes already
+//!   planned keep their place in the queue (nothing lost or reordered).
 //! - Every connection holds the kill signal that was current when it was accepted; killing
 //!   (disable, outage, forced shutdown) fires the current signal and installs a fresh one, so
 //!   connections accepted afterwards are unaffected. State (disabled, outage window) is set
@@ -60,6 +61,8 @@ pub struct Proxy {
     enabled: AtomicBool,
     fault_generation: AtomicU64,
     faults: RwLock<(u64, Factories)>,
+    /// The generation, for pumps waiting on I/O or a timer to wake on an edit.
+    fault_edits: tokio::sync::watch::Sender<u64>,
     outage: Mutex<Option<Outage>>,
     kill: Mutex<Arc<KillSignal>>,
     observers: RwLock<Arc<ObserverFactory>>,
@@ -67,6 +70,8 @@ pub struct Proxy {
     next_conn: AtomicU64,
     listen: Mutex<Option<SocketAddr>>,
     stats: Stats,
+    /// When a budget refusal was last logged (rate limit: one warning per second).
+    budget_warned: Mutex<Option<Instant>>,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -112,6 +117,7 @@ impl Proxy {
             enabled: AtomicBool::new(true),
             fault_generation: AtomicU64::new(0),
             faults: RwLock::new((0, faults.into())),
+            fault_edits: tokio::sync::watch::Sender::new(0),
             outage: Mutex::new(None),
             kill: Mutex::new(Arc::default()),
             observers: RwLock::new(Arc::new(byte_mode)),
@@ -119,6 +125,7 @@ impl Proxy {
             next_conn: AtomicU64::new(0),
             listen: Mutex::new(None),
             stats: Stats::new(),
+            budget_warned: Mutex::new(None),
         })
     }
 
@@ -135,6 +142,29 @@ impl Proxy {
     /// Live counters.
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// Whether the proxy holds at least its memory budget (`max_buffered_bytes`).
+    pub fn over_budget(&self) -> bool {
+        let budget = self.config.max_buffered_bytes;
+        budget > 0 && self.stats.bytes_buffered() >= budget
+    }
+
+    /// Logs a refusal for the budget, at most once a second.
+    pub(crate) fn warn_over_budget(&self) {
+        let now = Instant::now();
+        let mut last = lock(&self.budget_warned);
+        if last.is_some_and(|t| now.duration_since(t) < Duration::from_secs(1)) {
+            return;
+        }
+        *last = Some(now);
+        tracing::warn!(
+            proxy = %self.config.name,
+            buffered = self.stats.bytes_buffered(),
+            budget = self.config.max_buffered_bytes,
+            "memory budget reached: new connections refused (RST) and queues paused until \
+             buffered bytes fall below it (raise --max-buffered, or lower --max-inflight)"
+        );
     }
 
     /// The address [`run`](super::run) is serving this proxy on, while it runs.
@@ -171,12 +201,19 @@ impl Proxy {
     }
 
     /// Replaces the fault factories (both directions). Live connections switch at their next
-    /// chunk; bytes already planned keep their timing and order.
+    /// chunk, keeping the state of unchanged faults (see `chain`); bytes already planned keep
+    /// their timing and order.
     pub fn set_faults(&self, faults: FaultList) {
         let mut g = write(&self.faults);
         let generation = g.0 + 1;
         *g = (generation, faults.into());
         self.fault_generation.store(generation, Ordering::Release);
+        self.fault_edits.send_replace(generation);
+    }
+
+    /// A receiver that changes with every [`Proxy::set_faults`].
+    pub(crate) fn fault_edits(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.fault_edits.subscribe()
     }
 
     /// The current fault factories.

@@ -47,7 +47,7 @@ pub fn assemble(run: RunDescription, phases: &[PhaseOutcome], story: Vec<String>
     // Phases run one after the other; the timeline places each after the previous one.
     let mut phase_start_ms = 0u64;
     for phase in phases {
-        let policy = phase.policy.as_str();
+        let policy = phase.label;
         add_all(&mut by_class, phase.tap.cuts_by_class());
         add_all(&mut by_action, phase.tap.cuts_by_action());
         add_all(&mut finding_counts, phase.auditor.counts());

@@ -24,6 +24,7 @@ use crate::report::{self, ReportError, Threshold, ThresholdError};
   tearline replay                               # the documents' test against the lab server
   tearline replay --seed 7                      # reproduce a run: same seed, same cuts
   tearline replay --server-mode error           # a lab server that signals loss correctly
+  tearline replay --scenario audience-narrowing  # seed 000: resume under a narrowed token
   tearline replay --scenario stateless          # the same cuts against MCP 2026-07-28
   tearline replay --upstream 127.0.0.1:8080 --target-path /mcp   # your own MCP server
   tearline replay --fail-on 'naive.silent-loss>0' --fail-on 'p99(strict.call)>5s'
@@ -89,8 +90,11 @@ pub struct Args {
     /// ~/.local/share/tearline/ca).
     #[arg(long, value_name = "DIR", env = "TEARLINE_CA_DIR")]
     pub tls_ca_dir: Option<PathBuf>,
-    /// Which document to reproduce: `reset-250ms` (seed 004, 2025-11-25 resumption) or
-    /// `stateless` (the same cuts against MCP 2026-07-28: no resumption, re-issue or lose).
+    /// Which document to reproduce: `reset-250ms` (seed 004, 2025-11-25 resumption),
+    /// `audience-narrowing` (seed 000: a resume under a narrowed per-tool audience ends
+    /// cleanly with a call pending; its own built-in profile unless --profile is given) or
+    /// `stateless` (the same cuts against MCP 2026-07-28: no resumption, re-issue or lose;
+    /// plus a `retry` phase re-issuing the NOT idempotent `append`: `reexecuted`).
     #[arg(long, value_enum, default_value_t = super::scenario::Scenario::Reset250ms)]
     pub scenario: super::scenario::Scenario,
 }
@@ -151,7 +155,7 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
     if args.sessions == 0 {
         return Err(CliError::Usage("--sessions must be at least 1"));
     }
-    let (profile, text) = load_profile(args.profile.as_deref())?;
+    let (profile, text) = load_profile(args.profile.as_deref(), args.scenario)?;
     let seed = args
         .seed
         .or(profile.seed)
@@ -218,18 +222,27 @@ fn config(args: &Args, seed: u64, out: &std::path::Path) -> ReplayConfig {
         progress: std::io::stderr().is_terminal(),
         findings_dir: Some(out.to_path_buf()),
         tls_ca_dir: None,
+        scenario: args.scenario,
     }
 }
 
-/// The profile named on the command line, else the shipped default (from the working
-/// directory, else the built-in copy). Returns it with its text.
-fn load_profile(path: Option<&std::path::Path>) -> Result<(Profile, String), ProfileError> {
-    let path = match path {
-        Some(p) => p.to_path_buf(),
-        None if std::path::Path::new(DEFAULT_PROFILE_PATH).is_file() => {
+/// The profile named on the command line, else the scenario's built-in one, else the shipped
+/// default (from the working directory, else the built-in copy). Returns it with its text.
+fn load_profile(
+    path: Option<&std::path::Path>,
+    scenario: super::scenario::Scenario,
+) -> Result<(Profile, String), ProfileError> {
+    let path = match (path, scenario.default_profile()) {
+        (Some(p), _) => p.to_path_buf(),
+        (None, Some(text)) => {
+            let label = format!("{} (built in)", super::value_name(scenario));
+            let profile = profile::parse(text, &label)?;
+            return Ok((profile, text.to_owned()));
+        }
+        (None, None) if std::path::Path::new(DEFAULT_PROFILE_PATH).is_file() => {
             PathBuf::from(DEFAULT_PROFILE_PATH)
         }
-        None => {
+        (None, None) => {
             let label = format!("{DEFAULT_PROFILE_PATH} (built in)");
             let profile = profile::parse(BUILTIN_PROFILE, &label)?;
             return Ok((profile, BUILTIN_PROFILE.to_owned()));

@@ -62,11 +62,14 @@ pub struct ReplayConfig {
     pub policies: Vec<Policy>,
     /// Progress bars on stderr (only shown on a terminal).
     pub progress: bool,
-    /// Where each phase's findings are logged as JSONL (`findings-<policy>.jsonl`), if anywhere.
+    /// Where each phase's findings are logged as JSONL (`findings-<label>.jsonl`: `strict`,
+    /// `naive`, `retry`), if anywhere.
     pub findings_dir: Option<PathBuf>,
     /// Every leg over TLS (`--tls`): the local CA in this directory issues the lab's and the
     /// proxy's certificates; the proxy and the load client trust it.
     pub tls_ca_dir: Option<PathBuf>,
+    /// Which document's run (`scenario::Scenario`): the lab's era and the phases.
+    pub scenario: scenario::Scenario,
 }
 
 /// Why a replay could not run.
@@ -114,32 +117,34 @@ pub async fn run(
     shutdown: &CancellationToken,
 ) -> Result<ReplayOutcome, ReplayError> {
     let started = std::time::Instant::now();
-    let mut phases = Vec::with_capacity(cfg.policies.len());
-    for &policy in &cfg.policies {
+    let plans = cfg.scenario.phases(&cfg.policies, cfg.size);
+    let mut phases = Vec::with_capacity(plans.len());
+    for plan in &plans {
         if shutdown.is_cancelled() {
             break;
         }
         let log = cfg
             .findings_dir
             .as_ref()
-            .map(|d| d.join(format!("findings-{}.jsonl", policy.as_str())));
+            .map(|d| d.join(format!("findings-{}.jsonl", plan.label)));
         let t0 = std::time::Instant::now();
         // On a terminal the progress bar names the phase; off one, a milestone line does.
         if !cfg.progress {
             eprintln!(
-                "tearline replay: {} client: {} through the proxy",
-                policy.as_str(),
+                "tearline replay: {} client ({}): {} through the proxy",
+                plan.label,
+                plan.tool,
                 match cfg.stop {
                     crate::load::Stop::Calls(n) => format!("{n} calls"),
                     crate::load::Stop::Duration(d) => format!("calls for {d:?}"),
                 }
             );
         }
-        let phase = phase::run_phase(cfg, profile, policy, log, shutdown).await?;
+        let phase = phase::run_phase(cfg, profile, plan, log, shutdown).await?;
         let c = &phase.load.counters;
         eprintln!(
             "tearline replay: {} client: {} calls in {:.1} s, {} ok, {} cuts, {} silently lost",
-            policy.as_str(),
+            plan.label,
             c.calls,
             t0.elapsed().as_secs_f64(),
             c.ok,

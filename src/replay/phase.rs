@@ -35,6 +35,13 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct PhaseOutcome {
     /// The client policy.
     pub policy: Policy,
+    /// The phase's name in reports (see `scenario::PhasePlan`).
+    pub label: &'static str,
+    /// The tool the phase called.
+    pub tool: &'static str,
+    /// How much the lab's side-effect counter (the `append` tool's) moved during the phase:
+    /// the ground truth of how many times a side effect ran (0 against the user's server).
+    pub side_effects: u64,
     /// The load client's outcome.
     pub load: LoadOutcome,
     /// The proxy's audit of the phase.
@@ -51,10 +58,12 @@ pub struct PhaseOutcome {
 pub async fn run_phase(
     cfg: &ReplayConfig,
     profile: &Profile,
-    policy: Policy,
+    plan: &super::scenario::PhasePlan,
     findings_log: Option<PathBuf>,
     shutdown: &CancellationToken,
 ) -> Result<PhaseOutcome, ReplayError> {
+    let policy = plan.policy;
+    let counted_before = cfg.lab.side_effects.get();
     let token = shutdown.child_token();
     let mut servers = Vec::new();
 
@@ -119,8 +128,14 @@ pub async fn run_phase(
         path: cfg.target_path.clone(),
         tls: tls.map(|t| t.client),
     };
-    let args = serde_json::json!({ "size": cfg.size, "lines": cfg.lines });
-    let mut lcfg = LoadConfig::new(target, "blob", args);
+    let args = plan
+        .args
+        .clone()
+        .unwrap_or_else(|| serde_json::json!({ "size": cfg.size, "lines": cfg.lines }));
+    let mut lcfg = LoadConfig::new(target, plan.tool, args);
+    lcfg.reissue_unsafe = plan.reissue_unsafe;
+    lcfg.token = plan.token.map(str::to_owned);
+    lcfg.resume_token = plan.resume_token.map(str::to_owned);
     lcfg.sessions = cfg.sessions;
     lcfg.stop = cfg.stop;
     lcfg.policy = policy;
@@ -150,6 +165,9 @@ pub async fn run_phase(
     auditor.finish();
     Ok(PhaseOutcome {
         policy,
+        label: plan.label,
+        tool: plan.tool,
+        side_effects: cfg.lab.side_effects.get().saturating_sub(counted_before),
         load,
         auditor,
         tap,

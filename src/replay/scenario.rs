@@ -1,14 +1,19 @@
 //! `tearline replay --scenario`: which document's run to reproduce.
 //!
 //! Why: the two seed documents describe the 2025 era (resumable streams); MCP 2026-07-28 has
-//! no resumption, so the same cuts tell a different story there. A scenario only changes the
-//! lab server's era and the opening lines of the story; the proxy profile, the load client
-//! and the reports are the same, so runs of different scenarios compare line by line.
+//! no resumption, so the same cuts tell a different story there. A scenario changes the lab
+//! server's era, the phases it runs and the opening lines of the story; the proxy profile and
+//! the reports are the same, so runs of different scenarios compare line by line.
 //!
-//! Invariant: `reset-250ms` (the default) leaves the configuration exactly as it was before
-//! scenarios existed.
+//! Invariants: `reset-250ms` (the default) leaves the configuration exactly as it was before
+//! scenarios existed (one phase per policy, tool `blob`). A phase's label names its row in the
+//! reports (`strict`, `naive`, `retry`) and is unique within a run.
 
+use serde_json::{Value, json};
+
+use crate::lab::config::OnUnauthorized;
 use crate::lab::{LabConfig, ProtocolVersion};
+use crate::load::Policy;
 
 /// A replay scenario.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -18,19 +23,125 @@ pub enum Scenario {
     #[default]
     #[value(name = "reset-250ms")]
     Reset250ms,
+    /// Seed 000: a `fetch` call read under a token with per-tool audiences (search and fetch);
+    /// after a cut the client's refreshed token covers only `search`, and the lab (auth on,
+    /// `on-unauthorized = silent-end`) ends the resumed stream cleanly at the first `fetch`
+    /// event. Strict notices the pending call and re-authorizes; naive loses it silently.
+    #[value(name = "audience-narrowing")]
+    AudienceNarrowing,
     /// MCP 2026-07-28: the same cuts against a stateless lab. Nothing can be resumed: the
-    /// strict client re-issues the (idempotent) call with a new id, the naive one takes the
-    /// truncated stream as the answer and loses the call silently.
+    /// strict client re-issues the (idempotent) `blob` call with a new id, the naive one takes
+    /// the truncated stream as the answer and loses the call silently; then a careless retry
+    /// layer re-issues the NOT idempotent `append` and the audit reports `reexecuted`.
     Stateless,
+}
+
+/// One phase of a scenario: a client policy, the tool it calls, how it treats annotations.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PhasePlan {
+    /// The client policy.
+    pub policy: Policy,
+    /// The phase's name in reports and logs (unique within a run).
+    pub label: &'static str,
+    /// The tool called.
+    pub tool: &'static str,
+    /// Its arguments; `None`: the `blob` arguments of the run (`size`, `lines`).
+    pub args: Option<Value>,
+    /// Re-issue cut calls of tools not declared idempotent (2026-07-28).
+    pub reissue_unsafe: bool,
+    /// Bearer token of every request (lab audience token), if any.
+    pub token: Option<&'static str>,
+    /// Token of a call's first resume after a cut (seed 000's narrowed refresh), if any.
+    pub resume_token: Option<&'static str>,
+}
+
+/// Seed 000's tokens: per-tool audiences covering both tools of the story, then the refresh
+/// that a least-privilege authorization server narrowed to `search`.
+pub const PER_TOOL_TOKEN: &str = "aud=https://lab/tools/search,https://lab/tools/fetch";
+/// The narrowed refresh token of seed 000.
+pub const NARROWED_TOKEN: &str = "aud=https://lab/tools/search";
+
+/// The profile of `audience-narrowing` when none is given: seed 000's drop "after event 41" —
+/// a reset between two events (never inside one, so the story is the audience, not a torn
+/// event) of half the streams, then the documents' 250 ms outage.
+pub const AUDIENCE_PROFILE: &str = r#"description = "seed 000: a reset between two events of half the streams, then a 250 ms outage"
+[[fault]]
+name = "drop-between-events"
+kind = "sse_cut"
+direction = "downstream"
+at = "boundary"
+events = [2, 6]
+action = "reset"
+outage_ms = 250
+probability = 0.5
+"#;
+
+impl PhasePlan {
+    /// The documents' phase: `policy` calling `blob`.
+    pub fn blob(policy: Policy) -> PhasePlan {
+        PhasePlan {
+            policy,
+            label: policy.as_str(),
+            tool: "blob",
+            args: None,
+            reissue_unsafe: false,
+            token: None,
+            resume_token: None,
+        }
+    }
 }
 
 impl Scenario {
     /// Adjusts the lab configuration for this scenario.
     pub fn apply(self, lab: &mut LabConfig) {
-        if self == Scenario::Stateless {
-            lab.protocol = ProtocolVersion::V2026_07_28;
-            lab.narrow = true;
+        match self {
+            Scenario::Stateless => {
+                lab.protocol = ProtocolVersion::V2026_07_28;
+                lab.narrow = true;
+            }
+            Scenario::AudienceNarrowing => {
+                lab.auth = true;
+                lab.on_unauthorized = OnUnauthorized::SilentEnd;
+            }
+            Scenario::Reset250ms => {}
         }
+    }
+
+    /// The built-in profile of this scenario, used when the user names none (`None`: the
+    /// documents' `reset-250ms` profile).
+    pub fn default_profile(self) -> Option<&'static str> {
+        (self == Scenario::AudienceNarrowing).then_some(AUDIENCE_PROFILE)
+    }
+
+    /// The phases to run for the chosen `policies`, in order. `stateless` adds, after them, a
+    /// `retry` phase: the strict client calling `append` (padded to `size` bytes, so cuts fall
+    /// in its result as they fall in `blob`'s) that re-issues regardless of annotations.
+    pub fn phases(self, policies: &[Policy], size: u64) -> Vec<PhasePlan> {
+        if self == Scenario::AudienceNarrowing {
+            return policies
+                .iter()
+                .map(|p| PhasePlan {
+                    tool: "fetch",
+                    args: Some(json!({"url": "https://lab/doc", "n": 8})),
+                    token: Some(PER_TOOL_TOKEN),
+                    resume_token: Some(NARROWED_TOKEN),
+                    ..PhasePlan::blob(*p)
+                })
+                .collect();
+        }
+        let mut out: Vec<PhasePlan> = policies.iter().map(|p| PhasePlan::blob(*p)).collect();
+        if self == Scenario::Stateless {
+            out.push(PhasePlan {
+                policy: Policy::Strict,
+                label: "retry",
+                tool: "append",
+                args: Some(json!({"amount": 1, "pad": size})),
+                reissue_unsafe: true,
+                token: None,
+                resume_token: None,
+            });
+        }
+        out
     }
 
     /// The opening of the story, as the scenario's document tells it.
@@ -41,11 +152,49 @@ impl Scenario {
                  the connection at a random byte of half the streams for 250 ms; the client \
                  resumes with Last-Event-ID."
             }
+            Scenario::AudienceNarrowing => {
+                "scenario audience-narrowing (seed 000): a client calls `fetch` with a token \
+                 whose audience names each tool it uses (search, fetch); the connection drops \
+                 between two events; the client refreshes its token, the authorization server \
+                 mints it for `search` only, and the client resumes with Last-Event-ID under \
+                 it. The server ends the stream cleanly at the first `fetch` event."
+            }
             Scenario::Stateless => {
                 "scenario stateless (MCP 2026-07-28): the same cuts, but streams carry no event \
                  ids and cannot be resumed; a cut request is lost unless the client re-issues it \
-                 with a new id (safe only for a tool declared idempotent: `blob` is)."
+                 with a new id — safe only for a tool declared idempotent (`blob` is; `append`, \
+                 which adds to a server-side counter, is not: the `retry` phase re-issues it \
+                 anyway and the audit reports `reexecuted`)."
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_scenario_runs_one_blob_phase_per_policy_and_stateless_adds_retry() {
+        let both = [Policy::Strict, Policy::Naive];
+        let plain = Scenario::Reset250ms.phases(&both, 10);
+        assert_eq!(
+            plain,
+            vec![
+                PhasePlan::blob(Policy::Strict),
+                PhasePlan::blob(Policy::Naive)
+            ]
+        );
+        let st = Scenario::Stateless.phases(&both, 10);
+        let labels: Vec<&str> = st.iter().map(|p| p.label).collect();
+        assert_eq!(labels, ["strict", "naive", "retry"]);
+        assert!(st[2].reissue_unsafe && st[2].tool == "append");
+        let aud = Scenario::AudienceNarrowing.phases(&both, 10);
+        assert!(
+            aud.iter()
+                .all(|p| p.tool == "fetch" && p.resume_token == Some(NARROWED_TOKEN))
+        );
+        let profile = crate::profile::parse(AUDIENCE_PROFILE, "audience").expect("profile parses");
+        assert_eq!(profile.faults.len(), 1);
     }
 }

@@ -16,6 +16,14 @@ use super::tap::Moment;
 pub fn tell(phases: &[PhaseOutcome]) -> Vec<String> {
     let mut out = Vec::new();
     for phase in phases {
+        if phase.tool == "append" {
+            out.extend(side_effect_chapter(phase));
+            continue;
+        }
+        if phase.tool == "fetch" {
+            out.extend(audience_chapter(phase));
+            continue;
+        }
         let Some(trace) = pick(&phase.load.traces, phase.policy) else {
             continue;
         };
@@ -27,8 +35,7 @@ pub fn tell(phases: &[PhaseOutcome]) -> Vec<String> {
             .and_then(|id| phase.tap.data_lines_of(id));
         out.push(format!(
             "{} client, request id {}:",
-            phase.policy.as_str(),
-            trace.request_id
+            phase.label, trace.request_id
         ));
         out.extend(
             chapter(trace, cut, lines_of_held)
@@ -114,6 +121,108 @@ fn chapter(trace: &CallTrace, cut: Option<&CutPoint>, lines_of_held: Option<u32>
     lines.push(format!("4. The server {}.", answer(trace.answer.as_ref())));
     lines.push(format!("5. Outcome: {}.", outcome(trace.outcome)));
     lines
+}
+
+/// A phase of `--scenario audience-narrowing`, told as seed 000 tells it: the drop, the
+/// narrowed refresh, the clean end with the call pending, and what each client concluded.
+fn audience_chapter(phase: &PhaseOutcome) -> Vec<String> {
+    let c = &phase.load.counters;
+    let mut lines = vec![format!(
+        "{} client, tool `{}` (token audiences: search, fetch):",
+        phase.label, phase.tool
+    )];
+    let resumed = phase
+        .load
+        .traces
+        .iter()
+        .find(|t| t.policy == phase.policy && t.last_event_id_sent.is_some());
+    match resumed {
+        Some(t) => {
+            lines.push(format!(
+                "  1. The connection dropped ({}) after event `{}`.",
+                t.stop,
+                or_none(&t.committed_id)
+            ));
+            lines.push(format!(
+                "  2. The client refreshed its token — minted for `search` only — and reconnected \
+                 with `Last-Event-ID: {}` under it.",
+                t.last_event_id_sent.as_deref().unwrap_or("-")
+            ));
+            lines.push(format!(
+                "  3. The server {} and closed it at the first `fetch` event: no 401, no 403, no \
+                 JSON-RPC error; the tools/call stayed pending.",
+                answer(t.answer.as_ref())
+            ));
+        }
+        None => lines.push("  1. No call was cut and resumed in this phase.".to_owned()),
+    }
+    let detected = phase
+        .load
+        .errors
+        .get("clean-end-call-pending")
+        .copied()
+        .unwrap_or(0);
+    lines.push(match phase.policy {
+        Policy::Strict => format!(
+            "  4. A clean end is not completion: {detected} clean end(s) with the call pending \
+             were detected; the client re-authorized with its per-tool token and resumed from \
+             its cursor: {} of {} calls completed, {} failed visibly, {} silently lost.",
+            c.ok, c.calls, c.failed, c.silently_lost
+        ),
+        Policy::Naive => format!(
+            "  4. The client took the clean end as the call's completion: {} of {} calls \
+             silently lost, {} completed, {} failed visibly.",
+            c.silently_lost, c.calls, c.ok, c.failed
+        ),
+    });
+    lines
+}
+
+/// The `retry` phase of `--scenario stateless`: what re-issuing a NOT idempotent tool did,
+/// with the lab's counter as ground truth beside the audit's `reexecuted` count.
+fn side_effect_chapter(phase: &PhaseOutcome) -> Vec<String> {
+    let c = &phase.load.counters;
+    let reexecuted = phase
+        .auditor
+        .counts()
+        .get("reexecuted")
+        .copied()
+        .unwrap_or(0);
+    let extra = phase.side_effects.saturating_sub(c.calls);
+    let agreement = if reexecuted == extra {
+        " — one finding per extra run".to_owned()
+    } else if reexecuted < extra {
+        format!(
+            " — {} extra run(s) left no trace on the wire (cut before any byte reached the \
+             client)",
+            extra - reexecuted
+        )
+    } else {
+        " — more findings than extra runs (see the findings log)".to_owned()
+    };
+    vec![
+        format!(
+            "{} client (re-issues a cut call whatever the tool annotations say), tool `{}` (NOT \
+             idempotent):",
+            phase.label, phase.tool
+        ),
+        format!(
+            "  1. {} calls; the proxy cut {} stream(s); the client re-issued {} cut call(s) with \
+             new ids.",
+            c.calls,
+            phase.tap.cuts(),
+            c.reissues
+        ),
+        format!(
+            "  2. The lab's counter moved by {} for {} calls: the side effect ran {extra} extra \
+             time(s).",
+            phase.side_effects, c.calls
+        ),
+        format!(
+            "  3. The audit reported `reexecuted` {reexecuted} time(s) (a call that had visibly \
+             started, re-issued for a tool not declared idempotent){agreement}."
+        ),
+    ]
 }
 
 fn answer(a: Option<&ResumeAnswer>) -> String {

@@ -33,7 +33,7 @@ use super::latency::{self, human_us};
 use super::model::Report;
 
 /// Finding kinds of the proxy's audit: the names `audit::FindingKind::as_str` gives.
-pub const FINDING_KINDS: [&str; 18] = [
+pub const FINDING_KINDS: [&str; 21] = [
     "torn-cut",
     "cursor-ahead",
     "cursor-behind",
@@ -50,7 +50,10 @@ pub const FINDING_KINDS: [&str; 18] = [
     "duplicate-response",
     "reissued",
     "abandoned",
+    "reexecuted",
+    "sent-after-cancel",
     "observer-gave-up",
+    "truncation-accepted",
     "unknown",
 ];
 

@@ -13,6 +13,9 @@
 //! - Responses pair with requests in order (pipelining): the upstream observer appends the facts
 //!   of each request head to a queue shared with the downstream observer, which takes the front
 //!   entry for every final (non-1xx) response. The queue's lock is held only to push or pop.
+//!   It holds at most [`MAX_PIPELINED`] requests: a client that pipelines more requests than
+//!   that ahead of the responses makes the upstream observer go opaque (logged), so a server
+//!   that never answers cannot make the proxy's memory grow.
 //! - Body lengths follow RFC 9112 §6: no body for HEAD requests and 1xx/204/304 responses;
 //!   chunked if the last transfer coding is `chunked`; `Content-Length`; else (responses)
 //!   until close. Requests without length fields have no body.
@@ -39,6 +42,9 @@ pub use super::http1_down::Http1Downstream;
 
 /// Bodies up to this many bytes are kept in observations.
 pub const BODY_LIMIT: usize = 64 * 1024;
+
+/// Requests the observer keeps waiting for their responses (see the module doc).
+pub const MAX_PIPELINED: usize = 1024;
 
 /// The observer keeps this many first bytes of each SSE event's data (the JSON-RPC head: id,
 /// method, progress token, result/error marker); the rest is hashed as it streams.
@@ -223,8 +229,21 @@ impl Http1Upstream {
             resume: req.last_event_id.is_some(),
         });
         self.seq += 1;
-        if let Ok(mut q) = self.queue.lock() {
-            q.push_back(info.clone());
+        let queued = match self.queue.lock() {
+            Ok(mut q) if q.len() < MAX_PIPELINED => {
+                q.push_back(info.clone());
+                true
+            }
+            _ => false,
+        };
+        if !queued {
+            tracing::warn!(
+                conn = self.conn,
+                "more than {MAX_PIPELINED} requests await their responses: the HTTP observer \
+                 stops following this connection's requests (bytes are still relayed)"
+            );
+            self.state = UpState::Opaque;
+            return;
         }
         let body = match req.framing {
             Framing::Length(n) => BodyDecoder::length(n),

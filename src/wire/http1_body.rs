@@ -141,6 +141,7 @@ fn step_chunked(c: &mut Chunked, buf: &[u8]) -> Piece {
     while i < buf.len() {
         let b = buf[i];
         i += 1;
+        let before = *c;
         match c {
             Chunked::Size {
                 digits,
@@ -150,11 +151,11 @@ fn step_chunked(c: &mut Chunked, buf: &[u8]) -> Piece {
             } => {
                 *len += 1;
                 if *len > SIZE_LINE_LIMIT {
-                    return Piece::Invalid;
+                    return invalid_after(c, before, i);
                 }
                 if b == b'\n' {
                     if *digits == 0 {
-                        return Piece::Invalid;
+                        return invalid_after(c, before, i);
                     }
                     if *value == 0 {
                         *c = Chunked::Trailer { len: 0 };
@@ -171,12 +172,12 @@ fn step_chunked(c: &mut Chunked, buf: &[u8]) -> Piece {
                     *digits += 1;
                     *value = match value.checked_mul(16) {
                         Some(v) => v + u64::from(d),
-                        None => return Piece::Invalid,
+                        None => return invalid_after(c, before, i),
                     };
                 } else if (b == b';' || b == b' ' || b == b'\t') && *digits > 0 {
                     *ext = true;
                 } else {
-                    return Piece::Invalid;
+                    return invalid_after(c, before, i);
                 }
             }
             // Each byte after chunk data is its own piece, so that clean ends can tell where a
@@ -206,6 +207,18 @@ fn step_chunked(c: &mut Chunked, buf: &[u8]) -> Piece {
         }
     }
     Piece::Framing(i)
+}
+
+/// Byte `i - 1` of this step makes the size line malformed. Bytes before it in the same step
+/// were valid framing: report them first (and leave the state as before that byte, so the next
+/// step fails on it), so that where framing stops being valid does not depend on the chunking.
+fn invalid_after(c: &mut Chunked, before: Chunked, i: usize) -> Piece {
+    if i > 1 {
+        *c = before;
+        Piece::Framing(i - 1)
+    } else {
+        Piece::Invalid
+    }
 }
 
 #[cfg(test)]

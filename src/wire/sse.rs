@@ -262,6 +262,8 @@ impl SseScanner {
             while k < 3 {
                 let Some((&b, rest)) = buf.split_first() else {
                     self.bom = Some(k as u8);
+                    // The held bytes were consumed: chunk-relative cut points count them.
+                    self.pos = k as u64;
                     return;
                 };
                 if b != BOM[k] {
@@ -282,7 +284,9 @@ impl SseScanner {
             if k == 3 {
                 self.pos = 3;
             } else if k > 0 {
-                // Not a BOM: the held bytes are content (their cut points are already labelled).
+                // Not a BOM: the held bytes are content (their cut points are already labelled),
+                // read again from payload offset 0.
+                self.pos = 0;
                 self.lines::<C>(&BOM[..k], on_event);
             }
         }

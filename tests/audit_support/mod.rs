@@ -90,6 +90,8 @@ pub fn call(id: &str, tool: &str) -> String {
 pub struct Wire {
     pub auditor: Auditor,
     raw: std::collections::HashMap<u64, u64>,
+    /// How the TLS client session ends at the cuts `deliver` reports (`None`: plain TCP).
+    pub tls_end: Option<tearline::tls::TlsEnd>,
 }
 
 /// The reader state of one response body.
@@ -108,6 +110,7 @@ impl Wire {
         Wire {
             auditor: Auditor::new(cfg),
             raw: Default::default(),
+            tls_end: None,
         }
     }
 
@@ -363,7 +366,7 @@ impl Wire {
                 request: None,
                 session: None,
                 rpc_id: None,
-                tls_end: None,
+                tls_end: self.tls_end,
                 outage_ms: None,
             },
         });

@@ -42,7 +42,12 @@ impl Lab {
     }
 
     pub async fn connect(&self) -> Conn {
-        let stream = TcpStream::connect(self.addr).await.expect("connect");
+        Self::connect_to(self.addr).await
+    }
+
+    /// A connection to a lab at `addr` started some other way.
+    pub async fn connect_to(addr: SocketAddr) -> Conn {
+        let stream = TcpStream::connect(addr).await.expect("connect");
         stream.set_nodelay(true).expect("nodelay");
         Conn {
             stream,

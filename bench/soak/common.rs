@@ -1,0 +1,243 @@
+//! Shared pieces of the reliability benches: arguments, the proxy and lab processes, a tiny
+//! HTTP client for the control API, and /proc sampling of a process.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// `--name value` arguments; `--quick` picks the short defaults.
+pub struct Args {
+    pairs: Vec<(String, String)>,
+    pub quick: bool,
+}
+
+impl Args {
+    pub fn new(argv: &[String]) -> Args {
+        let mut pairs = Vec::new();
+        let mut quick = false;
+        let mut i = 0;
+        while i < argv.len() {
+            if argv[i] == "--quick" {
+                quick = true;
+            } else if let Some(name) = argv[i].strip_prefix("--")
+                && let Some(v) = argv.get(i + 1)
+            {
+                pairs.push((name.to_owned(), v.clone()));
+                i += 1;
+            }
+            i += 1;
+        }
+        Args { pairs, quick }
+    }
+
+    /// The text of `--name`, if given.
+    pub fn text(&self, name: &str) -> Option<&str> {
+        self.pairs
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The value of `--name`, else `quick` under `--quick`, else `full`.
+    pub fn num(&self, name: &str, full: u64, quick: u64) -> u64 {
+        self.pairs
+            .iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(if self.quick { quick } else { full })
+    }
+}
+
+/// A free loopback port (bound then released: a bench, not a test).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// A `tearline` child process, killed on drop.
+pub struct Proc {
+    pub child: Child,
+}
+
+impl Proc {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `tearline <args>` quietly.
+pub fn spawn(args: &[&str]) -> Proc {
+    // SOAK_LOG=FILE keeps the children's warnings (appended) for a look after the run.
+    let stderr = std::env::var_os("SOAK_LOG")
+        .and_then(|p| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .ok()
+        })
+        .map_or_else(Stdio::null, Stdio::from);
+    let child = Command::new(env!("CARGO_BIN_EXE_tearline"))
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("spawn tearline");
+    Proc { child }
+}
+
+/// Starts `tearline proxy` relaying `listen` → `upstream` with its API on `api`.
+pub async fn proxy(listen: u16, upstream: u16, api: u16, extra: &[&str]) -> Proc {
+    let l = format!("127.0.0.1:{listen}");
+    let u = format!("127.0.0.1:{upstream}");
+    let a = format!("127.0.0.1:{api}");
+    let mut args = vec!["proxy", "--listen", &l, "--upstream", &u, "--api", &a];
+    args.extend_from_slice(extra);
+    let p = spawn(&args);
+    wait_http(api).await;
+    p
+}
+
+/// Waits (bounded) until something answers HTTP on `port`.
+pub async fn wait_http(port: u16) {
+    for _ in 0..200 {
+        if TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("nothing listens on {port} after 10 s");
+}
+
+/// One HTTP/1.1 request with `Connection: close`; (status, body).
+pub async fn http(port: u16, method: &str, path: &str, headers: &str, body: &str) -> (u16, String) {
+    let fut = async {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+        let req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n{headers}Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        s.write_all(req.as_bytes()).await.ok()?;
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).await.ok()?;
+        let text = String::from_utf8_lossy(&out).into_owned();
+        let status = text.get(9..12)?.parse().ok()?;
+        let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())?;
+        Some((status, body))
+    };
+    tokio::time::timeout(Duration::from_secs(10), fut)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or((0, String::new()))
+}
+
+/// A control-API call; panics unless the status is 2xx.
+pub async fn api(port: u16, method: &str, path: &str, body: &str) -> String {
+    let (status, text) = http(port, method, path, "", body).await;
+    assert!(
+        (200..300).contains(&status),
+        "{method} {path}: {status} {text}"
+    );
+    text
+}
+
+/// A Prometheus gauge or counter (first sample of `name`), from `/metrics`.
+pub async fn metric(api_port: u16, name: &str) -> f64 {
+    let (_, text) = http(api_port, "GET", "/metrics", "", "").await;
+    text.lines()
+        .find(|l| l.starts_with(name) && !l.starts_with('#'))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+/// (RSS in KiB, open fds, threads) of `pid`.
+pub fn proc_stats(pid: u32) -> (u64, usize, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count());
+    (field("VmRSS:"), fds, field("Threads:"))
+}
+
+/// Samples `pid`'s RSS every 50 ms; `peak()` is the largest seen.
+pub struct RssPeak {
+    peak: Arc<AtomicU64>,
+    stop: tokio_util::sync::CancellationToken,
+}
+
+impl RssPeak {
+    pub fn start(pid: u32) -> RssPeak {
+        let peak = Arc::new(AtomicU64::new(proc_stats(pid).0));
+        let stop = tokio_util::sync::CancellationToken::new();
+        let (p, s) = (peak.clone(), stop.clone());
+        tokio::spawn(async move {
+            while !s.is_cancelled() {
+                p.fetch_max(proc_stats(pid).0, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        });
+        RssPeak { peak, stop }
+    }
+
+    pub fn peak(&self) -> u64 {
+        self.peak.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for RssPeak {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+pub fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+/// Deterministic filler: xorshift64 stream.
+pub struct Filler(u64);
+
+impl Filler {
+    pub fn new(seed: u64) -> Filler {
+        Filler(seed | 1)
+    }
+    pub fn fill(&mut self, buf: &mut [u8]) {
+        for c in buf.chunks_mut(8) {
+            let mut x = self.0;
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            self.0 = x;
+            let b = x.to_le_bytes();
+            c.copy_from_slice(&b[..c.len()]);
+        }
+    }
+}
+
+/// Prints a result line and returns whether it passed.
+pub fn verdict(name: &str, ok: bool, detail: &str) -> bool {
+    println!("  [{}] {name}: {detail}", if ok { "ok" } else { "FAIL" });
+    ok
+}
