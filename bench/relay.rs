@@ -16,7 +16,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use tearline::fault::{Chunk, ConnRng, Fault, FaultFactory, Plan};
 use tearline::proxy::{self, CancellationToken, Proxy, ProxyConfig};
-use tearline::wire::Direction;
+use tearline::vocab::Direction;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::runtime::Runtime;

@@ -16,6 +16,9 @@
 //! - [`tls`]: TLS to the upstream and for the clients (rustls, ring), the local CA.
 //! - [`accuracy`]: the audit's accuracy harness: lab bug modes × clients × cuts, scored against
 //!   ground truth the lab and the client record independently of the audit.
+//! - [`vocab`]: the types the folders trade (`Direction`, `CutAction`, `OutageMode`,
+//!   `StreamInfo`), defined once so `wire`, `fault`, `proxy` and `audit` need not import each
+//!   other for them.
 //!
 //! Flow of one byte: socket → pump reads a chunk → [`wire`] annotates positions → faults edit
 //! the chunk's plan → pump writes and tells the observer what it delivered or dropped, by raw
@@ -37,4 +40,5 @@ pub mod replay;
 pub mod report;
 pub mod tls;
 pub mod units;
+pub mod vocab;
 pub mod wire;

@@ -7,7 +7,7 @@ mod e2e;
 
 use e2e::*;
 use tearline::audit::FindingKind as K;
-use tearline::fault::CutAction;
+use tearline::vocab::CutAction;
 
 #[tokio::test]
 async fn e2e_clean_resume_across_chunk_boundaries_yields_only_replay_exact() {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use e2e::*;
 use tearline::audit::{AuditConfig, FindingKind as K};
-use tearline::fault::CutAction;
+use tearline::vocab::CutAction;
 
 /// A cut offset no response reaches: the proxy relays everything.
 const NEVER: u64 = u64::MAX;

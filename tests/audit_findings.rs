@@ -6,7 +6,7 @@ mod audit_support;
 use audit_support::{Eol, Wire, call, event, progress, result};
 use std::time::Duration;
 use tearline::audit::{AuditConfig, FindingKind as K};
-use tearline::fault::CutAction;
+use tearline::vocab::CutAction;
 
 const S: Option<&str> = Some("s-1");
 const NUMERIC: [&str; 5] = ["1", "2", "3", "4", "5"];
@@ -781,7 +781,8 @@ async fn sessionless_streams_resume_through_the_anonymous_session() {
 /// observations are held until their request, and a cut opens a POST from its own facts.
 #[tokio::test(start_paused = true)]
 async fn observations_before_their_request_are_put_in_order() {
-    use tearline::wire::{CutPoint, Direction, Observation, SseClass};
+    use tearline::vocab::Direction;
+    use tearline::wire::{CutPoint, Observation, SseClass};
     let eol = Eol::Lf;
     let mut w = Wire::new();
     // The POST's request never reaches the auditor; only the cut record names it.

@@ -9,7 +9,7 @@ mod audit_support;
 use audit_support::{Eol, Wire, call_with_token, event, progress, progress_of, result};
 use std::time::Duration;
 use tearline::audit::{AuditConfig, FindingClass, FindingKind as K};
-use tearline::fault::CutAction;
+use tearline::vocab::CutAction;
 use tearline::wire::Observation;
 
 const S: Option<&str> = Some("s-1");

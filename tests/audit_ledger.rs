@@ -8,7 +8,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tearline::audit::{AuditConfig, FindingKind};
-use tearline::fault::CutAction;
+use tearline::vocab::CutAction;
 
 fn ev(id: &str, data: &str) -> String {
     event(Eol::Lf, Some(id), None, &[data])

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use audit_support::{Eol, Wire, call_with_token, event, progress_of, result};
 use tearline::audit::{AuditConfig, FindingKind as K};
-use tearline::fault::CutAction;
+use tearline::vocab::CutAction;
 
 fn msg(eol: Eol, id: &str, data: &str) -> String {
     event(eol, Some(id), None, &[data])

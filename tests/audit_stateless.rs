@@ -8,7 +8,7 @@ mod audit_support;
 
 use audit_support::{Eol, Wire, event, progress_of, result};
 use tearline::audit::FindingKind as K;
-use tearline::fault::CutAction;
+use tearline::vocab::CutAction;
 
 const V: Option<&str> = Some("2026-07-28");
 

@@ -6,8 +6,8 @@ mod audit_support;
 
 use audit_support::{Eol, Wire, call, event, progress};
 use tearline::audit::{FindingClass, FindingKind as K};
-use tearline::fault::CutAction;
 use tearline::tls::TlsEnd;
+use tearline::vocab::CutAction;
 
 const S: Option<&str> = Some("s-1");
 

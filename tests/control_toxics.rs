@@ -7,7 +7,7 @@ mod control_support;
 use control_support::{TEST_TIMEOUT, call, echo_server, start_api};
 use http::{Method, StatusCode};
 use serde_json::json;
-use tearline::wire::Direction;
+use tearline::vocab::Direction;
 
 async fn within<F: std::future::Future<Output = ()>>(f: F) {
     tokio::time::timeout(TEST_TIMEOUT, f)

@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use tearline::fault::keys::FaultDef;
 use tearline::fault::registry::{Built, build};
-use tearline::fault::{Chunk, ConnRng, CutAction, Fault, FaultFactory, Plan, conn_rng};
-use tearline::wire::Direction;
+use tearline::fault::{Chunk, ConnRng, Fault, FaultFactory, Plan, conn_rng};
+use tearline::vocab::CutAction;
+use tearline::vocab::Direction;
 use tokio::time::Instant;
 
 fn factory(pairs: &[(&str, toml::Value)]) -> Arc<dyn FaultFactory> {

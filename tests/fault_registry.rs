@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use serde_json::json;
 use tearline::fault::keys::FaultDef;
-use tearline::fault::outage::{OutageMode, OutageSchedule};
+use tearline::fault::outage::OutageSchedule;
 use tearline::fault::registry::{Built, KINDS, build, from_toxiproxy};
 use tearline::fault::{Chunk, FaultFactory, Plan, conn_rng};
-use tearline::wire::Direction;
+use tearline::vocab::Direction;
+use tearline::vocab::OutageMode;
 use tokio::time::Instant;
 
 fn def(pairs: &[(&str, toml::Value)]) -> FaultDef {

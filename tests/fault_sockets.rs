@@ -15,9 +15,10 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tearline::fault::FaultFactory;
 use tearline::fault::keys::FaultDef;
-use tearline::fault::outage::{OutageMode, OutageSchedule};
+use tearline::fault::outage::OutageSchedule;
 use tearline::fault::registry::{Built, build};
 use tearline::proxy::{self, CancellationToken, Proxy, ProxyConfig};
+use tearline::vocab::OutageMode;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::{Instant, timeout};
@@ -394,7 +395,7 @@ async fn drive(schedule: OutageSchedule, proxy: Arc<Proxy>) {
     let start = Instant::now();
     for (at, len) in schedule.windows() {
         tokio::time::sleep_until(start + at).await;
-        proxy.begin_outage(len, schedule.mode.into());
+        proxy.begin_outage(len, schedule.mode);
     }
 }
 

@@ -14,7 +14,7 @@ use tearline::fault::FaultFactory;
 use tearline::fault::common::{Common, Factory};
 use tearline::fault::latency::LatencyConfig;
 use tearline::proxy::Proxy;
-use tearline::wire::Direction;
+use tearline::vocab::Direction;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::timeout;

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use proxy_support::faults::{Act, scripted};
 use proxy_support::*;
-use tearline::fault::CutAction;
-use tearline::wire::{Direction, Observation, ObservationSink};
+use tearline::vocab::CutAction;
+use tearline::vocab::Direction;
+use tearline::wire::{Observation, ObservationSink};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, timeout};

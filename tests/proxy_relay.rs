@@ -194,7 +194,7 @@ async fn slow_reader_case(delay: Option<Duration>, bound: u64) {
     .await;
     if let Some(d) = delay {
         p.proxy.set_faults(proxy_support::faults::scripted(
-            tearline::wire::Direction::Downstream,
+            tearline::vocab::Direction::Downstream,
             &[proxy_support::faults::Act::Delay(d)],
         ));
     }

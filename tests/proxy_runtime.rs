@@ -9,10 +9,12 @@ use std::time::Duration;
 use proxy_support::faults::{Act, scripted};
 use proxy_support::*;
 use rand::RngExt;
-use tearline::fault::{ConnRng, CutAction, Fault, FaultFactory, conn_rng};
-use tearline::proxy::OutageMode;
+use tearline::fault::{ConnRng, Fault, FaultFactory, conn_rng};
+use tearline::vocab::CutAction;
+use tearline::vocab::Direction;
+use tearline::vocab::OutageMode;
 use tearline::wire::observe::NoObserver;
-use tearline::wire::{ChunkPositions, CutPoint, Direction, WireObserver};
+use tearline::wire::{ChunkPositions, CutPoint, WireObserver};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, timeout};
@@ -292,7 +294,8 @@ async fn connection_limit_makes_extra_clients_wait_for_a_slot() {
 
 #[tokio::test]
 async fn scheduled_outage_window_refuses_then_serves_again() {
-    use tearline::fault::outage::{OutageMode as Mode, OutageSchedule};
+    use tearline::fault::outage::OutageSchedule;
+    use tearline::vocab::OutageMode as Mode;
     timeout(Duration::from_secs(10), async {
         let p = start_proxy(echo_server().await, |_| {}).await;
         let schedule = OutageSchedule {

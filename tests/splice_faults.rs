@@ -8,12 +8,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use proxy_support::*;
+use tearline::fault::FaultFactory;
 use tearline::fault::common::{Common, Factory};
 use tearline::fault::latency::LatencyConfig;
 use tearline::fault::limit_data::LimitDataConfig;
 use tearline::fault::reset::{ResetConfig, ResetTrigger};
-use tearline::fault::{CutAction, FaultFactory};
-use tearline::wire::{CutPoint, Direction, Observation, ObservationSink};
+use tearline::vocab::CutAction;
+use tearline::vocab::Direction;
+use tearline::wire::{CutPoint, Observation, ObservationSink};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::timeout;

@@ -5,9 +5,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tearline::fault::CutAction;
 use tearline::fault::sse_cut::{SseCutConfig, factory};
 use tearline::proxy::{self, CancellationToken, Proxy, ProxyConfig};
+use tearline::vocab::CutAction;
 use tearline::wire::http1::observer_pair;
 use tearline::wire::{Observation, ObservationSink, SseClass};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -121,7 +121,8 @@ fn recorded_cut(obs: &[Observation]) -> (Option<SseClass>, u64, CutAction) {
         .expect("a cut was recorded")
 }
 
-/// Every class the wire produces (all but `during-replay`, which the audit would supply).
+/// Every class the wire produces on a fresh stream (`during-replay` needs a resume request:
+/// tests/delivery_replay.rs).
 fn classes() -> impl Iterator<Item = SseClass> {
     SseClass::ALL
         .into_iter()

@@ -555,3 +555,41 @@ proptest! {
         let _ = converse(&bytes, &bytes, &[], &[]);
     }
 }
+
+#[test]
+fn a_resume_response_classifies_cut_points_inside_events_as_during_replay() {
+    let body = chunked(&["id: 5\ndata: {\"a\":1}\n\n", "id: 6\r\ndata: x\r\n\r\n"]);
+    let down = format!("{SSE_HEAD}{body}");
+    let observed = |req: &str| {
+        let rec = Arc::new(Recorder::default());
+        let (mut u, mut d) = observer_pair(1, rec);
+        u.observe(req.as_bytes());
+        let classes = feed(d.as_mut(), down.as_bytes(), &[]);
+        (classes, d)
+    };
+    let (resume, mut rd) = observed("GET /mcp HTTP/1.1\r\nHost: x\r\nLast-Event-ID: 4\r\n\r\n");
+    let (fresh, mut fd) = observed("GET /mcp HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(
+        resume.keys().collect::<Vec<_>>(),
+        fresh.keys().collect::<Vec<_>>()
+    );
+    for (k, (c, e, p)) in &fresh {
+        let (rc, re, rp) = resume[k];
+        assert_eq!((re, rp), (*e, *p), "cut point {k}");
+        assert_eq!(rc, c.on_resume(), "cut point {k}: fresh {c}");
+        // The clean end depends on where the cut is, not on its name.
+        assert_eq!(
+            rd.clean_end(*k as usize).to_vec(),
+            fd.clean_end(*k as usize).to_vec(),
+            "clean end at cut point {k} ({c})"
+        );
+    }
+    let count = |m: &Classes, c: SseClass| m.values().filter(|v| v.0 == c).count();
+    assert!(count(&resume, SseClass::DuringReplay) > 10);
+    assert_eq!(
+        count(&resume, SseClass::Boundary),
+        count(&fresh, SseClass::Boundary)
+    );
+    assert_eq!(count(&fresh, SseClass::DuringReplay), 0);
+    assert_eq!(count(&resume, SseClass::MidValue), 0);
+}

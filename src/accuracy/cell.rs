@@ -4,9 +4,9 @@
 //! Invariant: [`matrix`] lists every combination exactly once, in a stable order, so a seed and
 //! a cell index name a run reproducibly.
 
-use crate::fault::CutAction;
 use crate::lab::bugs::{IdStyle, ServerBug};
 use crate::lab::{LineEnding, OnEvicted};
+use crate::vocab::CutAction;
 
 /// What is wrong (or right) in a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

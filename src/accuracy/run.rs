@@ -35,7 +35,8 @@ use crate::load::truth::ClientTruth;
 use crate::load::{LoadConfig, Target};
 use crate::profile::Profile;
 use crate::proxy::{Proxy, ProxyConfig};
-use crate::wire::{Direction, ObservationSink, SseClass};
+use crate::vocab::Direction;
+use crate::wire::{ObservationSink, SseClass};
 
 /// Progress notifications per call (a shared-store run's first client uses fewer, so the two
 /// sessions' events differ).

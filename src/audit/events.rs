@@ -22,8 +22,9 @@ use super::judge::{LegEnd, ReplayClass};
 use super::ledger::Ledger;
 use super::rpc::{self, RpcMessage, TOOLS_CALL};
 use super::stream::{Origin, StreamKey, Torn};
-use crate::fault::CutAction;
-use crate::wire::{CutPoint, Direction};
+use crate::vocab::CutAction;
+use crate::vocab::Direction;
+use crate::wire::CutPoint;
 use bytes::Bytes;
 use tokio::time::Instant;
 

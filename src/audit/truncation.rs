@@ -33,8 +33,8 @@ use super::ledger::Ledger;
 use super::rpc::RpcMessage;
 use super::stream::StreamKey;
 use super::watch::WatchCall;
-use crate::fault::CutAction;
 use crate::tls::TlsEnd;
+use crate::vocab::CutAction;
 use crate::wire::CutPoint;
 use tokio::time::Instant;
 

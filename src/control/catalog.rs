@@ -17,7 +17,7 @@ use crate::fault::FaultFactory;
 use crate::fault::keys::FaultDef;
 use crate::fault::outage::OutageSchedule;
 use crate::fault::registry::{Built, KINDS, Scope, TOXIPROXY_TYPES, build, from_toxiproxy};
-use crate::wire::Direction;
+use crate::vocab::Direction;
 
 /// Keys a toxic sets from its own fields; attributes may not repeat them.
 const RESERVED: &[&str] = &["kind", "name", "proxy", "direction", "probability"];

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use crate::fault::FaultFactory;
 use crate::fault::outage::OutageSchedule;
-use crate::wire::Direction;
+use crate::vocab::Direction;
 
 /// Why the hub could not carry out a change.
 #[derive(Debug, thiserror::Error)]

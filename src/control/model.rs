@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use super::errors::ApiError;
 use crate::fault::registry::TOXIPROXY_TYPES;
-use crate::wire::Direction;
+use crate::vocab::Direction;
 
 /// Body of `POST /proxies` and one element of `POST /populate`.
 #[derive(Debug, Clone, Default, Deserialize)]

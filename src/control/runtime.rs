@@ -16,8 +16,9 @@ use tokio_util::task::TaskTracker;
 
 use super::hub::{HistogramSnapshot, HubError, ProxyHub, ProxyStats, RESIDENCE_BOUNDS, Stopped};
 use crate::fault::FaultFactory;
-use crate::fault::outage::{OutageMode as FaultOutageMode, OutageSchedule};
-use crate::proxy::{OutageMode, Proxy, ProxyConfig, run};
+use crate::fault::outage::OutageSchedule;
+use crate::proxy::{Proxy, ProxyConfig, run};
+use crate::vocab::OutageMode;
 
 struct Slot {
     proxy: Arc<Proxy>,
@@ -43,10 +44,7 @@ impl Slot {
 }
 
 fn mode(schedule: &OutageSchedule) -> OutageMode {
-    match schedule.mode {
-        FaultOutageMode::Refuse => OutageMode::Refuse,
-        FaultOutageMode::Hold => OutageMode::Hold,
-    }
+    schedule.mode
 }
 
 /// Drives one outage schedule on `proxy` from `t0`, skipping the first `skip` windows (already

@@ -27,7 +27,7 @@ use super::hub::{FaultCatalog, HubError, ProxyHub};
 use super::model::{ProxyDoc, ProxyInput, ProxyPatch, ToxicDoc, check_address};
 use crate::fault::FaultFactory;
 use crate::fault::outage::OutageSchedule;
-use crate::wire::Direction;
+use crate::vocab::Direction;
 
 /// How long a stop waits for the proxy's listener to close.
 pub const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);

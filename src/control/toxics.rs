@@ -12,7 +12,7 @@ use super::errors::ApiError;
 use super::hub::CatalogError;
 use super::model::{ToxicDoc, ToxicInput, check_toxicity, merge_attributes, parse_stream};
 use super::store::{ProxyEntry, Store, ToxicEntry, ToxicFault, hub_error, toxic_doc};
-use crate::wire::Direction;
+use crate::vocab::Direction;
 
 impl Store {
     /// `GET /proxies/{name}/toxics`.

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use super::keys::{FaultConfigError, KeyReader};
 use super::{Chunk, ConnRng, Fault, FaultFactory};
-use crate::wire::Direction;
+use crate::vocab::Direction;
 
 /// The keys every per-connection kind has.
 #[derive(Debug, Clone, Copy, PartialEq)]

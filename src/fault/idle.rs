@@ -16,7 +16,8 @@ use tokio::time::Instant;
 
 use super::common::KindConfig;
 use super::keys::{FaultConfigError, KeyReader};
-use super::{Chunk, ConnRng, CutAction, Deadline, Fault, Plan};
+use super::{Chunk, ConnRng, Deadline, Fault, Plan};
+use crate::vocab::CutAction;
 
 /// Configuration of `idle`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

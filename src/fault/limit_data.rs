@@ -10,7 +10,8 @@ use tokio::time::Instant;
 use super::common::KindConfig;
 use super::keys::{FaultConfigError, KeyReader};
 use super::reset::ByteCut;
-use super::{ConnRng, CutAction, Fault};
+use super::{ConnRng, Fault};
+use crate::vocab::CutAction;
 
 /// Configuration of `limit_data`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

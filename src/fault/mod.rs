@@ -32,31 +32,8 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tokio::time::Instant;
 
-use crate::wire::{ChunkPositions, Direction};
-
-/// How a cut ends the connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum CutAction {
-    /// RST to the client (SO_LINGER 0), and the upstream side closed.
-    Reset,
-    /// Orderly close (FIN) to the client, and the upstream side closed.
-    Fin,
-    /// The proxy ends the chunked body itself with `0\r\n\r\n` (a "normal" end of stream), then
-    /// closes.
-    CleanEnd,
-}
-
-impl CutAction {
-    /// `reset`, `fin` or `clean-end`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CutAction::Reset => "reset",
-            CutAction::Fin => "fin",
-            CutAction::CleanEnd => "clean-end",
-        }
-    }
-}
+use crate::vocab::{CutAction, Direction};
+use crate::wire::ChunkPositions;
 
 /// A chunk as the fault chain sees it.
 #[derive(Debug, Clone, Copy)]

@@ -15,26 +15,7 @@
 use std::time::Duration;
 
 use super::keys::{FaultConfigError, KeyReader};
-
-/// What happens to new connections during an outage window.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum OutageMode {
-    /// Refused with RST (accepted and reset at once).
-    Refuse,
-    /// Accepted and held, unserved, until the window ends.
-    Hold,
-}
-
-impl OutageMode {
-    /// `refuse` or `hold`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OutageMode::Refuse => "refuse",
-            OutageMode::Hold => "hold",
-        }
-    }
-}
+use crate::vocab::OutageMode;
 
 /// When a proxy is out: one window, or a periodic series.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,23 +114,5 @@ fn value_error(r: &mut KeyReader<'_>, key: &'static str, message: String) -> Fau
     match r.raw(key) {
         Some(p) => FaultConfigError::at_value(p, message),
         None => FaultConfigError::at_def(r.def(), Some(key), message),
-    }
-}
-
-impl From<OutageMode> for crate::proxy::OutageMode {
-    fn from(mode: OutageMode) -> Self {
-        match mode {
-            OutageMode::Refuse => crate::proxy::OutageMode::Refuse,
-            OutageMode::Hold => crate::proxy::OutageMode::Hold,
-        }
-    }
-}
-
-impl From<crate::proxy::OutageMode> for OutageMode {
-    fn from(mode: crate::proxy::OutageMode) -> Self {
-        match mode {
-            crate::proxy::OutageMode::Refuse => OutageMode::Refuse,
-            crate::proxy::OutageMode::Hold => OutageMode::Hold,
-        }
     }
 }

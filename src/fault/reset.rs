@@ -18,7 +18,8 @@ use tokio::time::Instant;
 
 use super::common::{KindConfig, cut_point};
 use super::keys::{FaultConfigError, KeyReader};
-use super::{Chunk, ConnRng, Cut, CutAction, Deadline, Fault, Plan, Unseen};
+use super::{Chunk, ConnRng, Cut, Deadline, Fault, Plan, Unseen};
+use crate::vocab::CutAction;
 
 /// When a `reset` fires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

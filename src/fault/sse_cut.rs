@@ -29,9 +29,11 @@ use std::time::Duration;
 use rand::RngExt;
 use tokio::time::Instant;
 
-use super::{Chunk, ConnRng, Cut, CutAction, Fault, FaultFactory, Plan, Slice};
+use super::{Chunk, ConnRng, Cut, Fault, FaultFactory, Plan, Slice};
+use crate::vocab::CutAction;
+use crate::vocab::{Direction, StreamInfo};
 use crate::wire::position::UnknownClass;
-use crate::wire::{ChunkPositions, Direction, SseClass, StreamInfo};
+use crate::wire::{ChunkPositions, SseClass};
 
 /// The fault kind's name.
 pub const KIND: &str = "sse_cut";

@@ -20,7 +20,7 @@ use super::reset::{ResetConfig, ResetTrigger};
 use super::slicer::SlicerConfig;
 use super::slow_close::SlowCloseConfig;
 use super::timeout::TimeoutConfig;
-use crate::wire::Direction;
+use crate::vocab::Direction;
 
 /// Toxiproxy toxic types, in the order messages list them.
 pub const TOXIPROXY_TYPES: &[(&str, &[&str])] = &[

@@ -36,7 +36,7 @@ use tokio::time::Instant;
 
 use super::stats::Stats;
 use crate::fault::{ConnRng, Fault, FaultFactory};
-use crate::wire::Direction;
+use crate::vocab::Direction;
 
 /// A direction's fault chain and the fault-list generation it was built from.
 pub(crate) struct Chain {

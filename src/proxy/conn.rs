@@ -29,10 +29,13 @@ use tokio::time::{Instant, sleep_until, timeout};
 use super::chain::{Chain, identities};
 use super::pump::{Pump, Side, Stop};
 use super::splice::SpliceHalf;
-use super::state::{KillSignal, OutageMode, Proxy};
-use crate::fault::{ConnRng, CutAction, conn_rng};
+use super::state::{KillSignal, Proxy};
+use crate::fault::{ConnRng, conn_rng};
 use crate::tls::{Stream, TlsEnd};
-use crate::wire::{Direction, Observation, WireObserver};
+use crate::vocab::CutAction;
+use crate::vocab::Direction;
+use crate::vocab::OutageMode;
+use crate::wire::{Observation, WireObserver};
 
 /// How long a reset cut waits for the peer to acknowledge the bytes before the cut point.
 const RESET_DRAIN_LIMIT: Duration = Duration::from_secs(2);

@@ -19,9 +19,10 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use super::conn::{reset, serve};
-use super::state::{OutageMode, Proxy};
+use super::state::Proxy;
 use super::{FaultList, ProxyConfig, ProxyError};
-use crate::fault::CutAction;
+use crate::vocab::CutAction;
+use crate::vocab::OutageMode;
 
 /// Largest read buffer accepted (each connection allocates two).
 const MAX_BUFFER: usize = 16 * 1024 * 1024;

@@ -18,7 +18,7 @@
 //!   chunk, so none starves).
 //! - An I/O error on one side resets the other side at once.
 //! - A cut that carries an outage (the documents' 250 ms window) starts it in
-//!   [`OutageMode::Hold`]: open connections are reset, new ones wait until the window ends.
+//!   [`OutageMode::Hold`](crate::vocab::OutageMode::Hold): open connections are reset, new ones wait until the window ends.
 
 mod chain;
 pub mod cli;
@@ -40,7 +40,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use listener::{ProxySpec, bind, bind_all, run, run_all, run_bound};
-pub use state::{Factories, ObserverFactory, OutageMode, Proxy};
+pub use state::{Factories, ObserverFactory, Proxy};
 pub use stats::{Stats, StatsSnapshot};
 pub use tokio_util::sync::CancellationToken;
 

@@ -27,6 +27,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -38,8 +39,9 @@ use super::engine::{self, Handback};
 use super::splice::{Lane, SpliceHalf, ZeroCopy};
 use super::state::Proxy;
 use super::stats::ResidenceBatch;
-use crate::fault::{Chunk, ConnRng, Cut, CutAction, Deadline, Plan};
-use crate::wire::{Direction, Observation, WireObserver};
+use crate::fault::{Chunk, ConnRng, Cut, Deadline, Plan};
+use crate::vocab::{CutAction, Direction};
+use crate::wire::{Observation, WireObserver};
 
 /// Why a direction ended early (its `Err`): the connection must be cut or was broken.
 #[derive(Debug)]
@@ -464,11 +466,10 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
             Ok(a) => a,
             Err(stop) => return stop,
         };
-        self.record_cut(action, cut.by);
-        if let Some(d) = cut.outage {
-            // The documents' outage: new connections wait until the window ends.
-            self.proxy.hold_new_connections(d);
-        }
+        // The documents' outage: new connections wait until the window ends. The record names
+        // the window this cut opened, not the profile's setting.
+        let outage = cut.outage.map(|d| self.proxy.hold_new_connections(d));
+        self.record_cut(action, cut.by, outage);
         Stop::Cut(action)
     }
 
@@ -485,7 +486,7 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
             Ok(a) => a,
             Err(stop) => return stop,
         };
-        self.record_cut(action, d.by);
+        self.record_cut(action, d.by, None);
         Stop::Cut(action)
     }
 
@@ -519,7 +520,7 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
         Ok(action)
     }
 
-    fn record_cut(&mut self, action: CutAction, by: &'static str) {
+    fn record_cut(&mut self, action: CutAction, by: &'static str, outage: Option<Duration>) {
         self.proxy.stats().cut(action);
         tracing::debug!(direction = %self.dir, action = action.as_str(), by, "cut");
         if let Some(sink) = self.proxy.sink() {
@@ -529,6 +530,7 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
                 action,
                 point: crate::wire::CutPoint {
                     tls_end: self.proxy.config().tls.end_of(action),
+                    outage_ms: outage.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
                     ..self.observer.cut_at(self.written_to)
                 },
             });

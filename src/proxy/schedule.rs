@@ -11,8 +11,9 @@ use std::sync::Arc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::state::{OutageMode, Proxy};
+use super::state::Proxy;
 use crate::fault::outage::OutageSchedule;
+use crate::vocab::OutageMode;
 
 /// Runs every window of `schedules` against `proxy`, measured from `start`, until all windows
 /// fired or `shutdown` fires.
@@ -26,7 +27,7 @@ pub async fn drive_outages(
         let proxy = proxy.clone();
         let shutdown = shutdown.clone();
         async move {
-            let mode: OutageMode = schedule.mode.into();
+            let mode: OutageMode = schedule.mode;
             for (at, length) in schedule.windows() {
                 tokio::select! {
                     () = shutdown.cancelled() => return,

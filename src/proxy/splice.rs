@@ -30,7 +30,7 @@ use super::engine::Handback;
 use super::pump::{Side, Stop};
 use super::state::Proxy;
 use crate::fault::Deadline;
-use crate::wire::Direction;
+use crate::vocab::Direction;
 
 /// The smallest pipe worth splicing through: over the per-user pipe quota the kernel hands out
 /// one- or two-page pipes, and a syscall pair per 4 KiB costs more than copying.

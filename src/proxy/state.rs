@@ -21,7 +21,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::stats::Stats;
 use super::{FaultList, ProxyConfig};
-use crate::fault::{CutAction, FaultFactory};
+use crate::fault::FaultFactory;
+use crate::vocab::{CutAction, OutageMode};
 use crate::wire::observe::NoObserver;
 use crate::wire::{ObservationSink, WireObserver};
 
@@ -31,16 +32,6 @@ pub type ObserverFactory =
 
 /// The fault factories in force, shared by every connection that reads them.
 pub type Factories = Arc<[Arc<dyn FaultFactory>]>;
-
-/// What happens to new connections during an outage window.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum OutageMode {
-    /// Accepted and reset at once (RST).
-    Refuse,
-    /// Accepted and held (no upstream connect, no bytes) until the window ends, then served.
-    Hold,
-}
 
 #[derive(Debug, Clone, Copy)]
 struct Outage {
@@ -251,17 +242,23 @@ impl Proxy {
     /// The outage a cut opens (the documents' "250 ms connection reset"): connections accepted
     /// before `now + duration` are held until then; open connections are left alone (the cut
     /// already ended the one it hit), so concurrent sessions are not all torn by one cut.
-    pub fn hold_new_connections(&self, duration: Duration) {
-        self.open_window(duration, OutageMode::Hold);
+    /// Returns the window actually in effect from now (longer than `duration` when a running
+    /// outage ends later), for the cut record.
+    pub fn hold_new_connections(&self, duration: Duration) -> Duration {
+        let now = Instant::now();
+        let until = self.open_window(duration, OutageMode::Hold);
         tracing::debug!(proxy = %self.config.name, ?duration, "new connections held after a cut");
+        until.saturating_duration_since(now)
     }
 
-    /// Starts or extends the outage window (the later end wins; the newest mode applies).
-    fn open_window(&self, duration: Duration, mode: OutageMode) {
+    /// Starts or extends the outage window (the later end wins; the newest mode applies);
+    /// returns the window's end.
+    fn open_window(&self, duration: Duration, mode: OutageMode) -> Instant {
         let until = Instant::now() + duration;
         let mut o = lock(&self.outage);
         let until = o.map_or(until, |old| old.until.max(until));
         *o = Some(Outage { until, mode });
+        until
     }
 
     /// The end of the current outage window and its mode, if one is running.

@@ -14,8 +14,8 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use tokio::time::Instant;
 
-use crate::fault::CutAction;
-use crate::wire::Direction;
+use crate::vocab::CutAction;
+use crate::vocab::Direction;
 
 /// Largest residence time the histogram resolves (µs); larger samples saturate.
 const RESIDENCE_MAX_US: u64 = 60_000_000;

@@ -170,7 +170,7 @@ pub async fn run(
             ),
         },
     };
-    let story = story::tell(&phases, cfg.lines);
+    let story = story::tell(&phases);
     let run = assemble::RunDescription {
         seed: cfg.seed,
         profile_name: profile.origin.clone(),

@@ -84,7 +84,7 @@ pub async fn run_phase(
             .log_to_file(path)
             .map_err(|source| ReplayError::Audit { source })?;
     }
-    let tap = Arc::new(Tap::new(auditor.clone(), profile_outage(profile)));
+    let tap = Arc::new(Tap::new(auditor.clone()));
 
     let mut pcfg = ProxyConfig::new(PROXY_NAME, upstream.clone());
     pcfg.seed = cfg.seed;
@@ -174,17 +174,6 @@ pub async fn run_phase(
         upstream,
         proxy_stats: proxy.stats().snapshot(),
     })
-}
-
-/// The outage each cut of the profile opens (the first `outage_ms` found), for the timeline.
-fn profile_outage(profile: &Profile) -> Option<Duration> {
-    profile
-        .faults
-        .iter()
-        .filter_map(|f| f.def.get("outage_ms"))
-        .find_map(|p| p.value.as_integer())
-        .and_then(|ms| u64::try_from(ms).ok())
-        .map(Duration::from_millis)
 }
 
 /// The TLS configuration of every leg of a `--tls` replay.

@@ -13,7 +13,7 @@ use super::phase::PhaseOutcome;
 use super::tap::Moment;
 
 /// The story lines for the phases of a run (empty when no call hit a disconnect).
-pub fn tell(phases: &[PhaseOutcome], lines_per_result: u32) -> Vec<String> {
+pub fn tell(phases: &[PhaseOutcome]) -> Vec<String> {
     let mut out = Vec::new();
     for phase in phases {
         if phase.tool == "append" {
@@ -29,12 +29,16 @@ pub fn tell(phases: &[PhaseOutcome], lines_per_result: u32) -> Vec<String> {
         };
         let moments = phase.tap.moments();
         let cut = matching_cut(&moments, trace);
+        let lines_of_held = trace
+            .pending_id
+            .as_deref()
+            .and_then(|id| phase.tap.data_lines_of(id));
         out.push(format!(
             "{} client, request id {}:",
             phase.label, trace.request_id
         ));
         out.extend(
-            chapter(trace, cut, lines_per_result)
+            chapter(trace, cut, lines_of_held)
                 .into_iter()
                 .map(|l| format!("  {l}")),
         );
@@ -66,13 +70,19 @@ fn matching_cut<'a>(moments: &'a [Moment], trace: &CallTrace) -> Option<&'a CutP
     })
 }
 
-fn chapter(trace: &CallTrace, cut: Option<&CutPoint>, lines_per_result: u32) -> Vec<String> {
+/// `lines_of_held`: the data lines the held event had on the wire when it came through whole
+/// later (a resume), `None` if it never did.
+fn chapter(trace: &CallTrace, cut: Option<&CutPoint>, lines_of_held: Option<u32>) -> Vec<String> {
     let mut lines = Vec::new();
     let held = trace.pending_id.as_deref().unwrap_or("(no id line yet)");
     if trace.partial {
         let line_no = trace.partial_data_lines + u32::from(trace.mid_data_line);
+        let of = lines_of_held.map_or_else(
+            || " (the whole event never came through the proxy: its line count is unknown)".into(),
+            |n| format!(" of {n}"),
+        );
         let where_ = if trace.mid_data_line {
-            format!("inside data line {line_no} of {lines_per_result} (partial JSON, no line end)")
+            format!("inside data line {line_no}{of} (partial JSON, no line end)")
         } else {
             format!("after {} complete data line(s)", trace.partial_data_lines)
         };

@@ -1,6 +1,7 @@
 //! The replay's observation tap: forwards every observation to the auditor and keeps the few
 //! facts the report needs that the auditor does not keep (cuts by class and action, the
-//! timeline of cuts, outages and resumes).
+//! timeline of cuts, outages and resumes, and how many `data` lines each torn event had when it
+//! later came through whole).
 //!
 //! Invariant: it never blocks the data path for long (one short critical section per cut or
 //! request head) and keeps at most [`MAX_TIMELINE`] timeline entries.
@@ -47,24 +48,25 @@ struct Facts {
     cuts_by_class: BTreeMap<String, u64>,
     cuts_by_action: BTreeMap<String, u64>,
     moments: Vec<Moment>,
+    /// Data lines of events torn by a cut (by pending id), from their first whole delivery;
+    /// `None` until one is seen. At most [`MAX_TIMELINE`] ids.
+    torn_lines: BTreeMap<String, Option<u32>>,
 }
 
 /// Forwards to an [`Auditor`] and records cuts and resumes.
 pub struct Tap {
     auditor: Arc<Auditor>,
     start: Instant,
-    outage_after_cut: Option<Duration>,
     facts: Mutex<Facts>,
 }
 
 impl Tap {
-    /// A tap in front of `auditor`; `outage_after_cut` is the outage the profile opens after each
-    /// cut (for the timeline).
-    pub fn new(auditor: Arc<Auditor>, outage_after_cut: Option<Duration>) -> Self {
+    /// A tap in front of `auditor`. Each cut's outage is the window that cut opened, as the
+    /// pump recorded it (`CutPoint::outage_ms`), never a profile setting.
+    pub fn new(auditor: Arc<Auditor>) -> Self {
         Tap {
             auditor,
             start: Instant::now(),
-            outage_after_cut,
             facts: Mutex::new(Facts::default()),
         }
     }
@@ -82,6 +84,12 @@ impl Tap {
     /// Cuts by action.
     pub fn cuts_by_action(&self) -> BTreeMap<String, u64> {
         self.lock().cuts_by_action.clone()
+    }
+
+    /// How many `data` lines the event `id`, torn by a cut, had when it was later delivered
+    /// whole through the proxy (`None`: never seen whole, or never torn).
+    pub fn data_lines_of(&self, id: &str) -> Option<u32> {
+        self.lock().torn_lines.get(id).copied().flatten()
     }
 
     /// The recorded moments, in time order.
@@ -110,12 +118,17 @@ impl ObservationSink for Tap {
                     .cuts_by_action
                     .entry(action.as_str().to_owned())
                     .or_default() += 1;
+                if let Some(id) = &point.pending_id
+                    && facts.torn_lines.len() < MAX_TIMELINE
+                {
+                    facts.torn_lines.entry(id.clone()).or_insert(None);
+                }
                 if facts.moments.len() < MAX_TIMELINE {
                     facts.moments.push(Moment::Cut {
                         t_ms,
                         action: action.as_str(),
                         point: point.clone(),
-                        outage: self.outage_after_cut,
+                        outage: point.outage_ms.map(Duration::from_millis),
                     });
                 }
             }
@@ -133,6 +146,16 @@ impl ObservationSink for Tap {
                         last_event_id: id.clone(),
                         session: session.clone(),
                     });
+                }
+            }
+            Observation::SseEvent {
+                id: Some(id),
+                data_lines,
+                ..
+            } => {
+                let mut facts = self.lock();
+                if let Some(slot @ None) = facts.torn_lines.get_mut(id) {
+                    *slot = Some(*data_lines);
                 }
             }
             _ => {}

@@ -83,8 +83,8 @@ impl ProxyTls {
     }
 
     /// The TLS end a cut with `action` produces on the client side, if it speaks TLS.
-    pub fn end_of(&self, action: crate::fault::CutAction) -> Option<TlsEnd> {
-        use crate::fault::CutAction;
+    pub fn end_of(&self, action: crate::vocab::CutAction) -> Option<TlsEnd> {
+        use crate::vocab::CutAction;
         self.client.as_ref()?;
         Some(match (action, self.fin) {
             (CutAction::CleanEnd, _) | (CutAction::Fin, FinEnd::CloseNotify) => TlsEnd::CloseNotify,
@@ -170,7 +170,7 @@ pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fault::CutAction;
+    use crate::vocab::CutAction;
 
     #[test]
     fn only_a_tls_client_side_has_a_tls_end() {

@@ -63,6 +63,9 @@ pub(super) struct ReqInfo {
     pub session: Option<String>,
     /// The JSON-RPC id of the request body (JSON text, e.g. `7` or `"a"`), once the body ended.
     pub rpc_id: OnceLock<Option<String>>,
+    /// The request carried `Last-Event-ID`: its response stream is a resume (its events are
+    /// classified `during-replay`, see `http1_down`).
+    pub resume: bool,
 }
 
 /// Request facts waiting for their responses.
@@ -223,6 +226,7 @@ impl Http1Upstream {
             path: req.path.clone(),
             session: req.session.clone(),
             rpc_id: OnceLock::new(),
+            resume: req.last_event_id.is_some(),
         });
         self.seq += 1;
         let queued = match self.queue.lock() {

@@ -11,7 +11,11 @@
 //!   after the response head gets the class of payload point 0 (`boundary`). A payload cut
 //!   point whose class waits for the next payload byte is reported by the chunk that brings
 //!   that byte, as cut point 0 when it is the chunk's first byte (hence `start` may be 0).
-//! - `clean_end` follows `http1_clean`.
+//! - `during-replay`: on a resume response (its request carried `Last-Event-ID`) every cut
+//!   point inside an event block that tears the event is `during-replay`
+//!   ([`SseClass::on_resume`]); each run keeps the class it would have elsewhere as `base`.
+//! - `clean_end` follows `http1_clean` (which needs the `base` class: is the cut at a line
+//!   start?).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -25,9 +29,9 @@ use super::position::SseClass;
 use super::rpc_head::is_response_head;
 use super::sse::{EventSpan, SseEvent, SseScanner};
 use super::{
-    ChunkPositions, CutPoint, Observation, ObservationSink, PositionRun, StreamInfo, StreamSpan,
-    WireObserver,
+    ChunkPositions, CutPoint, Observation, ObservationSink, PositionRun, StreamSpan, WireObserver,
 };
+use crate::vocab::StreamInfo;
 
 #[derive(Debug, Clone, Copy)]
 enum DownState {
@@ -283,6 +287,7 @@ impl Http1Downstream {
                     data_hash: e.data_hash.unwrap_or_else(|| data_hash(e.data)),
                     data_len: e.data_len,
                     data,
+                    data_lines: e.data_lines,
                     raw_start,
                     raw_end,
                 },
@@ -314,6 +319,11 @@ impl Http1Downstream {
     /// Converts payload runs `classified.runs[from..]` to chunk runs with the current map.
     fn take_runs(&mut self, from: usize) {
         let (p_base, r_base) = self.map;
+        let resume = self
+            .resp
+            .as_ref()
+            .and_then(|r| r.req.as_ref())
+            .is_some_and(|q| q.resume);
         for i in from..self.view.classified.runs.len() {
             let r = self.view.classified.runs[i];
             let start = r_base + r.start.saturating_sub(p_base) as usize;
@@ -322,7 +332,8 @@ impl Http1Downstream {
                 PositionRun {
                     start,
                     end,
-                    class: r.class,
+                    class: if resume { r.class.on_resume() } else { r.class },
+                    base: r.class,
                     event_index: r.event_index,
                     payload_offset: r.start,
                 },
@@ -358,6 +369,7 @@ impl Http1Downstream {
             start: at + 1,
             end: at + n + 1,
             class: SseClass::ChunkFraming,
+            base: SseClass::ChunkFraming,
             event_index: sse.scanner.events_dispatched(),
             payload_offset: sse.scanner.payload_offset(),
         };
@@ -557,7 +569,7 @@ impl WireObserver for Http1Downstream {
         let class = runs
             .get(runs.partition_point(|r| r.end <= k))
             .filter(|r| r.start <= k)
-            .map(|r| r.class);
+            .map(|r| r.base);
         // Cut points whose class says the payload stands at the start of a line.
         let line_start = matches!(
             class,

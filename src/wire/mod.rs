@@ -21,35 +21,6 @@ mod sse_data;
 
 pub use http1_clean::CleanEnd;
 pub use observe::{
-    ChunkPositions, CutPoint, Observation, ObservationSink, PositionRun, StreamInfo, StreamSpan,
-    WireObserver,
+    ChunkPositions, CutPoint, Observation, ObservationSink, PositionRun, StreamSpan, WireObserver,
 };
 pub use position::SseClass;
-
-use std::fmt;
-
-/// The direction of a pump. `Upstream` carries client→server bytes, `Downstream` server→client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Direction {
-    /// Client → server.
-    Upstream,
-    /// Server → client.
-    Downstream,
-}
-
-impl Direction {
-    /// `"upstream"` or `"downstream"`, the names profiles and the control API use.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Direction::Upstream => "upstream",
-            Direction::Downstream => "downstream",
-        }
-    }
-}
-
-impl fmt::Display for Direction {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}

@@ -7,9 +7,10 @@
 //! [`ObservationSink`] (the audit, or nothing). The byte-mode observer ([`NoObserver`]) keeps no
 //! state and returns no positions, so a plain relay pays nothing.
 
+use super::SseClass;
 use super::http1_clean::CleanEnd;
-use super::{Direction, SseClass};
-use crate::fault::CutAction;
+use crate::vocab::Direction;
+use crate::vocab::{CutAction, StreamInfo};
 
 /// Positions of the cut points inside one chunk of an SSE response body.
 ///
@@ -38,19 +39,6 @@ pub struct StreamSpan {
     pub stream: std::sync::Arc<StreamInfo>,
 }
 
-/// What a fault may know of an SSE response stream: its request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StreamInfo {
-    /// Per-connection response sequence number (pairs with `Observation::Request::seq`).
-    pub seq: u64,
-    /// Request method (`GET` when the response had no visible request).
-    pub method: String,
-    /// Request target.
-    pub path: String,
-    /// `Mcp-Session-Id` of the response or its request.
-    pub session: Option<String>,
-}
-
 /// Consecutive cut points that hit the same class in the same event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PositionRun {
@@ -60,6 +48,9 @@ pub struct PositionRun {
     pub end: usize,
     /// The class every cut point of the run hits.
     pub class: SseClass,
+    /// The class the run would have outside a resume: equal to `class` except where `class`
+    /// is `during-replay` (then the structural class under it, e.g. `mid-value`).
+    pub base: SseClass,
     /// Index of the SSE event (0-based, per response stream) the run belongs to.
     pub event_index: u64,
     /// Payload offset (decoded SSE body bytes before cut point `start`).
@@ -110,6 +101,9 @@ pub struct CutPoint {
     pub rpc_id: Option<String>,
     /// How the client's TLS session ended, if the client side speaks TLS (set by the pump).
     pub tls_end: Option<crate::tls::TlsEnd>,
+    /// The outage window this cut opened (new connections held), in milliseconds, as it took
+    /// effect (set by the pump; `None` when the cut opened none).
+    pub outage_ms: Option<u64>,
 }
 
 /// One thing an observer learned, for the audit. Additive: consumers ignore what they do not
@@ -164,6 +158,8 @@ pub enum Observation {
         /// The data, or its first body-limit bytes when longer (`data_len` tells which): a
         /// JSON-RPC message's id and kind are at its head.
         data: Option<bytes::Bytes>,
+        /// How many `data` field lines the event had on the wire.
+        data_lines: u32,
         raw_start: u64,
         raw_end: u64,
     },

@@ -87,6 +87,33 @@ impl SseClass {
         }
     }
 
+    /// The class of this cut point when the stream is a resume: the response to a request that
+    /// carried `Last-Event-ID`.
+    ///
+    /// The definition the proxy applies (`during-replay`): the proxy cannot tell, from the wire
+    /// alone, which events of a resume response the server replays from its store and which
+    /// are new, and a conformant server sends the replay first; so every event of a resume
+    /// response counts as replayed. A cut point *inside* such an event — any class that tears
+    /// the event — is `during-replay`: field names, values, line ends, `after-id`, `mid-id`,
+    /// `before-dispatch`, `mid-utf8`. A cut point between events (`boundary`, the dispatching
+    /// CR `dispatch-cr-lf`), in chunk framing, in the BOM, in a priming event (not a replayed
+    /// event) or after the final response keeps its class. The cut record's
+    /// `last_committed_id` is then the last fully replayed id (the client's next cursor).
+    pub fn on_resume(self) -> SseClass {
+        match self {
+            SseClass::FieldName
+            | SseClass::AfterColon
+            | SseClass::MidValue
+            | SseClass::BeforeEol
+            | SseClass::CrLf
+            | SseClass::BeforeDispatch
+            | SseClass::AfterId
+            | SseClass::MidId
+            | SseClass::MidUtf8 => SseClass::DuringReplay,
+            other => other,
+        }
+    }
+
     /// True if and only if a conformant client loses (discards) the event in progress when the
     /// connection stops here.
     pub fn tears_event(self) -> bool {
@@ -150,5 +177,28 @@ mod tests {
         let msg = err.to_string();
         assert!(msg.contains("'mid-valu'"), "{msg}");
         assert!(msg.contains("mid-value"), "{msg}");
+    }
+
+    #[test]
+    fn on_resume_maps_exactly_the_cut_points_inside_an_event() {
+        for c in SseClass::ALL {
+            let r = c.on_resume();
+            if r == SseClass::DuringReplay {
+                assert!(c.tears_event(), "{c} tears no event");
+            } else {
+                assert_eq!(r, c, "{c}");
+            }
+        }
+        for kept in [
+            SseClass::Boundary,
+            SseClass::DispatchCrLf,
+            SseClass::ChunkFraming,
+            SseClass::Priming,
+            SseClass::AfterFinal,
+        ] {
+            assert_eq!(kept.on_resume(), kept);
+        }
+        assert_eq!(SseClass::MidValue.on_resume(), SseClass::DuringReplay);
+        assert_eq!(SseClass::AfterId.on_resume(), SseClass::DuringReplay);
     }
 }

@@ -20,8 +20,9 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::{Direction, Observation, ObservationSink};
-use crate::fault::CutAction;
+use super::{Observation, ObservationSink};
+use crate::vocab::CutAction;
+use crate::vocab::Direction;
 
 /// Records waiting for the writer thread; beyond this, records are dropped and counted.
 pub const QUEUE_LIMIT: usize = 4096;
@@ -75,6 +76,9 @@ pub struct CutRecord {
     /// `close-notify` or `truncated` when the client side speaks TLS, else `null`.
     #[serde(default)]
     pub tls_end: Option<crate::tls::TlsEnd>,
+    /// The outage window the cut opened (new connections held), in milliseconds.
+    #[serde(default)]
+    pub outage_ms: Option<u64>,
 }
 
 impl CutRecord {
@@ -122,6 +126,7 @@ impl CutRecord {
             action: *action,
             by: by.map(str::to_string),
             tls_end: point.tls_end,
+            outage_ms: point.outage_ms,
         })
     }
 }
@@ -266,6 +271,7 @@ mod tests {
                 session: Some("s1".into()),
                 rpc_id: Some("7".into()),
                 tls_end: None,
+                outage_ms: Some(250),
             },
         }
     }

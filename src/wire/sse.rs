@@ -62,6 +62,8 @@ pub struct SseEvent<'a> {
     /// XXH3-64 of the whole data, when a bounded scanner computed it while streaming (`None`
     /// from a whole-data scanner: hash `data` if needed).
     pub data_hash: Option<u64>,
+    /// How many `data` field lines the event had (on the wire).
+    pub data_lines: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -523,6 +525,7 @@ impl SseScanner {
         self.last_event_id.clear();
         self.last_event_id.push_str(&self.id_buf);
         let id_set = std::mem::replace(&mut self.id_set, false);
+        let data_lines = self.tr.data_lines();
         let span = EventSpan {
             start: self.tr.block_start(),
             end: self.pos,
@@ -545,6 +548,7 @@ impl SseScanner {
             last_event_id: &self.last_event_id,
             data_len: self.data.len(),
             data_hash: self.line_limit.map(|_| self.data.hash()),
+            data_lines,
         };
         let is_final = on_event(&event, span);
         self.dispatched += 1;

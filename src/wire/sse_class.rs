@@ -21,7 +21,8 @@
 //! class. `priming` covers cut points inside the stream's first event block while that block has
 //! a recognised `id` field and no `data` value byte (the MCP priming event `id: X` + `data:`),
 //! except its dispatching CR. `event_index` is the number of events dispatched before the cut.
-//! `during-replay` is not produced here (it needs the audit's knowledge of the resume).
+//! `during-replay` is not produced here: the scanner does not know the request; the HTTP
+//! observer maps these classes with `SseClass::on_resume` on a resume response.
 
 use super::SseClass;
 use super::sse::{Field, SseScanner};
@@ -162,6 +163,11 @@ impl Tracker {
 
     pub(super) fn other_line_done(&mut self) {
         self.last_line_id = false;
+    }
+
+    /// `data` field lines begun in the event block in progress.
+    pub(super) fn data_lines(&self) -> u32 {
+        self.data_line
     }
 
     pub(super) fn block_start(&self) -> u64 {

@@ -9,9 +9,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tearline::audit::{AuditConfig, Auditor, FindingKind as K};
-use tearline::fault::{Chunk, ConnRng, Cut, CutAction, Fault, FaultFactory, Plan};
+use tearline::fault::{Chunk, ConnRng, Cut, Fault, FaultFactory, Plan};
 use tearline::proxy::{self, CancellationToken, Proxy, ProxyConfig};
-use tearline::wire::{Direction, Observation, ObservationSink, http1};
+use tearline::vocab::CutAction;
+use tearline::vocab::Direction;
+use tearline::wire::{Observation, ObservationSink, http1};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;

@@ -5,8 +5,9 @@
 
 use bytes::Bytes;
 use tearline::audit::{AuditConfig, Auditor, FindingKind};
-use tearline::fault::CutAction;
-use tearline::wire::{CutPoint, Direction, Observation, ObservationSink, SseClass};
+use tearline::vocab::CutAction;
+use tearline::vocab::Direction;
+use tearline::wire::{CutPoint, Observation, ObservationSink, SseClass};
 
 /// FNV-1a 64, as the wire observer hashes data buffers.
 pub fn fnv(bytes: &[u8]) -> u64 {
@@ -242,6 +243,7 @@ impl Wire {
                         data_hash: fnv(data.as_bytes()),
                         data_len: data.len() as u64,
                         data: Some(Bytes::from(data.clone())),
+                        data_lines: 1,
                         raw_start: base + ev_start as u64,
                         raw_end: base + next as u64,
                     });
@@ -298,6 +300,7 @@ impl Wire {
                     data_hash: fnv(data.as_bytes()),
                     data_len: data.len() as u64,
                     data: Some(Bytes::from(data.clone())),
+                    data_lines: 1,
                     raw_start: base + ev_start as u64,
                     raw_end: base + limit as u64,
                 });
@@ -364,6 +367,7 @@ impl Wire {
                 session: None,
                 rpc_id: None,
                 tls_end: self.tls_end,
+                outage_ms: None,
             },
         });
         self.rec(Observation::ConnClosed { conn });

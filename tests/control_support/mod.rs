@@ -21,7 +21,7 @@ use tearline::control::{
     serve_api,
 };
 use tearline::fault::{ConnRng, Fault, FaultFactory};
-use tearline::wire::Direction;
+use tearline::vocab::Direction;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 

@@ -4,8 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tearline::fault::{Chunk, ConnRng, Cut, CutAction, Deadline, Fault, FaultFactory, Plan, Slice};
-use tearline::wire::Direction;
+use tearline::fault::{Chunk, ConnRng, Cut, Deadline, Fault, FaultFactory, Plan, Slice};
+use tearline::vocab::CutAction;
+use tearline::vocab::Direction;
 use tokio::time::Instant;
 
 /// One scripted action.

@@ -1,0 +1,93 @@
+//! The vocabulary the folders trade: which way bytes flow ([`Direction`]), how a cut ends a
+//! connection ([`CutAction`]), what an outage does to new connections ([`OutageMode`]) and what
+//! a fault may know of an SSE response stream ([`StreamInfo`]).
+//!
+//! It exists so that `wire`, `fault`, `proxy` and `audit` share these types without importing
+//! each other for them. Invariants: the types are plain data (no behaviour beyond their
+//! names); their serialized names are the ones profiles, logs and the control API use, and
+//! they are defined here only (no re-exports at other paths).
+
+use std::fmt;
+
+/// The direction of a pump. `Upstream` carries client→server bytes, `Downstream` server→client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// Client → server.
+    Upstream,
+    /// Server → client.
+    Downstream,
+}
+
+impl Direction {
+    /// `"upstream"` or `"downstream"`, the names profiles and the control API use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Upstream => "upstream",
+            Direction::Downstream => "downstream",
+        }
+    }
+}
+
+impl fmt::Display for Direction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a cut ends the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CutAction {
+    /// RST to the client (SO_LINGER 0), and the upstream side closed.
+    Reset,
+    /// Orderly close (FIN) to the client, and the upstream side closed.
+    Fin,
+    /// The proxy ends the chunked body itself with `0\r\n\r\n` (a "normal" end of stream), then
+    /// closes.
+    CleanEnd,
+}
+
+impl CutAction {
+    /// `reset`, `fin` or `clean-end`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CutAction::Reset => "reset",
+            CutAction::Fin => "fin",
+            CutAction::CleanEnd => "clean-end",
+        }
+    }
+}
+
+/// What happens to new connections during an outage window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OutageMode {
+    /// Refused with RST (accepted and reset at once).
+    Refuse,
+    /// Accepted and held (no upstream connect, no bytes) until the window ends, then served.
+    Hold,
+}
+
+impl OutageMode {
+    /// `refuse` or `hold`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutageMode::Refuse => "refuse",
+            OutageMode::Hold => "hold",
+        }
+    }
+}
+
+/// What a fault may know of an SSE response stream: its request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamInfo {
+    /// Per-connection response sequence number (pairs with `Observation::Request::seq`).
+    pub seq: u64,
+    /// Request method (`GET` when the response had no visible request).
+    pub method: String,
+    /// Request target.
+    pub path: String,
+    /// `Mcp-Session-Id` of the response or its request.
+    pub session: Option<String>,
+}
