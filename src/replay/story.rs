@@ -116,7 +116,7 @@ fn chapter(trace: &CallTrace, cut: Option<&CutPoint>, lines_of_held: Option<u32>
             };
             format!("3. It reconnected with `Last-Event-ID: {id}`{verdict}.")
         }
-        None => "3. It did not resume that stream (it re-issued the call instead).".to_owned(),
+        None => "3. It did not resume that stream (no `Last-Event-ID` was sent).".to_owned(),
     });
     lines.push(format!("4. The server {}.", answer(trace.answer.as_ref())));
     lines.push(format!("5. Outcome: {}.", outcome(trace.outcome)));
