@@ -75,14 +75,7 @@ impl Ledger {
         if stream.session.is_none() {
             return;
         }
-        let calls: Vec<WatchCall> = stream
-            .unanswered()
-            .map(|c| WatchCall {
-                id: c.id.clone(),
-                method: c.method.clone(),
-                params_hash: c.params_hash,
-            })
-            .collect();
+        let calls = WatchCall::unanswered(stream);
         if calls.is_empty() {
             return;
         }

@@ -23,7 +23,7 @@
 use super::finding::{Finding, FindingKind, StreamRef};
 use super::ledger::Ledger;
 use super::rpc::{RpcMessage, is_stateless_version};
-use super::stream::{Origin, StreamKey};
+use super::stream::{Origin, Stream, StreamKey};
 use tokio::time::Instant;
 
 /// One call a watch waits for the client to re-issue.
@@ -32,6 +32,20 @@ pub struct WatchCall {
     pub id: String,
     pub method: String,
     pub params_hash: u64,
+}
+
+impl WatchCall {
+    /// The calls of `stream` still waiting for an answer (no re-issue replaced them).
+    pub fn unanswered(stream: &Stream) -> Vec<WatchCall> {
+        stream
+            .unanswered()
+            .map(|c| WatchCall {
+                id: c.id.clone(),
+                method: c.method.clone(),
+                params_hash: c.params_hash,
+            })
+            .collect()
+    }
 }
 
 /// What a watch waits for after a cut.
@@ -63,14 +77,7 @@ impl Ledger {
         let Some(stream) = self.streams.get(&key) else {
             return;
         };
-        let calls: Vec<WatchCall> = stream
-            .unanswered()
-            .map(|c| WatchCall {
-                id: c.id.clone(),
-                method: c.method.clone(),
-                params_hash: c.params_hash,
-            })
-            .collect();
+        let calls = WatchCall::unanswered(stream);
         let stateless = stream.version.as_deref().is_some_and(is_stateless_version);
         let kind = if stateless {
             if calls.is_empty() {
