@@ -139,11 +139,16 @@ async fn many_delayed_connections_stop_at_the_proxy_budget() {
         p.proxy.set_faults(vec![latency(20)]);
         let conns = 4u64;
         let total = 16 * MIB;
+        // Every connection is open before any byte flows: once the queues fill the budget the
+        // proxy refuses new connections, and this test is about the open ones.
         let mut clients = Vec::new();
-        let mut senders = Vec::new();
-        for i in 0..conns {
+        let mut servers = Vec::new();
+        for _ in 0..conns {
             clients.push(TcpStream::connect(p.addr).await.unwrap());
-            let mut server = accepted.recv().await.unwrap();
+            servers.push(accepted.recv().await.unwrap());
+        }
+        let mut senders = Vec::new();
+        for (i, mut server) in (0..conns).zip(servers) {
             senders.push(tokio::spawn(async move {
                 let sum = send_random(&mut server, total, 100 + i, 200_000)
                     .await
