@@ -9,8 +9,9 @@
 //!   in time without capping its throughput; it stops when the queue holds
 //!   `max_inflight_bytes` (backpressure), so memory stays bounded by
 //!   `buffer_size + max_inflight_bytes + buffer_size` per direction; it also stops while the
-//!   proxy is over its memory budget (`max_buffered_bytes`, across connections), so queues
-//!   stop growing there (each direction may still read its one chunk in flight).
+//!   proxy is over its memory budget (`max_buffered_bytes`, across connections) while its own
+//!   queue holds anything, so queues stop growing there; a direction with an empty queue still
+//!   reads (its chunk is written at once), so undelayed connections keep flowing.
 //! - A cut delivers every slice planned before it, on time, then ends the direction with an
 //!   error value the connection task turns into RST or FIN; EOF is passed on (write shutdown)
 //!   after every queued byte and no earlier than every fault's `on_eof` time.
