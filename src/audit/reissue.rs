@@ -3,9 +3,9 @@
 //!
 //! A `tools/call` *re-issues* an earlier call if and only if both have the same method and the
 //! same params without `_meta` (tool and arguments; a new progress token does not matter), the
-//! earlier call is unanswered and not yet replaced, its stream was cut at least once or every
-//! leg of it has ended (a client may re-issue before the proxy saw its old connection close),
-//! and one of:
+//! earlier call is unanswered and not yet replaced, every leg of its stream has ended or its
+//! last cut has not been followed by a reconnect (a client may re-issue before the proxy saw its
+//! old connection close; a stream being resumed is not abandoned), and one of:
 //! - the new request is in the same session with the same JSON-RPC id (sent again as is);
 //! - the new request is the first `tools/call` of a session other than the earlier call's (the
 //!   client renegotiated a session and re-issued, as tearline's strict client does).
@@ -48,9 +48,13 @@ impl Ledger {
         let mut best: Option<(Instant, StreamKey, String)> = None;
         for (key, s) in &self.streams {
             // A client that saw its stream break may re-issue before the proxy saw the old
-            // connection close: a stream cut once counts as ended for this.
+            // connection close: a stream cut and not yet reconnected counts as ended for this.
+            // A stream whose resume is open is being recovered, not abandoned: an identical
+            // call meanwhile (another session's first call with the same arguments) is a new
+            // call, not its re-issue.
+            let abandoned = s.open_legs == 0 || (s.cut_at.is_some() && s.awaiting_reconnect);
             if s.origin != Origin::Post
-                || (s.open_legs > 0 && s.cut_at.is_none())
+                || !abandoned
                 || s.version.as_deref().is_some_and(is_stateless_version)
             {
                 continue;
