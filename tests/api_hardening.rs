@@ -1,5 +1,7 @@
 //! The control API's edges over real sockets: the `Host` allowlist (DNS-rebinding defence), the
-//! bearer token, and read timeouts that keep slow clients from holding its connection slots.
+//! bearer token, read timeouts that keep slow clients from holding its connection slots, and
+//! slot eviction that keeps hundreds of hostile connections from delaying a well-behaved
+//! request.
 
 mod control_support;
 
@@ -11,6 +13,7 @@ use tearline::control::server::MAX_CONNECTIONS;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, timeout};
+use tokio_util::sync::CancellationToken;
 
 /// Sends raw request bytes on a fresh connection; returns everything read until EOF.
 async fn raw(addr: SocketAddr, request: &str) -> String {
@@ -109,6 +112,121 @@ async fn slow_clients_are_dropped_after_the_read_timeout_and_cannot_hold_every_s
         let r = String::from_utf8_lossy(&out);
         assert!(r.starts_with("HTTP/1.1 408"), "{r}");
         assert!(t.elapsed() >= read_timeout, "answered before the timeout");
+        api.shutdown.cancel();
+    })
+    .await
+    .expect("test timed out");
+}
+
+/// Opens a hostile connection, then keeps it going in a task: slowloris (odd `i`: a request
+/// head, a byte a second) or one endless header (even `i`: ten bytes every 100 ms), until
+/// `stop` or the server closes it.
+async fn hostile(
+    addr: SocketAddr,
+    i: usize,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let mut s = TcpStream::connect(addr).await.expect("connect hostile");
+    s.write_all(b"G").await.expect("first byte");
+    tokio::spawn(async move {
+        let head = b"GET /version HTTP/1.1\r\nHost: localhost\r\nX-Endless: ";
+        let (pause, chunk) = if i % 2 == 1 {
+            (Duration::from_secs(1), 1)
+        } else {
+            (Duration::from_millis(100), 10)
+        };
+        let mut sent = 1;
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(pause) => {}
+            }
+            let bytes: Vec<u8> = (sent..sent + chunk)
+                .map(|k| head.get(k).copied().unwrap_or(b'a'))
+                .collect();
+            if s.write_all(&bytes).await.is_err() {
+                return;
+            }
+            sent += chunk;
+        }
+    })
+}
+
+/// `tearline_api_connections_evicted_total` from `/metrics`.
+async fn evicted_total(addr: SocketAddr) -> u64 {
+    let r = raw(
+        addr,
+        &format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"),
+    )
+    .await;
+    r.lines()
+        .find_map(|l| l.strip_prefix("tearline_api_connections_evicted_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no eviction counter in /metrics: {r}"))
+}
+
+#[tokio::test]
+async fn two_hundred_slow_connections_do_not_delay_a_well_behaved_request() {
+    timeout(TEST_TIMEOUT, async {
+        // The default head timeout (10 s): without eviction a request would wait for it.
+        let api = start_api(|_| {}).await;
+        let stop = CancellationToken::new();
+        let hostile_conns = 200;
+        let mut tasks = Vec::new();
+        for i in 0..hostile_conns {
+            tasks.push(hostile(api.addr, i, stop.clone()).await);
+        }
+        let host = api.addr.to_string();
+        let bound = Duration::from_secs(2);
+        for probe in 0..5 {
+            let t = Instant::now();
+            let r = timeout(bound, raw(api.addr, &get(&host, "")))
+                .await
+                .unwrap_or_else(|_| {
+                    panic!(
+                        "probe {probe} not answered within {bound:?} (head timeout {:?}): \
+                         hostile connections held the slots",
+                        tearline::control::server::READ_TIMEOUT
+                    )
+                });
+            assert!(r.starts_with("HTTP/1.1 200"), "probe {probe}: {r}");
+            assert!(
+                t.elapsed() < bound,
+                "probe {probe} answered after {:?} (bound {bound:?}, head timeout {:?}): \
+                 hostile connections held the slots",
+                t.elapsed(),
+                tearline::control::server::READ_TIMEOUT
+            );
+        }
+        // Every hostile connection beyond the slots, and the first probe, made room by
+        // eviction (a finished probe gives its slot back, so later ones may find it free).
+        let evicted = evicted_total(api.addr).await;
+        let least = (hostile_conns + 1 - MAX_CONNECTIONS) as u64;
+        assert!(
+            evicted >= least,
+            "{evicted} evicted, expected at least {least}"
+        );
+        stop.cancel();
+        for t in tasks {
+            let _ = t.await;
+        }
+        api.shutdown.cancel();
+    })
+    .await
+    .expect("test timed out");
+}
+
+#[tokio::test]
+async fn a_request_head_larger_than_the_limit_is_refused_with_431() {
+    timeout(TEST_TIMEOUT, async {
+        let api = start_api(|_| {}).await;
+        let host = api.addr.to_string();
+        let big = format!(
+            "X-Big: {}\r\n",
+            "a".repeat(tearline::control::server::MAX_HEAD_BYTES)
+        );
+        let r = raw(api.addr, &get(&host, &big)).await;
+        assert!(r.starts_with("HTTP/1.1 431"), "{r}");
         api.shutdown.cancel();
     })
     .await

@@ -1,6 +1,10 @@
 //! Churn: connections opened and closed (FIN) or reset (RST) through the proxy as fast as the
-//! machine allows, half each. Checks: open connections return to 0, and the proxy's fds,
-//! threads and RSS return to their baseline (fds and threads exactly; RSS within 16 MiB).
+//! machine allows, half each. Checks: open connections return to 0, the proxy's fds, threads
+//! and RSS return to their baseline (fds and threads exactly; RSS within 16 MiB), and with the
+//! HTTP observer every audit store that follows connections or streams
+//! (`tearline_audit_tracked`) is empty after the grace wait, so RSS that stays is not the
+//! audit's state. The proxy inherits the environment: allocator settings
+//! (`MALLOC_ARENA_MAX`, `MALLOC_TRIM_THRESHOLD_`) reach it from the bench's command line.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -61,6 +65,23 @@ async fn churn(port: u16, n: u64, parallel: u64, failed: Arc<AtomicU64>) {
     }
 }
 
+/// The audit's store gauges from `/metrics` (`store`, entries).
+async fn audit_stores(api: u16) -> Vec<(String, f64)> {
+    let (_, text) = common::http(api, "GET", "/metrics", "", "").await;
+    text.lines()
+        .filter_map(|l| l.strip_prefix("tearline_audit_tracked{store=\""))
+        .filter_map(|l| {
+            let (name, rest) = l.split_once("\"}")?;
+            Some((name.to_owned(), rest.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// Stores whose entries follow connections and streams (the others hold findings).
+fn follows_connections(store: &str) -> bool {
+    !matches!(store, "findings" | "loss_keys")
+}
+
 async fn settle(api: u16) -> f64 {
     let mut open = f64::NAN;
     for _ in 0..300 {
@@ -105,6 +126,7 @@ pub async fn run(args: &Args) -> bool {
     let mut after = Vec::new();
     let mut open = f64::NAN;
     let (mut fds1, mut thr1) = (0, 0);
+    let mut stores_left = Vec::new();
     for round in 1..=rounds {
         let start = Instant::now();
         churn(listen, n, parallel, failed.clone()).await;
@@ -119,6 +141,18 @@ pub async fn run(args: &Args) -> bool {
         let (rss1, f, t) = common::proc_stats(proxy.pid());
         (fds1, thr1) = (f, t);
         after.push(rss1);
+        if observe == "http" {
+            let stores = audit_stores(api).await;
+            let shown: Vec<String> = stores.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            println!(
+                "  round {round}: audit stores after the grace: {}",
+                shown.join(", ")
+            );
+            stores_left = stores
+                .into_iter()
+                .filter(|(k, v)| follows_connections(k) && *v > 0.0)
+                .collect();
+        }
         println!(
             "  round {round}: {n} connections in {secs:.1} s ({:.0}/s); open after {open}; \
              RSS settled {:.1} MiB, {grace} s later (after an audit sweep) {:.1} MiB; fds {f}, threads {t}",
@@ -142,6 +176,13 @@ pub async fn run(args: &Args) -> bool {
     );
     ok &= verdict("fds", fds1 <= fds0, &format!("{fds0} -> {fds1}"));
     ok &= verdict("threads", thr1 <= thr0, &format!("{thr0} -> {thr1}"));
+    if observe == "http" && grace > 0 {
+        ok &= verdict(
+            "audit stores empty after the grace",
+            stores_left.is_empty(),
+            &format!("non-empty: {stores_left:?}"),
+        );
+    }
     ok &= verdict(
         "RSS flat across rounds",
         last <= first + 16 * 1024,

@@ -99,6 +99,11 @@ impl LossTally {
         }
     }
 
+    /// Affected calls remembered by name (at most `MAX_LOSS_KEYS`).
+    pub fn remembered(&self) -> usize {
+        self.affected.len()
+    }
+
     /// Calls (or call-less streams) affected so far.
     pub fn affected(&self) -> u64 {
         self.affected.len() as u64 + self.overflow

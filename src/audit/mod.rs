@@ -28,9 +28,9 @@
 //! from counter ids and MCP progress values; pure), [`reissue`] (linking a call sent again to
 //! the call it replaces), [`watch`] (what the client does after a cut), [`stateless`] (MCP
 //! 2026-07-28: `reexecuted`, `sent-after-cancel`), [`truncation`] (whether a client took a TLS
-//! truncation for the end of its call), [`stream`] (one
-//! stream's bounded ledger), [`rpc`], [`histo`], [`log`], [`finding`] (kinds and their class:
-//! loss, duplicate, order, client-bug, server-bug, info).
+//! truncation for the end of its call), [`stream`] (one stream's bounded ledger), [`gauges`]
+//! (store sizes for `/metrics`), [`rpc`], [`histo`], [`log`], [`finding`] (kinds and their
+//! class: loss, duplicate, order, client-bug, server-bug, info).
 //!
 //! The summary opens with "silent loss observed: yes/no (N calls affected)", counted from the
 //! `loss` findings; judgements still awaiting a resume or re-issue are listed under it, and
@@ -39,6 +39,7 @@
 pub mod events;
 pub mod exchange;
 pub mod finding;
+pub mod gauges;
 pub mod histo;
 pub mod intake;
 pub mod judge;
@@ -259,6 +260,14 @@ impl Auditor {
         let mut l = self.lock();
         l.sweep(Instant::now());
         l.sessions.len()
+    }
+
+    /// Entries held in each store of the ledger (see [`gauges`]), after forgetting what is past
+    /// the grace period.
+    pub fn store_sizes(&self) -> Vec<(&'static str, u64)> {
+        let mut l = self.lock();
+        l.sweep(Instant::now());
+        l.store_sizes()
     }
 
     /// Delivered events remembered over all streams (bounded by `ids_per_stream` each).

@@ -98,6 +98,11 @@ pub struct Modern {
 }
 
 impl Modern {
+    /// Entries held: (streams with tool calls, cancelled calls, tools with annotations).
+    pub fn sizes(&self) -> (usize, usize, usize) {
+        (self.calls.len(), self.cancelled.len(), self.hints.len())
+    }
+
     /// The annotations seen for `tool`, if any.
     pub fn hints(&self, tool: &str) -> Option<Hints> {
         self.hints.get(tool).copied()

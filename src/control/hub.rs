@@ -146,6 +146,11 @@ pub trait FindingsSource: Send + Sync {
     fn dropped(&self) -> u64 {
         0
     }
+    /// Entries held per audit store (`streams`, `sessions`, `exchanges`, …), after forgetting
+    /// what is past the grace period; empty when the source keeps no such state.
+    fn tracked(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }
 
 /// Number of cuts at one SSE position class with one action.

@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::hub::{CutCount, HistogramSnapshot, ProxyStats};
 
@@ -16,6 +17,7 @@ use super::hub::{CutCount, HistogramSnapshot, ProxyStats};
 #[derive(Debug, Default)]
 pub struct ApiCounters {
     by_route: Mutex<BTreeMap<(&'static str, u16), u64>>,
+    evicted: AtomicU64,
 }
 
 impl ApiCounters {
@@ -24,6 +26,16 @@ impl ApiCounters {
         if let Ok(mut m) = self.by_route.lock() {
             *m.entry((route, status)).or_insert(0) += 1;
         }
+    }
+
+    /// Counts one connection evicted from its slot; returns the total so far.
+    pub fn note_evicted(&self) -> u64 {
+        self.evicted.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Connections evicted from their slot so far.
+    pub fn evicted(&self) -> u64 {
+        self.evicted.load(Ordering::Relaxed)
     }
 
     fn snapshot(&self) -> Vec<((&'static str, u16), u64)> {
@@ -44,6 +56,8 @@ pub struct Scrape<'a> {
     pub findings: Option<&'a [(String, u64)]>,
     /// Observations the audit dropped (intake queue full), when the audit is attached.
     pub audit_dropped: Option<u64>,
+    /// Entries held per audit store, when the audit is attached.
+    pub audit_tracked: Option<&'a [(&'static str, u64)]>,
     /// The API's own request counters.
     pub api: &'a ApiCounters,
 }
@@ -235,6 +249,21 @@ pub fn render(s: &Scrape<'_>) -> String {
         );
         let _ = writeln!(out, "tearline_audit_dropped_total {n}");
     }
+    if let Some(stores) = s.audit_tracked {
+        family(
+            &mut out,
+            "tearline_audit_tracked",
+            "gauge",
+            "Entries the audit holds now, by store (live, or ended less than its grace ago).",
+        );
+        for (store, v) in stores {
+            let _ = writeln!(
+                out,
+                "tearline_audit_tracked{{store=\"{}\"}} {v}",
+                esc(store)
+            );
+        }
+    }
     family(
         &mut out,
         "tearline_api_requests_total",
@@ -247,6 +276,18 @@ pub fn render(s: &Scrape<'_>) -> String {
             "tearline_api_requests_total{{route=\"{route}\",status=\"{status}\"}} {v}"
         );
     }
+    family(
+        &mut out,
+        "tearline_api_connections_evicted_total",
+        "counter",
+        "Control API connections closed to make room for a new one (all slots taken; the one \
+         that waited longest without a complete request goes).",
+    );
+    let _ = writeln!(
+        out,
+        "tearline_api_connections_evicted_total {}",
+        s.api.evicted()
+    );
     out
 }
 

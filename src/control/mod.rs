@@ -11,9 +11,10 @@
 //! toxics as they were (except a failed rebind, which leaves the proxy disabled, as Toxiproxy
 //! does); browser-originated requests never change anything (see [`safety`]).
 //!
-//! Files: [`server`] (hyper loop), [`routes`] (paths → handlers), [`store`] and `toxics.rs` (Toxiproxy
-//! semantics), [`model`] (JSON shapes), [`safety`] (origin, token, body limit), [`metrics`]
-//! (exposition format), [`hub`] (the seams), [`runtime`] (the hub over [`crate::proxy`]),
+//! Files: [`server`] (hyper loop), [`slots`] (connection slots and eviction), [`routes`] (paths
+//! → handlers), [`store`] and `toxics.rs` (Toxiproxy semantics), [`model`] (JSON shapes),
+//! [`safety`] (origin, token, body limit), [`metrics`] (exposition format), [`hub`] (the
+//! seams), [`runtime`] (the hub over [`crate::proxy`]),
 //! [`catalog`] (the catalogue over [`crate::fault::registry`]), [`errors`].
 
 pub mod catalog;
@@ -26,6 +27,7 @@ pub mod routes;
 pub mod runtime;
 pub mod safety;
 pub mod server;
+pub mod slots;
 pub mod sources;
 pub mod store;
 mod toxics;

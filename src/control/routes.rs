@@ -248,11 +248,13 @@ pub async fn dispatch(
             let proxies = api.hub.stats();
             let cuts = api.cuts.as_ref().map(|c| c.counts());
             let findings = api.findings.as_ref().map(|f| f.counts());
+            let tracked = api.findings.as_ref().map(|f| f.tracked());
             let text = render(&Scrape {
                 proxies: &proxies,
                 cut_positions: cuts.as_deref(),
                 findings: findings.as_deref(),
                 audit_dropped: api.findings.as_ref().map(|f| f.dropped()),
+                audit_tracked: tracked.as_deref(),
                 api: &api.counters,
             });
             Ok(respond(

@@ -110,4 +110,8 @@ impl FindingsSource for AuditFindings {
     fn dropped(&self) -> u64 {
         self.0.dropped()
     }
+
+    fn tracked(&self) -> Vec<(&'static str, u64)> {
+        self.0.store_sizes()
+    }
 }
