@@ -195,3 +195,36 @@ async fn a_call_whose_resume_ended_without_its_result_is_reissued_by_a_new_sessi
         assert!(!kinds.contains(&K::PendingCall), "{kinds:?}");
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_reissue_seen_before_the_resume_ends_without_its_result_is_linked_when_it_ends() {
+    for eol in [Eol::Lf, Eol::CrLf] {
+        // The client gave up on the resume and renegotiated; the proxy sees its new session's
+        // call before the resume's clean end (two connections, either order).
+        let mut w = resumed_while_another_session_calls_alike(eol);
+        assert!(
+            !w.kinds().contains(&K::Reissued),
+            "linked before the resume ended"
+        );
+        w.stream_clean(
+            2,
+            0,
+            &msg(
+                eol,
+                "1-3",
+                r#"{"jsonrpc":"2.0","method":"notifications/message","params":{}}"#,
+            ),
+        );
+        w.auditor.finish();
+        let kinds = w.kinds();
+        assert!(kinds.contains(&K::Reissued), "{:#?}", w.auditor.findings());
+        assert!(!kinds.contains(&K::PendingCall), "{kinds:?}");
+        let f = w
+            .auditor
+            .findings()
+            .into_iter()
+            .find(|f| f.kind == K::Reissued)
+            .unwrap();
+        assert!(f.detail.contains("in new session B"), "{}", f.detail);
+    }
+}
