@@ -305,8 +305,16 @@ fn main() {
         "tearline relay benchmark: loopback, {} cores, proxy buffer {} KiB, {gib:.3} GiB per throughput case, {}, proxy runtime: {}",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         p_sink.proxy.config().buffer_size / 1024,
-        if zero_copy { "zero-copy on" } else { "copying path only (--no-splice)" },
-        if current { "one current-thread runtime".to_owned() } else { format!("multi-thread, {workers} worker(s)") }
+        if zero_copy {
+            "zero-copy on"
+        } else {
+            "copying path only (--no-splice)"
+        },
+        if current {
+            "one current-thread runtime".to_owned()
+        } else {
+            format!("multi-thread, {workers} worker(s)")
+        }
     );
     println!(
         "{:<26} {:>12} {:>12} {:>8}   goal",
