@@ -7,7 +7,11 @@
 //!
 //! Run: `cargo bench --bench relay` (`-- --quick` for a 64 MiB smoke run, `-- --buffer-kib N`
 //! for the proxy's read buffer size, default 64; `-- --no-splice` for the copying path only;
-//! `-- --latency-only` for the latency case alone, with the default queue budgets).
+//! `-- --latency-only` for the latency case alone, with the default queue budgets;
+//! `-- --proxy-threads N` for the proxy runtime's worker threads, default 2;
+//! `-- --proxy-current-thread` to run the proxy on one current-thread runtime instead, the
+//! runtime-layout experiment of issue 15). Besides MiB/s it prints the proxy threads' CPU and
+//! context switches (wake-ups) per GiB and per echo round trip.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -115,6 +119,29 @@ async fn one_stream(addr: SocketAddr, bytes: u64) {
     while s.read(&mut b).await.map(|n| n > 0).unwrap_or(false) {}
 }
 
+/// Context switches (voluntary + involuntary) of this process's proxy threads so far, from
+/// /proc/self/task/*/status: each voluntary one is a park and a later wake-up.
+fn proxy_switches() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    let mut n = 0;
+    for t in tasks.flatten() {
+        let dir = t.path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if !comm.starts_with("proxy") {
+            continue;
+        }
+        let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
+        n += status
+            .lines()
+            .filter(|l| l.contains("ctxt_switches:"))
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .sum::<u64>();
+    }
+    n
+}
+
 /// CPU seconds used so far by this process's threads, split into (proxy runtime, the rest),
 /// from /proc/self/task/*/stat (utime + stime, USER_HZ = 100).
 fn cpu_seconds() -> (f64, f64) {
@@ -150,6 +177,8 @@ struct Side {
     best: f64,
     cpu_proxy: f64,
     cpu_rest: f64,
+    /// Proxy threads' context switches per GiB.
+    switches: f64,
 }
 
 /// Best of `rounds` (a, b) runs, measured alternately so both see the same machine load, with
@@ -166,12 +195,14 @@ fn best_pair(
     for _ in 0..rounds {
         for (addr, side) in [(a, &mut x), (b, &mut y)] {
             let (p0, r0) = cpu_seconds();
+            let s0 = proxy_switches();
             side.best = side
                 .best
                 .max(load.block_on(throughput(addr, total, streams)));
             let (p1, r1) = cpu_seconds();
             side.cpu_proxy += (p1 - p0) / gib;
             side.cpu_rest += (r1 - r0) / gib;
+            side.switches += (proxy_switches() - s0) as f64 / gib;
         }
     }
     (x, y)
@@ -214,13 +245,15 @@ struct Proxied {
 }
 
 fn start_proxy(
-    rt: &Runtime,
+    rt: &tokio::runtime::Handle,
     upstream: SocketAddr,
     inflight: usize,
     buffer: usize,
     zero_copy: bool,
 ) -> Proxied {
     rt.block_on(async {
+        // Binding needs no driver, so `Handle::block_on` also serves a current-thread runtime
+        // whose own thread drives the spawned tasks.
         let l = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let addr = l.local_addr().expect("proxy addr");
         let mut cfg = ProxyConfig::new("bench", upstream.to_string());
@@ -259,16 +292,29 @@ fn main() {
     let rtts = if quick { 2_000 } else { 20_000 };
     let rounds = if quick { 1 } else { 3 };
     let load = runtime("load", 2);
-    let proxy_rt = runtime("proxy", flag(&args, "--proxy-threads").unwrap_or(2).max(1));
+    let current = args.iter().any(|a| a == "--proxy-current-thread");
+    let workers = flag(&args, "--proxy-threads").unwrap_or(2).max(1);
+    let proxy_rt = ProxyRuntime::new(current, workers);
+    let proxy_rt = &proxy_rt.handle;
     let (sink, echo) = load.block_on(async { (sink_server().await, echo_server().await) });
     let inflight = ProxyConfig::new("defaults", "-").max_inflight_bytes;
-    let p_sink = start_proxy(&proxy_rt, sink, inflight, buffer, zero_copy);
-    let p_echo = start_proxy(&proxy_rt, echo, inflight, buffer, zero_copy);
+    let p_sink = start_proxy(proxy_rt, sink, inflight, buffer, zero_copy);
+    let p_echo = start_proxy(proxy_rt, echo, inflight, buffer, zero_copy);
     let gib = total as f64 / 1024.0 / MIB as f64;
     println!(
-        "tearline relay benchmark: loopback, {} cores, proxy buffer {} KiB, {gib:.3} GiB per throughput case",
+        "tearline relay benchmark: loopback, {} cores, proxy buffer {} KiB, {gib:.3} GiB per throughput case, {}, proxy runtime: {}",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
-        p_sink.proxy.config().buffer_size / 1024
+        p_sink.proxy.config().buffer_size / 1024,
+        if zero_copy {
+            "zero-copy on"
+        } else {
+            "copying path only (--no-splice)"
+        },
+        if current {
+            "one current-thread runtime".to_owned()
+        } else {
+            format!("multi-thread, {workers} worker(s)")
+        }
     );
     println!(
         "{:<26} {:>12} {:>12} {:>8}   goal",
@@ -296,17 +342,25 @@ fn main() {
         );
         let (dc, pc) = (ds.cpu_proxy + ds.cpu_rest, ps.cpu_proxy + ps.cpu_rest);
         println!(
-            "{:<26} CPU s/GiB: direct {dc:.2}, proxied {pc:.2} (proxy threads {:.2}); CPU-bound ratio {:.2}",
+            "{:<26} CPU s/GiB: direct {dc:.2}, proxied {pc:.2} (proxy threads {:.2}, {:.0} context switches/GiB); CPU-bound ratio {:.2}",
             "",
             ps.cpu_proxy,
+            ps.switches,
             if pc > 0.0 { dc / pc } else { 0.0 }
         );
     }
     let rtts = if latency_only { 0 } else { rtts };
     let hd = load.block_on(rtt(echo, rtts));
+    let (c0, s0) = (cpu_seconds().0, proxy_switches());
     let hp = load.block_on(rtt(p_echo.addr, rtts));
+    let (c1, s1) = (cpu_seconds().0, proxy_switches());
     if !latency_only {
-        println!("echo round trip, 64 B, {rtts} round trips (µs):");
+        let per = (rtts + 1_000) as f64;
+        println!(
+            "echo round trip, 64 B, {rtts} round trips (µs); proxy threads per round trip: {:.1} µs CPU, {:.2} context switches:",
+            (c1 - c0) * 1e6 / per,
+            (s1 - s0) as f64 / per
+        );
     }
     let quantiles: &[(f64, &str, f64)] = if latency_only {
         &[]
@@ -324,7 +378,7 @@ fn main() {
     }
     // Through latency, with the default budgets (the queue must hold bandwidth × latency:
     // throughput ≤ max_inflight_bytes / latency); the peak of `bytes_buffered` is sampled.
-    let p_lat = start_proxy(&proxy_rt, sink, inflight, buffer, zero_copy);
+    let p_lat = start_proxy(proxy_rt, sink, inflight, buffer, zero_copy);
     p_lat
         .proxy
         .set_faults(vec![Arc::new(LatencyFactory(Duration::from_millis(100)))]);
@@ -364,5 +418,46 @@ fn main() {
     for p in [p_sink, p_echo, p_lat] {
         p.shutdown.cancel();
     }
-    drop(proxy_rt);
+}
+
+/// The proxy's runtime: multi-thread with `workers` threads, or one current-thread runtime
+/// driven by its own thread (named `proxy-ct`, so its CPU counts as the proxy's).
+struct ProxyRuntime {
+    handle: tokio::runtime::Handle,
+    _rt: Option<Runtime>,
+    _stop: Option<std::sync::mpsc::Sender<()>>,
+}
+
+impl ProxyRuntime {
+    fn new(current: bool, workers: usize) -> Self {
+        if !current {
+            let rt = runtime("proxy", workers);
+            return ProxyRuntime {
+                handle: rt.handle().clone(),
+                _rt: Some(rt),
+                _stop: None,
+            };
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        std::thread::Builder::new()
+            .name("proxy-ct".into())
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("tokio runtime");
+                tx.send(rt.handle().clone()).expect("send handle");
+                // Drive the proxy's tasks until main drops the sender.
+                rt.block_on(async {
+                    let _ = tokio::task::spawn_blocking(move || stopped.recv()).await;
+                });
+            })
+            .expect("proxy thread");
+        ProxyRuntime {
+            handle: rx.recv().expect("proxy runtime handle"),
+            _rt: None,
+            _stop: Some(stop),
+        }
+    }
 }

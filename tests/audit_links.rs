@@ -136,3 +136,95 @@ async fn hung_call_pending_call_is_written_to_the_findings_log() {
             .starts_with("silent loss observed: yes (1 call affected)")
     );
 }
+
+/// Session A's call 2 (`blob`) is cut mid-result and resumed; the resume is still open when
+/// session B sends its first call, the same tool and arguments. Then the resume delivers A's
+/// result. Returns the wire after B's call (answered) and before A's resume ends.
+fn resumed_while_another_session_calls_alike(eol: Eol) -> Wire {
+    let mut w = Wire::new();
+    w.post(1, 0, Some("A"), &call_with_token("2", "blob", "tA"));
+    w.sse_ok(1, 0);
+    let pre = msg(eol, "1-1", &progress_of("tA", 1));
+    let torn = msg(eol, "1-2", &result("2", "big"));
+    let cut = pre.len() + torn.len() - 6;
+    w.deliver(1, 0, &(pre + &torn), Some(cut), CutAction::Reset);
+    w.resume(2, 0, Some("A"), "1-1");
+    w.sse_ok(2, 0);
+    w.post(3, 0, Some("B"), &call_with_token("2", "blob", "tB"));
+    w.sse_ok(3, 0);
+    w.stream_clean(3, 0, &msg(eol, "1-1", &result("2", "big")));
+    w
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_identical_call_from_another_session_while_a_resume_is_open_is_no_reissue() {
+    for eol in [Eol::Lf, Eol::CrLf] {
+        let mut w = resumed_while_another_session_calls_alike(eol);
+        w.stream_clean(2, 0, &msg(eol, "1-2", &result("2", "big")));
+        w.auditor.finish();
+        let kinds = w.kinds();
+        assert!(
+            !kinds.contains(&K::Reissued) && !kinds.contains(&K::PendingCall),
+            "{:#?}",
+            w.auditor.findings()
+        );
+        assert!(kinds.contains(&K::TornCut), "{kinds:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_whose_resume_ended_without_its_result_is_reissued_by_a_new_sessions_first_call() {
+    for eol in [Eol::Lf, Eol::CrLf] {
+        let mut w = Wire::new();
+        w.post(1, 0, Some("A"), &call_with_token("2", "blob", "tA"));
+        w.sse_ok(1, 0);
+        let pre = msg(eol, "1-1", &progress_of("tA", 1));
+        let torn = msg(eol, "1-2", &result("2", "big"));
+        let cut = pre.len() + torn.len() - 6;
+        w.deliver(1, 0, &(pre + &torn), Some(cut), CutAction::Reset);
+        w.resume(2, 0, Some("A"), "1-1");
+        w.response(2, 0, 404, "text/plain", None);
+        w.end(2, 0, true);
+        // The client renegotiated (session B) and sent the call again.
+        w.post(3, 0, Some("B"), &call_with_token("2", "blob", "tB"));
+        w.sse_ok(3, 0);
+        w.stream_clean(3, 0, &msg(eol, "1-1", &result("2", "big")));
+        w.auditor.finish();
+        let kinds = w.kinds();
+        assert!(kinds.contains(&K::Reissued), "{:#?}", w.auditor.findings());
+        assert!(!kinds.contains(&K::PendingCall), "{kinds:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reissue_seen_before_the_resume_ends_without_its_result_is_linked_when_it_ends() {
+    for eol in [Eol::Lf, Eol::CrLf] {
+        // The client gave up on the resume and renegotiated; the proxy sees its new session's
+        // call before the resume's clean end (two connections, either order).
+        let mut w = resumed_while_another_session_calls_alike(eol);
+        assert!(
+            !w.kinds().contains(&K::Reissued),
+            "linked before the resume ended"
+        );
+        w.stream_clean(
+            2,
+            0,
+            &msg(
+                eol,
+                "1-3",
+                r#"{"jsonrpc":"2.0","method":"notifications/message","params":{}}"#,
+            ),
+        );
+        w.auditor.finish();
+        let kinds = w.kinds();
+        assert!(kinds.contains(&K::Reissued), "{:#?}", w.auditor.findings());
+        assert!(!kinds.contains(&K::PendingCall), "{kinds:?}");
+        let f = w
+            .auditor
+            .findings()
+            .into_iter()
+            .find(|f| f.kind == K::Reissued)
+            .unwrap();
+        assert!(f.detail.contains("in new session B"), "{}", f.detail);
+    }
+}

@@ -548,6 +548,7 @@ impl Ledger {
         if clean && !cut && !signalled && !leg.blind && leg.status == Some(200) {
             self.defer_pending(now, key);
         }
+        self.settle_reissues(now, key);
         self.modern_closed(now, key, clean);
         if cut {
             self.arm_watch(now, key);

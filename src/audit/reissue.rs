@@ -3,12 +3,19 @@
 //!
 //! A `tools/call` *re-issues* an earlier call if and only if both have the same method and the
 //! same params without `_meta` (tool and arguments; a new progress token does not matter), the
-//! earlier call is unanswered and not yet replaced, its stream was cut at least once or every
-//! leg of it has ended (a client may re-issue before the proxy saw its old connection close),
-//! and one of:
+//! earlier call is unanswered and not yet replaced, every leg of its stream has ended or its
+//! last cut has not been followed by a reconnect (a client may re-issue before the proxy saw its
+//! old connection close), and one of:
 //! - the new request is in the same session with the same JSON-RPC id (sent again as is);
 //! - the new request is the first `tools/call` of a session other than the earlier call's (the
 //!   client renegotiated a session and re-issued, as tearline's strict client does).
+//!
+//! A stream whose resume is still open when such a call arrives is being recovered, or the
+//! client gave up on it a moment before the proxy saw the resume end (the two travel on
+//! different connections): the link is held on the stream ([`Tentative`]) and settled when its
+//! last leg ends — made if the call is still unanswered then, dropped if the resume delivered
+//! its answer (the new call was another call alike, e.g. another session's first call with the
+//! same arguments).
 //!
 //! MCP 2026-07-28 calls (a new id in the same, session-less, exchange) are linked by the
 //! reconnect watch (`watch`); [`Ledger::link_reissue`] skips them. Of several candidates the
@@ -37,6 +44,19 @@ pub struct Candidate<'a> {
     pub first_of_session: bool,
 }
 
+/// A possible re-issue of one of a stream's calls, held until that stream's legs end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tentative {
+    /// The earlier call's id.
+    pub old_id: String,
+    /// The new request's session.
+    pub session: Option<String>,
+    /// The new request's id.
+    pub id: String,
+    /// The method of both.
+    pub method: String,
+}
+
 impl Ledger {
     /// Links `new` to the call it re-issues, if any (rules in the module doc); returns the
     /// stream and id of the replaced call.
@@ -45,12 +65,16 @@ impl Ledger {
         now: Instant,
         new: Candidate<'_>,
     ) -> Option<(StreamKey, String)> {
-        let mut best: Option<(Instant, StreamKey, String)> = None;
+        // (opened_at, stream, old id, abandoned): the most recently opened candidate.
+        let mut best: Option<(Instant, StreamKey, String, bool)> = None;
         for (key, s) in &self.streams {
             // A client that saw its stream break may re-issue before the proxy saw the old
-            // connection close: a stream cut once counts as ended for this.
+            // connection close: a stream cut and not yet reconnected counts as ended for this.
+            // A stream with a resume still open is settled later (module doc).
+            let abandoned = s.open_legs == 0 || (s.cut_at.is_some() && s.awaiting_reconnect);
+            let resuming = !abandoned && s.cut_at.is_some();
             if s.origin != Origin::Post
-                || (s.open_legs > 0 && s.cut_at.is_none())
+                || !(abandoned || resuming)
                 || s.version.as_deref().is_some_and(is_stateless_version)
             {
                 continue;
@@ -67,11 +91,53 @@ impl Ledger {
                         new.first_of_session
                     };
                 if linkable && best.as_ref().is_none_or(|b| s.opened_at > b.0) {
-                    best = Some((s.opened_at, *key, c.id.clone()));
+                    best = Some((s.opened_at, *key, c.id.clone(), abandoned));
                 }
             }
         }
-        let (_, key, old_id) = best?;
+        let (_, key, old_id, abandoned) = best?;
+        let new = Tentative {
+            old_id,
+            session: new.session.clone(),
+            id: new.id.to_owned(),
+            method: new.method.to_owned(),
+        };
+        if !abandoned {
+            self.streams.get_mut(&key)?.maybe_reissued.push(new);
+            return None;
+        }
+        self.link(now, key, new)
+    }
+
+    /// Settles the links held on stream `key` (its last leg has ended): each call still
+    /// unanswered is linked to the request that re-issued it; the others are dropped.
+    pub fn settle_reissues(&mut self, now: Instant, key: StreamKey) {
+        let Some(stream) = self.streams.get_mut(&key) else {
+            return;
+        };
+        if stream.open_legs > 0 || stream.maybe_reissued.is_empty() {
+            return;
+        }
+        for t in std::mem::take(&mut stream.maybe_reissued) {
+            let still_lost = self
+                .streams
+                .get(&key)
+                .is_some_and(|s| s.unanswered().any(|c| c.id == t.old_id));
+            if still_lost {
+                self.link(now, key, t);
+            }
+        }
+    }
+
+    /// Marks `new.old_id` of stream `key` replaced by `new`, drops its deferred
+    /// `pending-call` and reports `reissued`.
+    fn link(
+        &mut self,
+        now: Instant,
+        key: StreamKey,
+        new: Tentative,
+    ) -> Option<(StreamKey, String)> {
+        let old_id = new.old_id.clone();
         let stream = self.streams.get_mut(&key)?;
         if let Some(c) = stream.calls.iter_mut().find(|c| c.id == old_id) {
             c.replaced = true;
@@ -87,7 +153,7 @@ impl Ledger {
             "ended without its response"
         };
         let old_session = stream.session.clone();
-        let where_ = if old_session == *new.session {
+        let where_ = if old_session == new.session {
             "in the same session".to_string()
         } else {
             format!(

@@ -116,6 +116,9 @@ pub struct Stream {
     /// Findings held until the stream is forgotten or the run finishes; a resume of the
     /// stream drops them.
     pub deferred: Vec<Finding>,
+    /// Calls that may re-issue one of this stream's calls, seen while its resume was open;
+    /// settled when its last leg ends (see `reissue`).
+    pub maybe_reissued: Vec<super::reissue::Tentative>,
     /// Order and gap state over all legs (ids and progress values).
     pub seq: Sequences,
 }
@@ -150,6 +153,7 @@ impl Stream {
             open_legs: 0,
             ended_at: None,
             deferred: Vec::new(),
+            maybe_reissued: Vec::new(),
             seq: Sequences::default(),
         }
     }

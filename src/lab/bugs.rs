@@ -327,6 +327,7 @@ mod tests {
             seq,
             resource: None,
             bytes: Bytes::from(body.to_owned()),
+            hold: None,
         }
     }
 

@@ -54,6 +54,12 @@ pub enum ServeError {
   tearline serve --max-event-bytes 1MiB
       No SSE event over 1 MiB (real Python clients refuse larger ones).
 
+Tools (tools/call arguments), among others:
+  blob {\"size\": 4194304, \"lines\": 3, \"hold_ms\": 0, \"gate\": 0}
+      One result event of `size` text bytes over `lines` data: lines. hold_ms pauses it
+      mid-way through its last data line; with gate N the pause counts from when N streams
+      are paused there at once (every stream open and mid-event: bench/sse_memory.sh).
+
 Lab tokens (with --auth, no cryptography, lab-only):
   Authorization: Bearer aud=https://lab/tools/search,https://lab/tools/fetch
 

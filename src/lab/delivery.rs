@@ -12,6 +12,8 @@
 //!   less than half a ring ahead of it, so a connected client is not outrun by its own call.
 //! - A live reader that still falls behind the ring (other streams of the session evicted) (its next event was evicted) gets `event: error`
 //!   naming the lost range under `on_evicted = error`; the other modes skip the range silently.
+//! - An event with a [`Hold`] is sent in two parts, split where the hold says, with the pause
+//!   between them (the first part flushed, and taken by the body, before the pause begins).
 //! - The task ends when the stream is finished and fully sent, when the body is dropped (the
 //!   client went away: the producer keeps running), or when the session or server ends.
 
@@ -26,6 +28,7 @@ use super::Shared;
 use super::auth::Audience;
 use super::bugs::LegShape;
 use super::config::{Chunking, OnEvicted, OnUnauthorized};
+use super::hold::Hold;
 use super::ring::Next;
 use super::session::Session;
 use super::sse_body::{LabBody, lines};
@@ -75,8 +78,14 @@ impl Out {
         match self.chunking {
             Chunking::PerEvent => self.tx.send(bytes).await.map_err(drop),
             Chunking::PerLine => {
+                let mut sent = 0;
                 for line in lines(&bytes) {
+                    sent += line.len();
                     self.tx.send(line).await.map_err(drop)?;
+                }
+                // The part of a held event before its pause ends mid-line.
+                if sent < bytes.len() {
+                    self.tx.send(bytes.slice(sent..)).await.map_err(drop)?;
                 }
                 Ok(())
             }
@@ -85,6 +94,35 @@ impl Out {
                 Ok(())
             }
         }
+    }
+
+    /// Queues an event whose delivery pauses as `hold` says; `Err` once the body is gone or
+    /// the session or server ended during the pause.
+    async fn held(
+        &mut self,
+        bytes: Bytes,
+        hold: Hold,
+        shared: &Shared,
+        session: &Session,
+    ) -> Result<(), ()> {
+        let at = hold.split(bytes.len());
+        self.event(bytes.slice(..at)).await?;
+        self.flush().await?;
+        let tx = &self.tx;
+        let paused = async {
+            // Every frame before the pause taken by the body: its bytes are the server's to
+            // write, so a gate counts only streams whose first part is on its way.
+            drop(tx.reserve_many(tx.max_capacity()).await.map_err(drop)?);
+            hold.pause(&shared.gate).await;
+            Ok(())
+        };
+        tokio::select! {
+            r = paused => r?,
+            () = tx.closed() => return Err(()),
+            () = session.cancel.cancelled() => return Err(()),
+            () = shared.shutdown.cancelled() => return Err(()),
+        }
+        self.event(bytes.slice(at..)).await
     }
 
     async fn flush(&mut self) -> Result<(), ()> {
@@ -159,7 +197,11 @@ async fn run(shared: Arc<Shared>, d: Delivery, attached: Attached, tx: mpsc::Sen
                         leg.emit(&session.id, ev.stream, ev.seq, &ev.bytes);
                     }
                     let seq = ev.seq;
-                    if out.event(ev.bytes).await.is_err() {
+                    let sent = match ev.hold {
+                        None => out.event(ev.bytes).await,
+                        Some(h) => out.held(ev.bytes, h, &shared, &session).await,
+                    };
+                    if sent.is_err() {
                         return;
                     }
                     cursor = Some(seq);

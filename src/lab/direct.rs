@@ -39,6 +39,7 @@ impl DirectLab {
             cfg: config,
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
+            gate: super::hold::Gate::default(),
         });
         Ok(DirectLab { shared })
     }

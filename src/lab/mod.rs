@@ -90,6 +90,9 @@
 //!   {"size":<size>,"lines":<lines>},"isError":false}}` where item `k` is
 //!   `{"type":"text","text":"<t_k>"}`, `t_k` holds text bytes `size*k/lines .. size*(k+1)/lines`
 //!   and text byte `i` is `b'a' + i % 26`. Data line `k+1` starts with item `k`.
+//!   Optional `"hold_ms": T, "gate": N` (see [`hold`]): the result's delivery pauses in the
+//!   middle of its last data line's value for T ms, counted from when N streams of the server
+//!   are paused there at once (no gate when N is 0); the bytes are the same.
 //! - `progress {"n": 10, "interval": 0}`: `n` progress notifications, `interval` ms apart,
 //!   then result text `progress done: <n>`.
 //! - `search {"query", "n": 0}`, `fetch {"url", "n": 0}`: `n` progress notifications, then a
@@ -111,6 +114,7 @@ pub mod config;
 mod delivery;
 #[doc(hidden)]
 pub mod direct;
+pub mod hold;
 mod http;
 mod legs;
 pub mod plain;
@@ -157,6 +161,8 @@ pub(crate) struct Shared {
     pub(crate) plain: plain::Feed,
     pub(crate) shutdown: CancellationToken,
     pub(crate) tasks: TaskTracker,
+    /// The gate held `blob` results wait at (see [`hold`]).
+    pub(crate) gate: hold::Gate,
 }
 
 /// Serves the lab on `listener` until `shutdown` is cancelled; then stops accepting, ends
@@ -193,6 +199,7 @@ pub async fn serve_tls(
         cfg: config,
         shutdown: shutdown.child_token(),
         tasks: TaskTracker::new(),
+        gate: hold::Gate::default(),
     });
     if let Some(idle) = shared.cfg.session_idle {
         shared

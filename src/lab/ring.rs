@@ -34,6 +34,8 @@ pub struct StoredEvent {
     pub resource: Option<Arc<str>>,
     /// The encoded event.
     pub bytes: Bytes,
+    /// Where its delivery pauses (`blob`'s `hold_ms`/`gate`), if anywhere.
+    pub hold: Option<super::hold::Hold>,
 }
 
 /// What the ring knows about one stream.
@@ -131,6 +133,17 @@ impl Ring {
         resource: Option<Arc<str>>,
         encode: impl FnOnce(u64) -> Bytes,
     ) -> Option<u64> {
+        self.push_held(stream, resource, None, encode)
+    }
+
+    /// [`Ring::push`] of an event whose delivery pauses as `hold` says.
+    pub fn push_held(
+        &mut self,
+        stream: u64,
+        resource: Option<Arc<str>>,
+        hold: Option<super::hold::Hold>,
+        encode: impl FnOnce(u64) -> Bytes,
+    ) -> Option<u64> {
         let info = self.streams.get_mut(&stream)?;
         let seq = info.next_seq;
         info.next_seq += 1;
@@ -144,6 +157,7 @@ impl Ring {
             seq,
             resource,
             bytes,
+            hold,
         });
         Some(seq)
     }

@@ -122,8 +122,19 @@ impl Session {
         resource: Option<Arc<str>>,
         encode: impl FnOnce(Option<&str>) -> Bytes,
     ) -> Option<u64> {
+        self.push_held(stream, resource, None, encode)
+    }
+
+    /// [`Session::push`] of an event whose delivery pauses as `hold` says.
+    pub fn push_held(
+        &self,
+        stream: u64,
+        resource: Option<Arc<str>>,
+        hold: Option<super::hold::Hold>,
+        encode: impl FnOnce(Option<&str>) -> Bytes,
+    ) -> Option<u64> {
         let with_ids = self.version.resumable();
-        let seq = self.ring().push(stream, resource, |seq| {
+        let seq = self.ring().push_held(stream, resource, hold, |seq| {
             if with_ids {
                 encode(Some(&self.ids.name(stream, seq)))
             } else {

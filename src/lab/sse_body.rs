@@ -63,6 +63,13 @@ impl SseEncoder {
         Bytes::from(out)
     }
 
+    /// Bytes at the end of a [`message`](Self::message) whose last data line has a value of
+    /// `last` bytes, from the middle of that value on: the value's second half (`last -
+    /// last / 2` bytes), its line end and the blank line. A delivery split there is mid-value.
+    pub fn tail_after_mid_value(&self, last: usize) -> usize {
+        (last - last / 2) + 2 * self.eol.len()
+    }
+
     /// The priming event: an id, optionally `retry:`, and an empty `data:` line.
     pub fn priming(&self, id: &str, retry: Option<Duration>) -> Bytes {
         let mut out = Vec::with_capacity(64 + id.len());
@@ -176,6 +183,18 @@ mod tests {
         );
         let crlf = SseEncoder::new(LineEnding::Crlf).message(None, &[b"{}"]);
         assert_eq!(&crlf[..], b"event: message\r\ndata: {}\r\n\r\n");
+    }
+
+    #[test]
+    fn the_tail_after_mid_value_starts_inside_the_last_data_value() {
+        for ending in [LineEnding::Lf, LineEnding::Crlf] {
+            let enc = SseEncoder::new(ending);
+            let ev = enc.message(Some("1-4"), &[b"first", b"0123456789"]);
+            let at = ev.len() - enc.tail_after_mid_value(10);
+            let eol = ending.bytes();
+            let tail = [&b"56789"[..], eol, eol].concat();
+            assert_eq!(&ev[at..], &tail[..]);
+        }
     }
 
     #[test]

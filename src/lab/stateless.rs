@@ -107,7 +107,7 @@ pub(crate) fn initialize_refused(shared: &Shared, id: Value, init: &Value) -> Re
 /// one that does not fit (the message names the option).
 pub fn fit_event(tool: Tool, args: &Value, max_event: Option<usize>) -> Result<Tool, String> {
     const OVERHEAD: usize = 256;
-    let (Some(max), Tool::Blob { size, lines }) = (max_event, &tool) else {
+    let (Some(max), Tool::Blob { size, lines, hold }) = (max_event, &tool) else {
         return Ok(tool);
     };
     // JSON framing of each item plus the `data: ` prefix and line end of each line.
@@ -124,6 +124,7 @@ pub fn fit_event(tool: Tool, args: &Value, max_event: Option<usize>) -> Result<T
     Ok(Tool::Blob {
         size: budget,
         lines: *lines,
+        hold: *hold,
     })
 }
 

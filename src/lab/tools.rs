@@ -9,6 +9,8 @@
 //! - The `blob` result is ONE event whose JSON text is split across `lines` `data:` lines
 //!   only right after a `,` between `content` items, so the LF a client inserts when joining
 //!   data lines is JSON whitespace. Its exact shape is documented in [`crate::lab`].
+//! - `blob`'s `hold_ms`/`gate` change only when its result's bytes leave (see [`super::hold`]),
+//!   never the bytes.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::auth;
 use super::config::SideEffects;
+use super::hold::Hold;
 use super::session::Session;
 use super::sse_body::SseEncoder;
 
@@ -28,16 +31,19 @@ pub const BLOB_PROGRESS: u64 = 3;
 const MAX_LINES: u64 = 4096;
 const MAX_COUNT: u64 = 10_000_000;
 const MAX_INTERVAL_MS: u64 = 3_600_000;
+const MAX_GATE: u64 = 1_000_000;
 
 /// A validated tool call.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Tool {
-    /// `blob {"size", "lines"}`.
+    /// `blob {"size", "lines", "hold_ms", "gate"}`.
     Blob {
         /// Bytes of text in the result.
         size: usize,
         /// `data:` lines the result event spans.
         lines: usize,
+        /// Pause the result mid-way through its last data line (`None`: no pause).
+        hold: Option<BlobHold>,
     },
     /// `progress {"n", "interval"}`.
     Progress {
@@ -73,6 +79,15 @@ pub enum Tool {
     },
 }
 
+/// `blob`'s pause: `hold_ms` and `gate` (see [`super::hold`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlobHold {
+    /// How long the pause lasts (after the gate opened).
+    pub wait: Duration,
+    /// Streams that must be paused at once before `wait` starts (0: no gate).
+    pub gate: usize,
+}
+
 fn arg_u64(args: &Value, key: &str, default: u64, max: u64) -> Result<u64, String> {
     match args.get(key) {
         None | Some(Value::Null) => Ok(default),
@@ -98,10 +113,15 @@ impl Tool {
             return Err("arguments must be an object".to_owned());
         }
         match name {
-            "blob" => Ok(Tool::Blob {
-                size: arg_u64(args, "size", 4_194_304, max_blob as u64)? as usize,
-                lines: arg_u64(args, "lines", 3, MAX_LINES)?.max(1) as usize,
-            }),
+            "blob" => {
+                let wait = Duration::from_millis(arg_u64(args, "hold_ms", 0, MAX_INTERVAL_MS)?);
+                let gate = arg_u64(args, "gate", 0, MAX_GATE)? as usize;
+                Ok(Tool::Blob {
+                    size: arg_u64(args, "size", 4_194_304, max_blob as u64)? as usize,
+                    lines: arg_u64(args, "lines", 3, MAX_LINES)?.max(1) as usize,
+                    hold: (!wait.is_zero() || gate > 0).then_some(BlobHold { wait, gate }),
+                })
+            }
             "progress" => Ok(Tool::Progress {
                 n: arg_u64(args, "n", 10, MAX_COUNT)?,
                 interval: Duration::from_millis(arg_u64(args, "interval", 0, MAX_INTERVAL_MS)?),
@@ -159,8 +179,11 @@ pub fn list() -> Value {
     };
     let int = json!({"type": "integer", "minimum": 0});
     json!({"tools": [
-        tool("blob", "A large result: `size` text bytes split over `lines` data: lines.",
-             json!({"size": int, "lines": int})),
+        tool("blob", "A large result: `size` text bytes split over `lines` data: lines. \
+              `hold_ms` pauses the result mid-way through its last data line for that long; \
+              with `gate` = N the pause starts counting only once N streams of this server \
+              are paused at once (for memory benches: every stream open and mid-event).",
+             json!({"size": int, "lines": int, "hold_ms": int, "gate": int})),
         tool("progress", "`n` progress notifications, `interval` ms apart, then a small result.",
              json!({"n": int, "interval": int})),
         tool("search", "A small result; requires https://lab/tools/search.",
@@ -238,10 +261,27 @@ struct Emitter<'a> {
 
 impl Emitter<'_> {
     async fn emit(&self, resource: Option<&Arc<str>>, lines: &[&[u8]]) {
+        self.emit_held(resource, lines, None).await;
+    }
+
+    /// [`Emitter::emit`], pausing mid-way through the last data line as `hold` says.
+    async fn emit_held(
+        &self,
+        resource: Option<&Arc<str>>,
+        lines: &[&[u8]],
+        hold: Option<BlobHold>,
+    ) {
         self.session.room(self.stream, self.limit).await;
         let enc = self.enc;
+        let hold = hold.map(|h| Hold {
+            tail: enc.tail_after_mid_value(lines.last().map_or(0, |l| l.len())),
+            wait: h.wait,
+            gate: h.gate,
+        });
         self.session
-            .push(self.stream, resource.cloned(), |id| enc.message(id, lines));
+            .push_held(self.stream, resource.cloned(), hold, |id| {
+                enc.message(id, lines)
+            });
     }
 }
 
@@ -276,7 +316,7 @@ async fn run_steps(session: &Session, stream: u64, steps: Vec<Step>, enc: SseEnc
                         "content": [{"type": "text", "text": text}], "isError": false}}))
                 };
                 let (n, interval, last) = match tool {
-                    Tool::Blob { size, lines } => {
+                    Tool::Blob { size, lines, hold } => {
                         for i in 1..=BLOB_PROGRESS {
                             out.emit(res, &[progress(i, BLOB_PROGRESS).as_bytes()])
                                 .await;
@@ -287,7 +327,7 @@ async fn run_steps(session: &Session, stream: u64, steps: Vec<Step>, enc: SseEnc
                             json.truncate(json.len() - 2);
                             json.extend_from_slice(br#","resultType":"complete"}}"#);
                         }
-                        out.emit(res, &split_at(&json, &cuts)).await;
+                        out.emit_held(res, &split_at(&json, &cuts), hold).await;
                         continue;
                     }
                     Tool::Progress { n, interval } => (n, interval, format!("progress done: {n}")),
@@ -417,8 +457,20 @@ mod tests {
             Tool::parse("blob", &Value::Null, usize::MAX),
             Ok(Tool::Blob {
                 size: 4_194_304,
-                lines: 3
+                lines: 3,
+                hold: None
             })
         );
+        assert_eq!(
+            Tool::parse("blob", &json!({"hold_ms": 5, "gate": 2}), 100).map(|t| match t {
+                Tool::Blob { hold, .. } => hold,
+                _ => None,
+            }),
+            Ok(Some(BlobHold {
+                wait: Duration::from_millis(5),
+                gate: 2
+            }))
+        );
+        assert!(Tool::parse("blob", &json!({"gate": -1}), 100).is_err());
     }
 }

@@ -42,7 +42,9 @@ enum DownState {
 
 struct SseCtx {
     scanner: SseScanner,
-    /// (payload offset, raw connection offset) of payload segments since the event block began.
+    /// (payload offset, raw connection offset) of payload segments: the one holding the start
+    /// of the event block in progress, and the current one (at most two between feeds, so the
+    /// map does not grow with the reads an event spans).
     segs: VecDeque<(u64, u64)>,
     events: u64,
 }
@@ -248,6 +250,14 @@ impl Http1Downstream {
         } = &mut **sse;
         let p_base = scanner.payload_offset();
         let raw_base = self.view.start + at as u64;
+        // A later event's raw start is looked up at its block's start, which is at or after
+        // the block in progress's start: only the segment holding that start (the last one
+        // beginning at or before it) is ever looked up again, besides the new one.
+        let block = scanner.event_block_start();
+        while segs.len() > 1 && segs[1].0 <= block {
+            segs.pop_front();
+        }
+        segs.truncate(1);
         segs.push_back((p_base, raw_base));
         self.map = (p_base, at);
         let before = self.view.classified.runs.len();
@@ -475,7 +485,10 @@ impl WireObserver for Http1Downstream {
 
     fn held_bytes(&self) -> usize {
         let resp = self.resp.as_ref().map_or(0, |r| {
-            r.body.capacity() + r.sse.as_ref().map_or(0, |s| s.scanner.held_bytes())
+            r.body.capacity()
+                + r.sse.as_ref().map_or(0, |s| {
+                    s.scanner.held_bytes() + s.segs.capacity() * std::mem::size_of::<(u64, u64)>()
+                })
         });
         let views = self.history.len() + 1;
         self.head.held() + resp + self.out.held_bytes() + views * std::mem::size_of::<ChunkView>()

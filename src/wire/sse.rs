@@ -246,6 +246,12 @@ impl SseScanner {
         self.pos
     }
 
+    /// Payload offset where the event block in progress (or the next one) begins, comments
+    /// before its first field included. Kept by classifying feeds only (0 otherwise).
+    pub fn event_block_start(&self) -> u64 {
+        self.tr.block_start()
+    }
+
     fn run<const C: bool>(
         &mut self,
         mut buf: &[u8],
