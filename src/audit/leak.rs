@@ -60,6 +60,11 @@ impl SharedIds {
         self.by_event.get(&id_key(id, hash)).copied()
     }
 
+    /// Gives back table capacity once most entries are gone.
+    pub fn shrink(&mut self) {
+        super::gauges::shrink(&mut self.by_event);
+    }
+
     /// Entries held (for tests and memory checks).
     pub fn len(&self) -> usize {
         self.by_event.len()

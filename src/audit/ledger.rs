@@ -362,6 +362,7 @@ impl Ledger {
                 || !s.truncations.is_empty()
                 || now.saturating_duration_since(s.last_active) < grace
         });
+        self.shrink_stores();
     }
 
     /// Forgets stream `key` now (after settling what it deferred).

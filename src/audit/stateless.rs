@@ -103,6 +103,13 @@ impl Modern {
         (self.calls.len(), self.cancelled.len(), self.hints.len())
     }
 
+    /// Gives back table capacity once most entries are gone.
+    pub fn shrink(&mut self) {
+        super::gauges::shrink(&mut self.calls);
+        self.cancelled
+            .shrink_to((self.cancelled.len() * 2).max(1024));
+    }
+
     /// The annotations seen for `tool`, if any.
     pub fn hints(&self, tool: &str) -> Option<Hints> {
         self.hints.get(tool).copied()
