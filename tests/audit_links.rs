@@ -137,10 +137,9 @@ async fn hung_call_pending_call_is_written_to_the_findings_log() {
     );
 }
 
-/// Session A's call 2 (`blob`) is cut mid-result and resumed; the resume is still open when
-/// session B sends its first call, the same tool and arguments. Then the resume delivers A's
-/// result. Returns the wire after B's call (answered) and before A's resume ends.
-fn resumed_while_another_session_calls_alike(eol: Eol) -> Wire {
+/// Session A's call 2 (`blob`) is cut mid-result (connection 1) and resumed from `1-1`
+/// (connection 2, nothing answered yet).
+fn cut_and_resumed(eol: Eol) -> Wire {
     let mut w = Wire::new();
     w.post(1, 0, Some("A"), &call_with_token("2", "blob", "tA"));
     w.sse_ok(1, 0);
@@ -149,6 +148,13 @@ fn resumed_while_another_session_calls_alike(eol: Eol) -> Wire {
     let cut = pre.len() + torn.len() - 6;
     w.deliver(1, 0, &(pre + &torn), Some(cut), CutAction::Reset);
     w.resume(2, 0, Some("A"), "1-1");
+    w
+}
+
+/// [`cut_and_resumed`]; the resume is still open (200, SSE) when session B sends its first
+/// call, the same tool and arguments, answered. Returns the wire before A's resume ends.
+fn resumed_while_another_session_calls_alike(eol: Eol) -> Wire {
+    let mut w = cut_and_resumed(eol);
     w.sse_ok(2, 0);
     w.post(3, 0, Some("B"), &call_with_token("2", "blob", "tB"));
     w.sse_ok(3, 0);
@@ -175,14 +181,7 @@ async fn an_identical_call_from_another_session_while_a_resume_is_open_is_no_rei
 #[tokio::test(start_paused = true)]
 async fn a_call_whose_resume_ended_without_its_result_is_reissued_by_a_new_sessions_first_call() {
     for eol in [Eol::Lf, Eol::CrLf] {
-        let mut w = Wire::new();
-        w.post(1, 0, Some("A"), &call_with_token("2", "blob", "tA"));
-        w.sse_ok(1, 0);
-        let pre = msg(eol, "1-1", &progress_of("tA", 1));
-        let torn = msg(eol, "1-2", &result("2", "big"));
-        let cut = pre.len() + torn.len() - 6;
-        w.deliver(1, 0, &(pre + &torn), Some(cut), CutAction::Reset);
-        w.resume(2, 0, Some("A"), "1-1");
+        let mut w = cut_and_resumed(eol);
         w.response(2, 0, 404, "text/plain", None);
         w.end(2, 0, true);
         // The client renegotiated (session B) and sent the call again.
