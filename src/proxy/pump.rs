@@ -3,11 +3,8 @@
 //!
 //! Invariants:
 //! - Order: bytes are written in the order they were read. The fast path (nothing queued, every
-//!   slice due now) writes straight from the read buffer; otherwise slices go into a FIFO queue
-//!   and are written at their `at` (never before, and never before an earlier slice). A full
-//!   read the plan keeps whole (no gap, no cut: a latency, a split) moves into the queue without
-//!   a copy (the read buffer becomes the queued bytes and the next read gets a fresh one, so
-//!   the queue holds exactly the bytes it counts); any other slice is copied once.
+//!   slice due now) writes straight from the read buffer; otherwise slices are copied once into a
+//!   FIFO queue and written at their `at` (never before, and never before an earlier slice).
 //! - Reading continues while queued slices wait for their time, so a latency shifts the stream
 //!   in time without capping its throughput; it stops when the queue holds
 //!   `max_inflight_bytes` (backpressure), so memory stays bounded by
@@ -33,8 +30,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use bytes::buf::Limit;
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::time::{Instant, sleep_until};
@@ -111,8 +107,7 @@ pub(crate) struct Pump<'a, R = ReadHalf<'a>, W = WriteHalf<'a>> {
     pub(crate) observer: Box<dyn WireObserver>,
     /// Bytes this direction delivered (for the connection's close log).
     pub(crate) delivered: &'a AtomicU64,
-    /// The read buffer: holds exactly the current chunk (`buffer_size` capacity).
-    buf: BytesMut,
+    buf: Vec<u8>,
     plan: Plan,
     queue: VecDeque<Timed>,
     queued: usize,
@@ -143,7 +138,7 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
         delivered: &'a AtomicU64,
     ) -> Self {
         Pump {
-            buf: BytesMut::with_capacity(proxy.config().buffer_size.max(1)),
+            buf: vec![0; proxy.config().buffer_size.max(1)],
             proxy,
             conn,
             dir,
@@ -186,10 +181,9 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
             }
             let deadline = self.earliest_deadline();
             let event = if self.queue.is_empty() && deadline.is_none() {
-                let mut into = next_read(&mut self.buf, self.proxy.config().buffer_size);
                 let n = tokio::select! {
                     biased;
-                    n = self.src.read_buf(&mut into) => n,
+                    n = self.src.read(&mut self.buf) => n,
                     Ok(()) = self.edits.changed() => continue,
                 };
                 Event::Read(n.map_err(|e| Stop::Io(self.src_side(), e))?)
@@ -225,11 +219,10 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
             // connections no fault delays keep flowing while others fill the budget.
             let can_read = self.queued < self.proxy.config().max_inflight_bytes
                 && (self.queued == 0 || !self.proxy.over_budget());
-            let mut into = next_read(&mut self.buf, self.proxy.config().buffer_size);
             let read = tokio::select! {
                 biased;
                 () = sleep_until(at) => None,
-                r = self.src.read_buf(&mut into), if can_read => Some(r),
+                r = self.src.read(&mut self.buf), if can_read => Some(r),
                 // An edit may remove the deadline's fault or add an earlier one.
                 Ok(()) = self.edits.changed() => return Ok(Event::Drained),
             };
@@ -337,19 +330,10 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
         let result = if fast {
             self.write_direct(offset, now).await
         } else {
-            // A full buffer the plan keeps whole goes to the queue as it is (no copy, no unused
-            // capacity); the next read allocates a fresh buffer.
-            let kept: usize = self.plan.slices().iter().map(|s| s.end - s.start).sum();
-            let whole = kept == n && self.plan.cut().is_none() && n == self.buf.capacity();
-            let shared = whole.then(|| self.buf.split().freeze());
             for s in self.plan.slices() {
                 let len = s.end - s.start;
-                let bytes = match &shared {
-                    Some(chunk) => chunk.slice(s.start..s.end),
-                    None => Bytes::copy_from_slice(&self.buf[s.start..s.end]),
-                };
                 self.queue.push_back(Timed {
-                    bytes,
+                    bytes: Bytes::copy_from_slice(&self.buf[s.start..s.end]),
                     at: s.at,
                     start: offset + s.start as u64,
                 });
@@ -553,17 +537,6 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
             });
         }
     }
-}
-
-/// Empties the read buffer for the next chunk (a fresh one after a chunk moved into the queue)
-/// and limits the read to `size` bytes, the largest chunk the faults see.
-fn next_read(buf: &mut BytesMut, size: usize) -> Limit<&mut BytesMut> {
-    let size = size.max(1);
-    buf.clear();
-    if buf.capacity() < size {
-        *buf = BytesMut::with_capacity(size);
-    }
-    buf.limit(size)
 }
 
 impl<R, W> Drop for Pump<'_, R, W> {
