@@ -5,7 +5,8 @@
 //! ```text
 //! cargo bench --bench soak -- stream  [--mib 10240] [--conns 4] [--edits 1000]
 //! cargo bench --bench soak -- churn   [--conns 1000000] [--parallel 128]
-//! cargo bench --bench soak -- sse     [--streams 10000] [--event-mib 4] [--events 1]
+//! cargo bench --bench soak -- sse     [--streams N] [--event-mib 4] [--events 1]
+//!                                     [--open-parallel 0] [--proxy-arg=--buffer-size=4KiB]…
 //! cargo bench --bench soak -- hostile [--secs 30] [--per-kind 100]
 //! cargo bench --bench soak -- all     (every bench with its short defaults: --quick)
 //! ```
@@ -19,6 +20,8 @@ mod common;
 mod hostile;
 #[path = "soak/sse.rs"]
 mod sse;
+#[path = "soak/sse_server.rs"]
+mod sse_server;
 #[path = "soak/stream.rs"]
 mod stream;
 
@@ -42,6 +45,8 @@ fn main() {
             "churn" => churn::run(&args).await,
             "sse" => sse::run(&args).await,
             "hostile" => hostile::run(&args).await,
+            // Hidden: the sse bench's upstream server, run by it as a child process.
+            "sse-server" => sse_server::run(&args).await,
             "all" => {
                 let quick = Args::new(&["--quick".to_owned()]);
                 let a = stream::run(&quick).await;

@@ -23,6 +23,9 @@ impl Args {
         while i < argv.len() {
             if argv[i] == "--quick" {
                 quick = true;
+            } else if let Some((name, v)) = argv[i].strip_prefix("--").and_then(|a| a.split_once('='))
+            {
+                pairs.push((name.to_owned(), v.to_owned()));
             } else if let Some(name) = argv[i].strip_prefix("--")
                 && let Some(v) = argv.get(i + 1)
             {
@@ -40,6 +43,15 @@ impl Args {
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, v)| v.as_str())
+    }
+
+    /// Every value of a repeated `--name` (`--name V` or `--name=V`), in order.
+    pub fn all(&self, name: &str) -> Vec<&str> {
+        self.pairs
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+            .collect()
     }
 
     /// The value of `--name`, else `quick` under `--quick`, else `full`.
@@ -78,10 +90,16 @@ impl Drop for Proc {
     }
 }
 
-/// Starts `tearline <args>` quietly.
-pub fn spawn(args: &[&str]) -> Proc {
-    // SOAK_LOG=FILE keeps the children's warnings (appended) for a look after the run.
-    let stderr = std::env::var_os("SOAK_LOG")
+/// This process's soft `RLIMIT_NOFILE` (children inherit it), from `/proc/self/limits`.
+pub fn nofile_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line.split_whitespace().nth(3)?.parse().ok()
+}
+
+/// Where `SOAK_LOG` asks children's stderr to go (appended), else nowhere.
+fn child_stderr() -> Stdio {
+    std::env::var_os("SOAK_LOG")
         .and_then(|p| {
             std::fs::OpenOptions::new()
                 .create(true)
@@ -89,7 +107,54 @@ pub fn spawn(args: &[&str]) -> Proc {
                 .open(p)
                 .ok()
         })
-        .map_or_else(Stdio::null, Stdio::from);
+        .map_or_else(Stdio::null, Stdio::from)
+}
+
+/// The SSE fan-out's upstream server: this bench binary re-run as `sse-server`.
+pub struct SseServer {
+    pub port: u16,
+    child: tokio::process::Child,
+    out: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+/// Starts the `sse-server` child and reads its port (bounded: 10 s).
+pub async fn sse_server(event_mib: u64, events: u64) -> Option<SseServer> {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(std::env::current_exe().ok()?)
+        .args(["sse-server", "--event-mib", &event_mib.to_string()])
+        .args(["--events", &events.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(child_stderr())
+        .kill_on_drop(true)
+        .spawn()
+        .ok()?;
+    let mut out = tokio::io::BufReader::new(child.stdout.take()?).lines();
+    let line = tokio::time::timeout(Duration::from_secs(10), out.next_line())
+        .await
+        .ok()?
+        .ok()??;
+    let port = line.strip_prefix("port ")?.parse().ok()?;
+    Some(SseServer { port, child, out })
+}
+
+impl SseServer {
+    /// Closes the child's stdin and returns its counters line (bounded: 10 s).
+    pub async fn finish(mut self) -> String {
+        drop(self.child.stdin.take());
+        let line = tokio::time::timeout(Duration::from_secs(10), self.out.next_line()).await;
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
+        match line {
+            Ok(Ok(Some(l))) => l,
+            _ => "(no counters: the child did not answer)".to_owned(),
+        }
+    }
+}
+
+/// Starts `tearline <args>` quietly.
+pub fn spawn(args: &[&str]) -> Proc {
+    // SOAK_LOG=FILE keeps the children's warnings (appended) for a look after the run.
+    let stderr = child_stderr();
     let child = Command::new(env!("CARGO_BIN_EXE_tearline"))
         .args(args)
         .env("RUST_LOG", "warn")
