@@ -97,6 +97,39 @@ pub fn nofile_limit() -> Option<u64> {
     line.split_whitespace().nth(3)?.parse().ok()
 }
 
+/// A `TcpExt` counter of `/proc/net/netstat` (e.g. `TCPAbortOnMemory`: sockets the kernel
+/// reset because TCP memory ran out), system-wide.
+pub fn tcp_ext(name: &str) -> u64 {
+    let text = std::fs::read_to_string("/proc/net/netstat").unwrap_or_default();
+    let mut rows = text.lines().filter(|l| l.starts_with("TcpExt:"));
+    let (Some(names), Some(values)) = (rows.next(), rows.next()) else {
+        return 0;
+    };
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find(|(n, _)| *n == name)
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// (pages of kernel memory all TCP sockets hold now, the `tcp_mem` hard limit in pages).
+pub fn tcp_mem_pages() -> (u64, u64) {
+    let now = std::fs::read_to_string("/proc/net/sockstat")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("TCP:"))
+        .and_then(|l| l.rsplit(' ').next().and_then(|v| v.parse().ok()))
+        .unwrap_or(0);
+    let max = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_mem")
+        .unwrap_or_default()
+        .split_whitespace()
+        .nth(2)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    (now, max)
+}
+
 /// Where `SOAK_LOG` asks children's stderr to go (appended), else nowhere.
 fn child_stderr() -> Stdio {
     std::env::var_os("SOAK_LOG")
@@ -246,28 +279,41 @@ pub fn proc_stats(pid: u32) -> (u64, usize, u64) {
     (field("VmRSS:"), fds, field("Threads:"))
 }
 
-/// Samples `pid`'s RSS every 50 ms; `peak()` is the largest seen.
+/// Samples `pid`'s RSS and the kernel's TCP memory every 50 ms; the peaks are the largest seen.
 pub struct RssPeak {
     peak: Arc<AtomicU64>,
+    tcp_peak: Arc<AtomicU64>,
     stop: tokio_util::sync::CancellationToken,
 }
 
 impl RssPeak {
     pub fn start(pid: u32) -> RssPeak {
         let peak = Arc::new(AtomicU64::new(proc_stats(pid).0));
+        let tcp_peak = Arc::new(AtomicU64::new(tcp_mem_pages().0));
         let stop = tokio_util::sync::CancellationToken::new();
-        let (p, s) = (peak.clone(), stop.clone());
+        let (p, t, s) = (peak.clone(), tcp_peak.clone(), stop.clone());
         tokio::spawn(async move {
             while !s.is_cancelled() {
                 p.fetch_max(proc_stats(pid).0, Ordering::Relaxed);
+                t.fetch_max(tcp_mem_pages().0, Ordering::Relaxed);
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         });
-        RssPeak { peak, stop }
+        RssPeak {
+            peak,
+            tcp_peak,
+            stop,
+        }
     }
 
+    /// Largest RSS seen, KiB.
     pub fn peak(&self) -> u64 {
         self.peak.load(Ordering::Relaxed)
+    }
+
+    /// Largest kernel TCP memory seen (all sockets of the machine), pages.
+    pub fn tcp_peak(&self) -> u64 {
+        self.tcp_peak.load(Ordering::Relaxed)
     }
 }
 

@@ -218,6 +218,7 @@ pub async fn run(args: &Args) -> bool {
     proxy_args.extend(extra.iter().copied());
     let proxy = common::proxy(listen, server.port, api, &proxy_args).await;
     let rss0 = common::proc_stats(proxy.pid()).0;
+    let aborts0 = common::tcp_ext("TCPAbortOnMemory");
     let peak = RssPeak::start(proxy.pid());
     let ready = Arc::new(Barrier::new(streams as usize + 1));
     let opening = Arc::new(Semaphore::new(if open_parallel == 0 {
@@ -262,6 +263,13 @@ pub async fn run(args: &Args) -> bool {
     let (rss1, fds, _) = common::proc_stats(proxy.pid());
     println!("  proxy at end: {}", proxy_counters(api).await);
     println!("  server: {}", server.finish().await);
+    let (_, tcp_max) = common::tcp_mem_pages();
+    println!(
+        "  kernel: TCP memory peak {:.0} MiB of tcp_mem's {:.0} MiB (whole machine); sockets reset for lack of it (TcpExt TCPAbortOnMemory) during the run: {}",
+        peak.tcp_peak() as f64 * 4096.0 / 1048576.0,
+        tcp_max as f64 * 4096.0 / 1048576.0,
+        common::tcp_ext("TCPAbortOnMemory").saturating_sub(aborts0)
+    );
     println!(
         "  {complete}/{streams} streams complete, {:.0} MiB delivered in {secs:.1} s ({:.0} MiB/s)",
         bytes as f64 / 1048576.0,

@@ -17,6 +17,8 @@ use xxhash_rust::xxh3::Xxh3;
 use super::common::Args;
 
 const PIECE: usize = 64 * 1024;
+/// How long a served stream waits for the peer to close before dropping the socket.
+const HOLD: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// The response every stream carries: a head, then `events` events of `size` data bytes each.
 pub struct Body {
@@ -74,6 +76,7 @@ impl Body {
             }
             s.write_all(b"\n\n").await?;
         }
+        // FIN after the body (the socket itself stays open until the peer closes).
         s.shutdown().await
     }
 }
@@ -118,6 +121,15 @@ async fn serve(listener: TcpListener, body: Arc<Body>, n: Arc<Counters>) {
                 Ok(()) => n.served.fetch_add(1, Ordering::Relaxed),
                 Err(_) => n.write_errors.fetch_add(1, Ordering::Relaxed),
             };
+            // Hold the socket until the peer closes, as a live SSE server does. Dropped at
+            // once, it would be an orphan still holding up to its send buffer of the body,
+            // and under TCP memory pressure (`tcp_mem`) the kernel kills orphans with a RST
+            // ("TCP: out of memory", TcpExtTCPAbortOnMemory): that reset, relayed by the
+            // proxy, was what failed streams at 5,000.
+            let _ = tokio::time::timeout(HOLD, async {
+                while s.read(&mut buf).await.is_ok_and(|k| k > 0) {}
+            })
+            .await;
         });
     }
 }

@@ -82,13 +82,27 @@ pub(super) fn hub_error(e: HubError) -> ApiError {
     }
 }
 
+/// Binds the first address `listen` resolves to that binds, with the proxy's deep backlog.
 async fn bind(listen: &str) -> Result<TcpListener, ApiError> {
-    TcpListener::bind(listen).await.map_err(|e| {
+    let fail = |e: std::io::Error| {
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("listen tcp {listen}: {}", go_net_error(&e)),
         )
-    })
+    };
+    let mut last = None;
+    for addr in tokio::net::lookup_host(listen).await.map_err(fail)? {
+        match crate::proxy::listen(addr) {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(fail(last.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "could not resolve to any address",
+        )
+    })))
 }
 
 /// Go's wording of the common bind failures (what Toxiproxy clients see), else the OS text.

@@ -4,7 +4,9 @@
 //! - [`run`] never returns because of an accept error: it logs, backs off (5 ms doubling to
 //!   1 s) and accepts again. It returns only after `shutdown` fired, the listener was closed,
 //!   and every connection task ended (drained within `drain_timeout`, the rest reset).
-//! - At most `max_connections` connection tasks exist; further clients wait in the backlog.
+//! - At most `max_connections` connection tasks exist; further clients wait in the backlog,
+//!   which is as deep as the kernel allows ([`LISTEN_BACKLOG`], capped at
+//!   `net.core.somaxconn`), not tokio's default of 1,024.
 //! - A connection accepted while the proxy is disabled, or during a `Refuse` outage, is reset
 //!   (RST) at once and counted as refused.
 
@@ -12,7 +14,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -26,6 +28,26 @@ use crate::vocab::OutageMode;
 
 /// Largest read buffer accepted (each connection allocates two).
 const MAX_BUFFER: usize = 16 * 1024 * 1024;
+
+/// Listen backlog asked for; the kernel caps it at `net.core.somaxconn` (4,096 on Linux since
+/// 5.4), as Go's `net` package — and so Toxiproxy — does. With tokio's default of 1,024, a
+/// burst of 5,000 clients overflowed the accept queue: SYNs were dropped (connects took 1–3 s
+/// of retransmits), SYN cookies were sent, and a client whose cookie ACK then failed believed
+/// it was connected while the proxy never saw it (reset minutes later).
+pub const LISTEN_BACKLOG: u32 = 65_535;
+
+/// Binds `addr` (with `SO_REUSEADDR`, as `TcpListener::bind`) and listens with
+/// [`LISTEN_BACKLOG`].
+pub fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let sock = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    sock.set_reuseaddr(true)?;
+    sock.bind(addr)?;
+    sock.listen(LISTEN_BACKLOG)
+}
 
 /// One proxy to start: where it listens, its configuration and its initial faults.
 pub struct ProxySpec {
@@ -46,9 +68,7 @@ pub fn build(spec: ProxySpec) -> Result<Arc<Proxy>, ProxyError> {
 /// Binds `spec.listen` and builds its [`Proxy`].
 pub async fn bind(spec: ProxySpec) -> Result<(TcpListener, Arc<Proxy>), ProxyError> {
     check(&spec.config)?;
-    let listener = TcpListener::bind(spec.listen)
-        .await
-        .map_err(|source| ProxyError::Bind {
+    let listener = listen(spec.listen).map_err(|source| ProxyError::Bind {
             addr: spec.listen,
             source,
         })?;

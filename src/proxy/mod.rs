@@ -39,7 +39,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use listener::{ProxySpec, bind, bind_all, run, run_all, run_bound};
+pub use listener::{LISTEN_BACKLOG, ProxySpec, bind, bind_all, listen, run, run_all, run_bound};
 pub use state::{Factories, ObserverFactory, Proxy};
 pub use stats::{Stats, StatsSnapshot};
 pub use tokio_util::sync::CancellationToken;
