@@ -73,6 +73,10 @@ pub struct Args {
     /// Read buffer per direction (largest chunk).
     #[arg(long, value_name = "SIZE", default_value = "64KiB", value_parser = parse_size)]
     pub buffer_size: usize,
+    /// Memory the read buffers of all busy directions share: with many busy connections each
+    /// buffer shrinks below --buffer-size (to 4 KiB at least). Idle directions hold none.
+    #[arg(long, value_name = "SIZE", default_value = "32MiB", value_parser = parse_size)]
+    pub read_budget: usize,
     /// Upstream connect timeout.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
     pub connect_timeout: Duration,
@@ -233,6 +237,7 @@ impl Args {
             name: self.name.clone(),
             upstream,
             buffer_size: self.buffer_size,
+            read_budget: self.read_budget,
             connect_timeout: self.connect_timeout,
             max_connections: self.max_connections as usize,
             drain_timeout: self.drain_timeout,

@@ -11,7 +11,8 @@
 //! - EOF on one side becomes a write shutdown on the other (half-close); the other direction
 //!   keeps flowing until it ends.
 //! - Memory per connection is bounded: each direction holds at most `buffer_size` bytes in its
-//!   read buffer plus `max_inflight_bytes` (+ one chunk) in its timed queue, or, while it is
+//!   read buffer (lent only while bytes pass; many busy directions share `read_budget`, see
+//!   `readbuf`) plus `max_inflight_bytes` (+ one chunk) in its timed queue, or, while it is
 //!   relayed zero-copy, at most `pipe_size` bytes in its pipe; a slow reader stops the pump
 //!   from reading (backpressure), it never grows a buffer. Across connections, timed queues
 //!   stop growing while the proxy holds `max_buffered_bytes` (each direction may still hold one
@@ -26,6 +27,7 @@ mod conn;
 mod engine;
 mod listener;
 mod pump;
+mod readbuf;
 pub mod schedule;
 mod sendq;
 mod splice;
@@ -40,6 +42,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use listener::{LISTEN_BACKLOG, ProxySpec, bind, bind_all, listen, run, run_all, run_bound};
+pub use readbuf::ReadBufferGauge;
 pub use state::{Factories, ObserverFactory, Proxy};
 pub use stats::{Stats, StatsSnapshot};
 pub use tokio_util::sync::CancellationToken;
@@ -54,6 +57,10 @@ pub struct ProxyConfig {
     pub upstream: String,
     /// Size of each pump's read buffer (the largest chunk the faults see).
     pub buffer_size: usize,
+    /// Bytes the read buffers of all busy directions share: a buffer is `buffer_size` while
+    /// few directions hold one and shrinks (to 4 KiB at least) when many do, so memory follows
+    /// the bytes in flight, not the connections open. Idle directions hold no buffer.
+    pub read_budget: usize,
     /// Upper bound on the upstream connect.
     pub connect_timeout: Duration,
     /// Connections served at once; further clients wait in the listen backlog.
@@ -83,7 +90,7 @@ pub struct ProxyConfig {
 }
 
 impl ProxyConfig {
-    /// Defaults: 64 KiB buffers, 5 s connect timeout, 4096 connections, 5 s drain, 256 MiB queue
+    /// Defaults: 64 KiB buffers sharing a 32 MiB read budget, 5 s connect timeout, 4096 connections, 5 s drain, 256 MiB queue
     /// per direction (line rate through a 100 ms latency), a 1 GiB proxy budget, zero-copy on
     /// through 1 MiB pipes.
     pub fn new(name: impl Into<String>, upstream: impl Into<String>) -> Self {
@@ -91,6 +98,7 @@ impl ProxyConfig {
             name: name.into(),
             upstream: upstream.into(),
             buffer_size: 64 * 1024,
+            read_budget: DEFAULT_READ_BUDGET,
             connect_timeout: Duration::from_secs(5),
             max_connections: 4096,
             drain_timeout: Duration::from_secs(5),
@@ -103,6 +111,9 @@ impl ProxyConfig {
         }
     }
 }
+
+/// Default of [`ProxyConfig::read_budget`]: 512 directions at 64 KiB, 8,192 at 4 KiB.
+pub const DEFAULT_READ_BUDGET: usize = 32 << 20;
 
 /// Default of [`ProxyConfig::max_buffered_bytes`].
 pub const DEFAULT_MAX_BUFFERED: u64 = 1 << 30;

@@ -12,6 +12,9 @@
 //!   proxy is over its memory budget (`max_buffered_bytes`, across connections) while its own
 //!   queue holds anything, so queues stop growing there; a direction with an empty queue still
 //!   reads (its chunk is written at once), so undelayed connections keep flowing.
+//! - The read buffer is lent by the proxy (`readbuf`): a TCP direction waits for readability
+//!   without one, takes it to read, and gives it back after a chunk that did not fill it, so
+//!   an idle direction holds none and many busy ones share the proxy's read budget.
 //! - A cut delivers every slice planned before it, on time, then ends the direction with an
 //!   error value the connection task turns into RST or FIN; EOF is passed on (write shutdown)
 //!   after every queued byte and no earlier than every fault's `on_eof` time.
@@ -107,6 +110,8 @@ pub(crate) struct Pump<'a, R = ReadHalf<'a>, W = WriteHalf<'a>> {
     pub(crate) observer: Box<dyn WireObserver>,
     /// Bytes this direction delivered (for the connection's close log).
     pub(crate) delivered: &'a AtomicU64,
+    /// The read buffer, lent by the proxy (`readbuf`): no capacity while none is held. Read
+    /// into as spare capacity; after a read, `buf[..n]` is the chunk.
     buf: Vec<u8>,
     plan: Plan,
     queue: VecDeque<Timed>,
@@ -138,7 +143,7 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
         delivered: &'a AtomicU64,
     ) -> Self {
         Pump {
-            buf: vec![0; proxy.config().buffer_size.max(1)],
+            buf: Vec::new(),
             proxy,
             conn,
             dir,
@@ -181,9 +186,13 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
             }
             let deadline = self.earliest_deadline();
             let event = if self.queue.is_empty() && deadline.is_none() {
+                if !self.take_buffer_when_readable().await {
+                    continue;
+                }
+                self.buf.clear();
                 let n = tokio::select! {
                     biased;
-                    n = self.src.read(&mut self.buf) => n,
+                    n = self.src.read_buf(&mut self.buf) => n,
                     Ok(()) = self.edits.changed() => continue,
                 };
                 Event::Read(n.map_err(|e| Stop::Io(self.src_side(), e))?)
@@ -193,9 +202,43 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
             match event {
                 Event::Drained => continue,
                 Event::Read(0) => return self.eof().await,
-                Event::Read(n) => self.chunk(n).await?,
+                Event::Read(n) => {
+                    self.chunk(n).await?;
+                    self.settle_buffer(n);
+                }
                 Event::Deadline(d) => return Err(self.deadline_cut(d).await),
             }
+        }
+    }
+
+    /// Holds a read buffer once the source has bytes (or EOF, or an error) to read: an idle
+    /// TCP direction waits without one. `false` when a fault edit came first (the caller
+    /// re-plans). A source that is not a plain TCP half (TLS) takes its buffer at once.
+    async fn take_buffer_when_readable(&mut self) -> bool {
+        if self.buf.capacity() > 0 {
+            return true;
+        }
+        if let Some(tcp) = self.src.tcp() {
+            tokio::select! {
+                biased;
+                // An error is the read's to report.
+                _ = tcp.readable() => {}
+                Ok(()) = self.edits.changed() => return false,
+            }
+        }
+        self.buf = self.proxy.read_bufs().take();
+        true
+    }
+
+    /// After a chunk of `n` bytes was handled (written or queued: the buffer's bytes are no
+    /// longer needed), gives the buffer back when the read did not fill it (the source is
+    /// drained for now; only on TCP, whose readiness can be awaited without a buffer) or when
+    /// it is oversized for the current number of busy directions.
+    fn settle_buffer(&mut self, n: usize) {
+        let cap = self.buf.capacity();
+        let drained = n < cap && self.src.tcp().is_some();
+        if cap > 0 && (drained || self.proxy.read_bufs().oversized(cap)) {
+            self.proxy.read_bufs().give(std::mem::take(&mut self.buf));
         }
     }
 
@@ -219,10 +262,14 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
             // connections no fault delays keep flowing while others fill the budget.
             let can_read = self.queued < self.proxy.config().max_inflight_bytes
                 && (self.queued == 0 || !self.proxy.over_budget());
+            if can_read && self.buf.capacity() == 0 {
+                self.buf = self.proxy.read_bufs().take();
+            }
+            self.buf.clear();
             let read = tokio::select! {
                 biased;
                 () = sleep_until(at) => None,
-                r = self.src.read(&mut self.buf), if can_read => Some(r),
+                r = self.src.read_buf(&mut self.buf), if can_read => Some(r),
                 // An edit may remove the deadline's fault or add an earlier one.
                 Ok(()) = self.edits.changed() => return Ok(Event::Drained),
             };
@@ -548,5 +595,8 @@ impl<R, W> Drop for Pump<'_, R, W> {
         let stats = self.proxy.stats();
         stats.buffer_sub(self.queued + self.held + self.observer_held);
         self.residence.flush(stats);
+        if self.buf.capacity() > 0 {
+            self.proxy.read_bufs().give(std::mem::take(&mut self.buf));
+        }
     }
 }

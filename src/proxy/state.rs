@@ -19,6 +19,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::readbuf::{ReadBufferGauge, ReadBufs};
 use super::stats::Stats;
 use super::{FaultList, ProxyConfig};
 use crate::fault::FaultFactory;
@@ -70,6 +71,8 @@ pub struct Proxy {
     next_conn: AtomicU64,
     listen: Mutex<Option<SocketAddr>>,
     stats: Stats,
+    /// The pumps' read buffers (lent while bytes pass).
+    read_bufs: ReadBufs,
     /// When a budget refusal was last logged (rate limit: one warning per second).
     budget_warned: Mutex<Option<Instant>>,
 }
@@ -113,6 +116,7 @@ impl Proxy {
     pub fn with_faults(config: ProxyConfig, faults: FaultList) -> Arc<Self> {
         Arc::new(Proxy {
             upstream: RwLock::new(config.upstream.clone()),
+            read_bufs: ReadBufs::new(config.buffer_size, config.read_budget),
             config,
             enabled: AtomicBool::new(true),
             fault_generation: AtomicU64::new(0),
@@ -142,6 +146,16 @@ impl Proxy {
     /// Live counters.
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// The lender of the pumps' read buffers.
+    pub(crate) fn read_bufs(&self) -> &ReadBufs {
+        &self.read_bufs
+    }
+
+    /// The pumps' read buffers now: how many directions hold one, their bytes, the peak.
+    pub fn read_buffers(&self) -> ReadBufferGauge {
+        self.read_bufs.gauge()
     }
 
     /// Whether the proxy holds at least its memory budget (`max_buffered_bytes`).
