@@ -6,7 +6,8 @@
 //! cargo bench --bench soak -- stream  [--mib 10240] [--conns 4] [--edits 1000]
 //! cargo bench --bench soak -- churn   [--conns 1000000] [--parallel 128]
 //! cargo bench --bench soak -- sse     [--streams N] [--event-mib 4] [--events 1]
-//!                                     [--open-parallel 0] [--proxy-arg=--buffer-size=4KiB]…
+//!                                     [--open-parallel 0] [--sock-buf-kib 256]
+//!                                     [--proxy-arg=--read-budget=16MiB]…
 //! cargo bench --bench soak -- hostile [--secs 30] [--per-kind 100]
 //! cargo bench --bench soak -- all     (every bench with its short defaults: --quick)
 //! ```

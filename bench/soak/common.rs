@@ -151,11 +151,12 @@ pub struct SseServer {
 }
 
 /// Starts the `sse-server` child and reads its port (bounded: 10 s).
-pub async fn sse_server(event_mib: u64, events: u64) -> Option<SseServer> {
+pub async fn sse_server(event_mib: u64, events: u64, sock_buf: u32) -> Option<SseServer> {
     use tokio::io::AsyncBufReadExt;
     let mut child = tokio::process::Command::new(std::env::current_exe().ok()?)
         .args(["sse-server", "--event-mib", &event_mib.to_string()])
         .args(["--events", &events.to_string()])
+        .args(["--sock-buf", &sock_buf.to_string()])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(child_stderr())

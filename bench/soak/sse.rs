@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::{Barrier, Semaphore};
 use xxhash_rust::xxh3::Xxh3;
 
@@ -63,12 +62,18 @@ async fn client(
     ready: Arc<Barrier>,
     opening: Arc<Semaphore>,
     t0: Instant,
+    sock_buf: u32,
 ) -> Stream {
     let (head_len, want_len, want_hash) = *body;
     let permit = opening.acquire_owned().await.ok();
     let c0 = Instant::now();
     let conn = async {
-        let mut s = TcpStream::connect(("127.0.0.1", port))
+        let sock = tokio::net::TcpSocket::new_v4().map_err(|e| End::Connect(e.kind()))?;
+        if sock_buf > 0 {
+            let _ = sock.set_recv_buffer_size(sock_buf);
+        }
+        let mut s = sock
+            .connect(([127, 0, 0, 1], port).into())
             .await
             .map_err(|e| End::Connect(e.kind()))?;
         s.write_all(b"GET /events HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n")
@@ -198,6 +203,10 @@ pub async fn run(args: &Args) -> bool {
     let events = args.num("events", 1, 1);
     // At most this many connects in flight (0: all at once, as the burst).
     let open_parallel = args.num("open-parallel", 0, 0);
+    // The bench's own sockets (client receive, server send buffers) are capped at this many
+    // bytes (0: kernel autotuning), so that N × 4 MiB in flight does not take the whole
+    // machine's TCP memory (`tcp_mem`): other processes' sockets would suffer.
+    let sock_buf = args.num("sock-buf-kib", 256, 256) as u32 * 1024;
     let extra: Vec<&str> = args.all("proxy-arg");
     println!(
         "== sse fan-out: {streams} concurrent streams × {events} event(s) of {event_mib} MiB, HTTP observer on{}",
@@ -209,7 +218,7 @@ pub async fn run(args: &Args) -> bool {
     );
     let body = Body::new(event_mib, events);
     let want = Arc::new((body.head.len(), body.len(), body.hash()));
-    let Some(server) = common::sse_server(event_mib, events).await else {
+    let Some(server) = common::sse_server(event_mib, events, sock_buf).await else {
         return verdict("server", false, "the sse-server child did not start");
     };
     let (listen, api) = (common::free_port(), common::free_port());
@@ -235,6 +244,7 @@ pub async fn run(args: &Args) -> bool {
                 ready.clone(),
                 opening.clone(),
                 start,
+                sock_buf,
             ))
         })
         .collect();

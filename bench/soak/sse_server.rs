@@ -144,6 +144,11 @@ pub async fn run(args: &Args) -> bool {
     // connect arrives at once.
     let listener = tokio::net::TcpSocket::new_v4()
         .and_then(|s| {
+            // Accepted sockets inherit the listener's send buffer size (0: autotuning).
+            let sock_buf = args.num("sock-buf", 0, 0) as u32;
+            if sock_buf > 0 {
+                s.set_send_buffer_size(sock_buf)?;
+            }
             s.bind("127.0.0.1:0".parse().expect("addr"))?;
             s.listen(8192)
         })
