@@ -23,7 +23,8 @@ impl Args {
         while i < argv.len() {
             if argv[i] == "--quick" {
                 quick = true;
-            } else if let Some((name, v)) = argv[i].strip_prefix("--").and_then(|a| a.split_once('='))
+            } else if let Some((name, v)) =
+                argv[i].strip_prefix("--").and_then(|a| a.split_once('='))
             {
                 pairs.push((name.to_owned(), v.to_owned()));
             } else if let Some(name) = argv[i].strip_prefix("--")

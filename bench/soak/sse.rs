@@ -149,7 +149,10 @@ fn report_ends(ends: &[Stream]) {
     let mut c: Vec<Duration> = ends.iter().map(|s| s.connect).collect();
     c.sort();
     if let (Some(med), Some(max)) = (c.get(c.len() / 2), c.last()) {
-        let slow = c.iter().filter(|d| **d >= Duration::from_millis(900)).count();
+        let slow = c
+            .iter()
+            .filter(|d| **d >= Duration::from_millis(900))
+            .count();
         println!(
             "  connect+request: median {:.1} ms, max {:.1} ms, {slow} took ≥ 0.9 s (a SYN retransmit)",
             med.as_secs_f64() * 1e3,

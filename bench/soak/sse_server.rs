@@ -35,8 +35,9 @@ impl Body {
             *b = b"abcdefghijklmnopqrstuvwxyz0123456789{}\":,"[i % 41];
         }
         Body {
-            head: b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
-                .to_vec(),
+            head:
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+                    .to_vec(),
             filler,
             size: event_mib * 1024 * 1024,
             events,
