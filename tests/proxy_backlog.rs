@@ -67,7 +67,11 @@ async fn clients_beyond_a_thousand_wait_in_the_backlog_while_every_slot_is_taken
                 ),
             }
         }
-        assert_eq!(p.stats().snapshot().connections_total, 1, "one slot, one accepted");
+        assert_eq!(
+            p.stats().snapshot().connections_total,
+            1,
+            "one slot, one accepted"
+        );
         // Freeing the slot lets the queue drain: the last queued client is served too.
         drop(first);
         let mut last = queued.pop().unwrap();
@@ -75,7 +79,10 @@ async fn clients_beyond_a_thousand_wait_in_the_backlog_while_every_slot_is_taken
         drop(queued);
         let mut b = [0u8; 2];
         last.read_exact(&mut b).await.unwrap();
-        assert_eq!(&b, b"ok", "the last queued client was served once slots freed");
+        assert_eq!(
+            &b, b"ok",
+            "the last queued client was served once slots freed"
+        );
         shutdown.cancel();
         let _ = task.await;
     })

@@ -190,7 +190,19 @@ impl SseServer {
 pub fn spawn(args: &[&str]) -> Proc {
     // SOAK_LOG=FILE keeps the children's warnings (appended) for a look after the run.
     let stderr = child_stderr();
-    let child = Command::new(env!("CARGO_BIN_EXE_tearline"))
+    // SOAK_WRAP="heaptrack -o FILE" (whitespace-split) runs tearline under a tool; the pid,
+    // RSS and fds printed are then the wrapper's, not the proxy's.
+    let wrap = std::env::var("SOAK_WRAP").unwrap_or_default();
+    let mut wrap = wrap.split_whitespace();
+    let mut cmd = match wrap.next() {
+        Some(tool) => {
+            let mut c = Command::new(tool);
+            c.args(wrap).arg(env!("CARGO_BIN_EXE_tearline"));
+            c
+        }
+        None => Command::new(env!("CARGO_BIN_EXE_tearline")),
+    };
+    let child = cmd
         .args(args)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())

@@ -97,7 +97,10 @@ async fn serve(listener: TcpListener, body: Arc<Body>, n: Arc<Counters>) {
             Ok((s, _)) => s,
             Err(e) => {
                 // EMFILE and the like: count, say so once in a while, back off a little.
-                if n.accept_errors.fetch_add(1, Ordering::Relaxed) % 1000 == 0 {
+                if n.accept_errors
+                    .fetch_add(1, Ordering::Relaxed)
+                    .is_multiple_of(1000)
+                {
                     eprintln!("sse-server: accept failed: {e}");
                 }
                 tokio::time::sleep(std::time::Duration::from_millis(5)).await;

@@ -69,9 +69,9 @@ pub fn build(spec: ProxySpec) -> Result<Arc<Proxy>, ProxyError> {
 pub async fn bind(spec: ProxySpec) -> Result<(TcpListener, Arc<Proxy>), ProxyError> {
     check(&spec.config)?;
     let listener = listen(spec.listen).map_err(|source| ProxyError::Bind {
-            addr: spec.listen,
-            source,
-        })?;
+        addr: spec.listen,
+        source,
+    })?;
     Ok((listener, Proxy::with_faults(spec.config, spec.faults)))
 }
 
