@@ -15,6 +15,8 @@
 //! - The read buffer is lent by the proxy (`readbuf`): a TCP direction waits for readability
 //!   without one, takes it to read, and gives it back after a chunk that did not fill it, so
 //!   an idle direction holds none and many busy ones share the proxy's read budget.
+//! - The rare, large states (a cut, EOF, the zero-copy relay) are awaited boxed, so each
+//!   connection's task is sized by the read/write loop (0.9 KB less per connection).
 //! - A cut delivers every slice planned before it, on time, then ends the direction with an
 //!   error value the connection task turns into RST or FIN; EOF is passed on (write shutdown)
 //!   after every queued byte and no earlier than every fault's `on_eof` time.
@@ -178,9 +180,9 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
             if let Some(back) = self.zero_copy().await? {
                 match back {
                     Handback::Copy { .. } => continue,
-                    Handback::Eof { .. } => return self.eof().await,
+                    Handback::Eof { .. } => return Box::pin(self.eof()).await,
                     Handback::Deadline { deadline, .. } => {
-                        return Err(self.deadline_cut(deadline).await);
+                        return Err(Box::pin(self.deadline_cut(deadline)).await);
                     }
                 }
             }
@@ -201,12 +203,12 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
             };
             match event {
                 Event::Drained => continue,
-                Event::Read(0) => return self.eof().await,
+                Event::Read(0) => return Box::pin(self.eof()).await,
                 Event::Read(n) => {
                     self.chunk(n).await?;
                     self.settle_buffer(n);
                 }
-                Event::Deadline(d) => return Err(self.deadline_cut(d).await),
+                Event::Deadline(d) => return Err(Box::pin(self.deadline_cut(d)).await),
             }
         }
     }
@@ -305,7 +307,7 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
             generation: self.chain.generation,
             deadline: self.earliest_deadline(),
         };
-        let back = self.zero_copy.relay(lane, budget).await?;
+        let back = Box::pin(self.zero_copy.relay(lane, budget)).await?;
         let moved = back.moved();
         if moved > 0 {
             // Spliced bytes are read and written in one step: every one of them is delivered.
@@ -394,7 +396,7 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
         self.sync_observer_gauge();
         result?;
         match self.plan.cut() {
-            Some(cut) => Err(self.cut(cut).await),
+            Some(cut) => Err(Box::pin(self.cut(cut)).await),
             None => Ok(()),
         }
     }
