@@ -103,3 +103,89 @@ fn malformed_size_line_is_labelled_the_same_under_every_chunking() {
         assert_eq!(labelled_points(down, piece), whole, "{piece}-byte reads");
     }
 }
+
+/// Found by `lab` (corpus `regress-float-id-echo`, third fuzzing run): a request whose id is a
+/// number with more digits than an f64 holds got an error answer whose id, read back, was
+/// another number (`57773.7777777388888888` → `57773.777777738884` from the release binary).
+/// serde_json's default float parsing is not correctly rounded, so the lab's echo (the
+/// shortest digits of its parse) did not read back as the same double. With `float_roundtrip`
+/// every parse is correctly rounded and the echo reads back as the id.
+#[test]
+fn the_lab_echoes_a_long_fractional_id_as_the_same_number() {
+    tearline::fuzzing::lab::fuzz(include_bytes!("../fuzz/corpus/lab/regress-float-id-echo"));
+}
+
+#[test]
+fn a_long_fractional_id_reads_back_as_the_double_a_correct_parser_gives() {
+    use http_body_util::Full;
+    use tearline::lab::LabConfig;
+    use tearline::lab::direct::DirectLab;
+    use tearline::lab::sse_body::LabBody;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let lab = DirectLab::new(LabConfig::default()).unwrap();
+        let init = http::Request::post("/mcp")
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .body(Full::new(bytes::Bytes::from_static(
+                br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
+            )))
+            .unwrap();
+        let session = lab
+            .answer(init)
+            .await
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .expect("a session id");
+        for id in ["57773.7777777388888888", "0.1000000000000000055511151231257827", "1e-7"] {
+            // A malformed request (no method): answered with an error carrying the id.
+            let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"metho)":"tools/call"}}"#);
+            let req = http::Request::post("/mcp")
+                .header("accept", "application/json, text/event-stream")
+                .header("content-type", "application/json")
+                .header("mcp-session-id", &session)
+                .header("mcp-protocol-version", "2025-11-25")
+                .body(Full::new(bytes::Bytes::from(body)))
+                .unwrap();
+            let answer = match lab.answer(req).await.into_body() {
+                LabBody::Full(b) => b.unwrap_or_default(),
+                _ => panic!("a JSON answer was expected"),
+            };
+            // The id's own digits, as sent (not re-read through serde_json).
+            let text = String::from_utf8_lossy(&answer);
+            let at = text.find(r#""id":"#).expect("an id in the answer") + 5;
+            let echoed: String = text[at..]
+                .chars()
+                .take_while(|c| !matches!(c, ',' | '}'))
+                .collect();
+            // Rust's own `f64` parser is correctly rounded: both texts must name one double.
+            let want: f64 = id.parse().unwrap();
+            let got: f64 = echoed.parse().unwrap_or_else(|e| panic!("{e}: {text}"));
+            assert_eq!(got.to_bits(), want.to_bits(), "id {id} echoed as {echoed}");
+        }
+        lab.shutdown().await;
+    });
+}
+
+/// `cargo test` cannot show the defect above on its own: a dev-dependency (jsonschema) turns on
+/// serde_json's `float_roundtrip` for every test build, while the shipped binary (and the
+/// `cargo fuzz` build, where it was found) gets only the features tearline asks for. So the fix
+/// is one line of Cargo.toml, and this guards it.
+#[test]
+fn the_shipped_build_asks_for_correctly_rounded_json_numbers() {
+    let manifest = include_str!("../Cargo.toml");
+    let line = manifest
+        .lines()
+        .find(|l| l.trim_start().starts_with("serde_json"))
+        .expect("serde_json is a dependency");
+    assert!(
+        line.contains("float_roundtrip"),
+        "serde_json without float_roundtrip: JSON-RPC ids with long fractions are echoed as \
+         other numbers by the release binary ({line})"
+    );
+}
