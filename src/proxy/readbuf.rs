@@ -83,15 +83,16 @@ impl ReadBufs {
         if self.bytes.load(Ordering::Relaxed) + size > self.budget {
             size = self.floor();
         }
-        let lent = self.bytes.fetch_add(size, Ordering::Relaxed) + size;
+        let reused = if size == self.max {
+            self.spares().pop()
+        } else {
+            None
+        };
+        let buf = reused.unwrap_or_else(|| Vec::with_capacity(size));
+        // Counted by capacity, as `give` subtracts it (`with_capacity` may grant more).
+        let lent = self.bytes.fetch_add(buf.capacity(), Ordering::Relaxed) + buf.capacity();
         self.peak.fetch_max(lent, Ordering::Relaxed);
-        if size == self.max {
-            let reused = self.spares().pop();
-            if let Some(buf) = reused {
-                return buf;
-            }
-        }
-        Vec::with_capacity(size)
+        buf
     }
 
     /// Takes a buffer back; keeps it for reuse if it is full-size and the spares are not full.
