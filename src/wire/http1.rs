@@ -46,8 +46,9 @@ pub const BODY_LIMIT: usize = 64 * 1024;
 /// Requests the observer keeps waiting for their responses (see the module doc).
 pub const MAX_PIPELINED: usize = 1024;
 
-/// The observer keeps this many first bytes of each SSE event's data (the JSON-RPC head: id,
-/// method, progress token, result/error marker); the rest is hashed as it streams.
+/// The observer keeps an SSE event's data whole up to this many bytes (the audit parses such
+/// messages in full: requests, progress, initialize results); a longer value is hashed and read
+/// for its JSON-RPC id and kind as it streams, and not kept (`sse_data`).
 pub const DATA_HEAD: usize = 4096;
 
 /// A line of an SSE body longer than this makes the observer give up on the stream (bytes are
@@ -127,6 +128,17 @@ impl Outbox {
                 sink.record(obs);
             }
         }
+        self.free_if_empty();
+    }
+
+    /// An empty outbox holds no allocation: a stream waits between messages (or for the rest
+    /// of a long event) with nothing held, and 10,000 such streams would otherwise keep ~16 MB
+    /// of empty slots (four observations each, the first growth). One allocation per held
+    /// message is the price.
+    fn free_if_empty(&mut self) {
+        if self.held.is_empty() && self.held.capacity() > 0 {
+            self.held = VecDeque::new();
+        }
     }
 
     /// Releases what was already delivered (facts held after their bytes left, e.g. at EOF).
@@ -143,6 +155,7 @@ impl Outbox {
                 self.bytes = self.bytes.saturating_sub(size_of_obs(&obs));
             }
         }
+        self.free_if_empty();
     }
 
     /// Approximate bytes held.
@@ -366,5 +379,41 @@ impl WireObserver for Http1Upstream {
         // The pump reports these bytes delivered right after (`delivered_through`).
         self.chunk_start = self.raw;
         self.raw += n;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Count(Mutex<Vec<Observation>>);
+    impl ObservationSink for Count {
+        fn record(&self, obs: Observation) {
+            self.0.lock().unwrap().push(obs);
+        }
+    }
+
+    #[test]
+    fn an_outbox_releases_in_offset_order_and_holds_no_allocation_once_empty() {
+        let sink = Count(Mutex::new(Vec::new()));
+        let mut out = Outbox::default();
+        for (at, conn) in [(10, 1), (20, 2), (30, 3)] {
+            out.hold(at, Observation::ConnClosed { conn });
+        }
+        out.release(20, &sink);
+        assert_eq!(sink.0.lock().unwrap().len(), 2);
+        assert!(out.held.capacity() > 0, "one observation still held");
+        out.release(30, &sink);
+        let got = sink.0.lock().unwrap().clone();
+        assert_eq!(
+            got,
+            [1, 2, 3]
+                .map(|conn| Observation::ConnClosed { conn })
+                .to_vec()
+        );
+        assert_eq!((out.held.capacity(), out.held_bytes()), (0, 0));
+        out.hold(40, Observation::ConnClosed { conn: 4 });
+        out.end_at(35);
+        assert_eq!((out.held.capacity(), out.held_bytes()), (0, 0));
     }
 }

@@ -279,7 +279,7 @@ impl Http1Downstream {
             }
             let index = *events;
             *events += 1;
-            // The scanner keeps only the data's head: enough for a JSON-RPC id and kind.
+            // The whole data when short, else the head of its JSON-RPC facts (`sse_data`).
             let data = Some(bytes::Bytes::copy_from_slice(e.data));
             let is_final = rpc_id
                 .as_deref()

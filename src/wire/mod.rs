@@ -15,6 +15,7 @@ pub mod observe;
 pub mod position;
 pub mod record;
 mod rpc_head;
+mod rpc_scan;
 pub mod sse;
 pub mod sse_class;
 mod sse_data;

@@ -155,8 +155,9 @@ pub enum Observation {
         /// XXH3-64 of the data buffer (`wire::http1::data_hash`); the payload itself is not kept.
         data_hash: u64,
         data_len: u64,
-        /// The data, or its first body-limit bytes when longer (`data_len` tells which): a
-        /// JSON-RPC message's id and kind are at its head.
+        /// The data when it is at most `http1::DATA_HEAD` bytes; when longer (`data_len`
+        /// tells), the minimal JSON-RPC head of what its first level says
+        /// (`{"id":7,"result":0}`, read from the whole data as it streamed), or empty.
         data: Option<bytes::Bytes>,
         /// How many `data` field lines the event had on the wire.
         data_lines: u32,

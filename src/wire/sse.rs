@@ -17,8 +17,9 @@
 //! - At end of stream the event in progress (and a partial line) is discarded, never dispatched.
 //! - No allocation or copy per byte: line ends are found with `memchr`, `data` values are
 //!   appended to one reused buffer, names are matched in a fixed array.
-//! - A bounded scanner ([`SseScanner::bounded`], the proxy's observer) keeps only the head of
-//!   each `data` value plus its streaming hash and length (see `sse_data`), and gives up for
+//! - A bounded scanner ([`SseScanner::bounded`], the proxy's observer) keeps a `data` value
+//!   only while it is short; of a longer one, its streaming hash, length and JSON-RPC facts
+//!   (see `sse_data`). It gives up for
 //!   good on a line longer than its line limit ([`SseScanner::gave_up`]): it then dispatches
 //!   and classifies nothing more. Its memory does not depend on event or line size.
 //!
@@ -37,6 +38,10 @@ use super::sse_data::DataBuf;
 const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
 const NAME_CAP: usize = 8;
 
+/// The longest id text a bounded scanner reads from data longer than its head (a longer id:
+/// no JSON-RPC facts for that event).
+pub const ID_LIMIT: usize = 1024;
+
 /// Where a dispatched event lies in the payload (classifying feeds only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EventSpan {
@@ -51,13 +56,15 @@ pub struct EventSpan {
 pub struct SseEvent<'a> {
     /// The event type (`message` unless an `event` field set another non-empty value).
     pub event_type: &'a str,
-    /// The data buffer without its final LF (raw bytes; decode lossily).
+    /// The data buffer without its final LF (raw bytes; decode lossily). From a bounded
+    /// scanner, when `data_len` exceeds its head: the minimal JSON-RPC head of the data's facts
+    /// (`{"id":7,"result":0}`), or empty.
     pub data: &'a [u8],
     /// This event's own `id` field (the value of the last valid `id` line of this event), if any.
     pub id: Option<&'a str>,
     /// The last event ID string after this dispatch (sticky across events).
     pub last_event_id: &'a str,
-    /// Length of the whole data (a bounded scanner's `data` is only its head).
+    /// Length of the whole data (a bounded scanner's `data` may be only its facts' head).
     pub data_len: u64,
     /// XXH3-64 of the whole data, when a bounded scanner computed it while streaming (`None`
     /// from a whole-data scanner: hash `data` if needed).
@@ -157,8 +164,9 @@ impl SseScanner {
         }
     }
 
-    /// A scanner that keeps at most `head` bytes of each event's data (hashing the rest as it
-    /// streams) and gives up on a line longer than `line_limit` bytes.
+    /// A scanner that keeps each event's data only up to `head` bytes (of a longer one, its hash,
+    /// length and JSON-RPC head facts, read as it streams) and gives up on a line longer than
+    /// `line_limit` bytes.
     pub fn bounded(head: usize, line_limit: u64) -> Self {
         SseScanner {
             data: DataBuf::bounded(head),
@@ -547,6 +555,7 @@ impl SseScanner {
         } else {
             self.event_type.as_str()
         };
+        self.data.finish();
         let event = SseEvent {
             event_type,
             data: self.data.kept(),

@@ -1,13 +1,24 @@
 //! The `data` buffer of the SSE scanner: the whole value for consumers that read events (the
 //! load client, the lab's tests), or — for the proxy's observer — a streaming XXH3 hash, the
-//! length and only the first `head` bytes, so that memory does not depend on event size.
+//! length, the value itself while it is at most `head` bytes, and for a longer one only its
+//! JSON-RPC first-level facts read as it streams ([`RpcScan`]), so that memory depends neither
+//! on event size nor, for the events in flight on many streams, on `head`.
 //!
 //! Invariants: in both modes the event's data is the WHATWG data buffer without its final LF;
-//! `hash()` equals `xxh3_64` of that data and `len()` its length; in bounded mode the kept
-//! bytes are exactly its first `min(len, head)` bytes. The LF that ends a data line is held
-//! back until another data line begins, so the final LF is never hashed and never needs undoing.
+//! `hash()` equals `xxh3_64` of that data and `len()` its length. In bounded mode, after
+//! [`DataBuf::finish`], the kept bytes are the whole data if `len ≤ head`, else the minimal
+//! head of its facts ([`HeadFacts::to_head`], empty when it shows no response id) — what
+//! `audit::rpc::parse_head` reads from either. The LF that ends a data line is held back until
+//! another data line begins, so the final LF is never hashed and never needs undoing.
 
 use xxhash_rust::xxh3::{Xxh3, xxh3_64};
+
+use super::rpc_scan::{HeadFacts, RpcScan};
+
+pub(super) use super::sse::ID_LIMIT;
+
+/// A kept buffer larger than this is freed between events rather than reused.
+const KEEP_CAPACITY: usize = 512;
 
 /// One event's data, whole or bounded.
 #[derive(Clone)]
@@ -15,6 +26,8 @@ pub(super) struct DataBuf {
     /// `Some(n)`: keep only the first `n` bytes (and hash as they pass).
     head_limit: Option<usize>,
     kept: Vec<u8>,
+    /// Bounded mode, once the value outgrew `head_limit` (`kept` is then freed).
+    long: Option<RpcScan>,
     hasher: Option<Box<Xxh3>>,
     len: u64,
     /// A data line ended; its LF is written when another data line begins.
@@ -38,6 +51,7 @@ impl DataBuf {
         DataBuf {
             head_limit: None,
             kept: Vec::new(),
+            long: None,
             hasher: None,
             len: 0,
             pending_lf: false,
@@ -62,8 +76,23 @@ impl DataBuf {
                 if let Some(h) = self.hasher.as_mut() {
                     h.update(bytes);
                 }
-                let room = limit.saturating_sub(self.kept.len());
-                self.kept.extend_from_slice(&bytes[..room.min(bytes.len())]);
+                if let Some(scan) = self.long.as_mut() {
+                    scan.feed(bytes);
+                } else if self.kept.len() + bytes.len() <= limit {
+                    let want = self.kept.len() + bytes.len();
+                    if want > self.kept.capacity() {
+                        // Grow by doubling, never past the limit.
+                        let cap = (2 * self.kept.capacity()).clamp(want, limit);
+                        self.kept.reserve_exact(cap - self.kept.len());
+                    }
+                    self.kept.extend_from_slice(bytes);
+                } else {
+                    let mut scan = RpcScan::new(ID_LIMIT);
+                    scan.feed(&self.kept);
+                    scan.feed(bytes);
+                    self.kept = Vec::new();
+                    self.long = Some(scan);
+                }
             }
         }
     }
@@ -91,7 +120,19 @@ impl DataBuf {
         !self.any
     }
 
-    /// The data (bounded mode: its first bytes).
+    /// The value ended (its event is dispatched): a long value's kept bytes become the head of
+    /// its facts.
+    pub(super) fn finish(&mut self) {
+        if let Some(scan) = self.long.take() {
+            self.kept = scan
+                .facts()
+                .as_ref()
+                .map(HeadFacts::to_head)
+                .unwrap_or_default();
+        }
+    }
+
+    /// The data (bounded mode, after [`DataBuf::finish`]: see the module doc).
     pub(super) fn kept(&self) -> &[u8] {
         &self.kept
     }
@@ -111,12 +152,16 @@ impl DataBuf {
 
     /// Bytes held (for the `bytes_buffered` gauge).
     pub(super) fn held(&self) -> usize {
-        self.kept.capacity()
+        self.kept.capacity() + self.long.as_ref().map_or(0, RpcScan::held)
     }
 
     /// Empties the buffer for the next event.
     pub(super) fn clear(&mut self) {
+        if self.kept.capacity() > KEEP_CAPACITY && self.head_limit.is_some() {
+            self.kept = Vec::new();
+        }
         self.kept.clear();
+        self.long = None;
         if let Some(h) = self.hasher.as_mut() {
             h.reset();
         }
