@@ -212,17 +212,26 @@ struct Halves<'a> {
 impl<'a> Halves<'a> {
     /// Runs both directions on `(client read, client write)` and `(upstream read, upstream
     /// write)` until both ended, one failed or was cut, or the connection was killed.
-    async fn run<CR, CW, UR, UW>(self, (cr, cw): (CR, CW), (ur, uw): (UR, UW)) -> Outcome
+    ///
+    /// Not an `async fn`: the pumps are built here and the returned future holds each of them
+    /// once. An `async fn` would keep its arguments (`self`, 800 bytes) and a `Pump::run(self)`
+    /// its pump twice for the connection's whole life (the compiler does not reuse the storage
+    /// of a moved argument): 5.6 KB per connection instead of ~2.6 KB, 30 MB at 10,000.
+    fn run<CR, CW, UR, UW>(
+        self,
+        (cr, cw): (CR, CW),
+        (ur, uw): (UR, UW),
+    ) -> impl std::future::Future<Output = Outcome> + 'a
     where
-        CR: AsyncRead + SpliceHalf + Unpin,
-        CW: AsyncWrite + SpliceHalf + Unpin,
-        UR: AsyncRead + SpliceHalf + Unpin,
-        UW: AsyncWrite + SpliceHalf + Unpin,
+        CR: AsyncRead + SpliceHalf + Unpin + 'a,
+        CW: AsyncWrite + SpliceHalf + Unpin + 'a,
+        UR: AsyncRead + SpliceHalf + Unpin + 'a,
+        UW: AsyncWrite + SpliceHalf + Unpin + 'a,
     {
         let (up_chain, down_chain, up_rng, down_rng) = self.chains;
         let (up_obs, down_obs) = self.observers;
         let (up_bytes, down_bytes) = self.bytes;
-        let up = Pump::new(
+        let mut up = Pump::new(
             self.proxy,
             self.id,
             Direction::Upstream,
@@ -233,7 +242,7 @@ impl<'a> Halves<'a> {
             up_obs,
             up_bytes,
         );
-        let down = Pump::new(
+        let mut down = Pump::new(
             self.proxy,
             self.id,
             Direction::Downstream,
@@ -244,14 +253,17 @@ impl<'a> Halves<'a> {
             down_obs,
             down_bytes,
         );
-        tokio::select! {
-            biased;
-            () = self.kill.token.cancelled() => Outcome::Killed(self.kill.action()),
-            r = try_join(up.run(), down.run()) => match r {
-                Ok(((), ())) => Outcome::Done,
-                Err(Stop::Cut(a)) => Outcome::Cut(a),
-                Err(Stop::Io(side, e)) => Outcome::Broken(side, e),
-            },
+        let kill = self.kill;
+        async move {
+            tokio::select! {
+                biased;
+                () = kill.token.cancelled() => Outcome::Killed(kill.action()),
+                r = try_join(up.run(), down.run()) => match r {
+                    Ok(((), ())) => Outcome::Done,
+                    Err(Stop::Cut(a)) => Outcome::Cut(a),
+                    Err(Stop::Io(side, e)) => Outcome::Broken(side, e),
+                },
+            }
         }
     }
 }

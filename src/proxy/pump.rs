@@ -168,13 +168,11 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
         }
     }
 
-    /// Runs the direction to its end: `Ok` after EOF was passed on. Dropping the future
-    /// (the other direction failed, or the connection was killed) releases the gauges too.
-    pub(crate) async fn run(mut self) -> Result<(), Stop> {
-        self.pump().await
-    }
-
-    async fn pump(&mut self) -> Result<(), Stop> {
+    /// Runs the direction to its end: `Ok` after EOF was passed on. Takes `&mut self` so that
+    /// the connection's future holds the pump once (see `conn::Halves::run`); the pump lives
+    /// until both directions ended, so EOF gives the read buffer back at once, and dropping
+    /// the pump (the other direction failed, or the connection was killed) releases the rest.
+    pub(crate) async fn run(&mut self) -> Result<(), Stop> {
         loop {
             self.refresh_chain();
             if let Some(back) = self.zero_copy().await? {
@@ -240,7 +238,7 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
         let cap = self.buf.capacity();
         let drained = n < cap && self.src.tcp().is_some();
         if cap > 0 && (drained || self.proxy.read_bufs().oversized(cap)) {
-            self.proxy.read_bufs().give(std::mem::take(&mut self.buf));
+            self.give_buffer_back();
         }
     }
 
@@ -492,6 +490,7 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
     }
 
     async fn eof(&mut self) -> Result<(), Stop> {
+        self.give_buffer_back();
         let now = Instant::now();
         self.observer.eof();
         let mut at = now;
@@ -588,6 +587,15 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
     }
 }
 
+impl<R, W> Pump<'_, R, W> {
+    /// Gives the read buffer (if one is held) back to the proxy.
+    fn give_buffer_back(&mut self) {
+        if self.buf.capacity() > 0 {
+            self.proxy.read_bufs().give(std::mem::take(&mut self.buf));
+        }
+    }
+}
+
 impl<R, W> Drop for Pump<'_, R, W> {
     fn drop(&mut self) {
         // A kill (or the other direction's end) drops the future: queued bytes never leave.
@@ -597,8 +605,6 @@ impl<R, W> Drop for Pump<'_, R, W> {
         let stats = self.proxy.stats();
         stats.buffer_sub(self.queued + self.held + self.observer_held);
         self.residence.flush(stats);
-        if self.buf.capacity() > 0 {
-            self.proxy.read_bufs().give(std::mem::take(&mut self.buf));
-        }
+        self.give_buffer_back();
     }
 }
