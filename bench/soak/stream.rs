@@ -73,7 +73,14 @@ pub async fn run(args: &Args) -> bool {
     let up_port = upstream.local_addr().expect("addr").port();
     tokio::spawn(echo_server(upstream));
     let (listen, api) = (common::free_port(), common::free_port());
-    let proxy = common::proxy(listen, up_port, api, &["--max-inflight", "64MiB"]).await;
+    // `--proxy-arg=FLAG` passes a flag to the proxy; the queue budget defaults to 64 MiB per
+    // direction (the bandwidth toxic is slower than a release build's relay, so the upstream
+    // queues fill to it: the RSS peak is ≈ conns × this budget).
+    let mut proxy_args: Vec<&str> = args.all("proxy-arg");
+    if !proxy_args.iter().any(|a| a.starts_with("--max-inflight")) {
+        proxy_args.extend(["--max-inflight", "64MiB"]);
+    }
+    let proxy = common::proxy(listen, up_port, api, &proxy_args).await;
     let toxics = [
         r#"{"name":"lat","type":"latency","stream":"downstream","attributes":{"latency":5,"jitter":2}}"#,
         r#"{"name":"bw","type":"bandwidth","stream":"upstream","attributes":{"rate":400000}}"#,
