@@ -24,7 +24,13 @@ const SHRINK_FLOOR: usize = 1024;
 /// unless the table is larger than that (`capacity()` does not count removed slots, so it is
 /// not a measure of the table's size).
 pub(crate) fn shrink<K: Eq + Hash, V>(map: &mut HashMap<K, V>) {
-    map.shrink_to((map.len() * 2).max(SHRINK_FLOOR));
+    map.shrink_to(room_for(map.len()));
+}
+
+/// The capacity a store of `len` entries is shrunk to: twice its entries, at least
+/// [`SHRINK_FLOOR`] (the rule for every table and queue the sweep shrinks).
+pub(crate) fn room_for(len: usize) -> usize {
+    (len * 2).max(SHRINK_FLOOR)
 }
 
 impl Ledger {

@@ -107,7 +107,7 @@ impl Modern {
     pub fn shrink(&mut self) {
         super::gauges::shrink(&mut self.calls);
         self.cancelled
-            .shrink_to((self.cancelled.len() * 2).max(1024));
+            .shrink_to(super::gauges::room_for(self.cancelled.len()));
     }
 
     /// The annotations seen for `tool`, if any.
