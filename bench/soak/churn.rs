@@ -135,7 +135,12 @@ pub async fn run(args: &Args) -> bool {
         let settled = common::proc_stats(proxy.pid()).0;
         if observe == "http" && grace > 0 {
             tokio::time::sleep(Duration::from_secs(grace)).await;
-            let _ = common::http(api, "GET", "/findings", "", "").await;
+            let asked = Instant::now();
+            let (status, _) = common::http(api, "GET", "/findings", "", "").await;
+            println!(
+                "  round {round}: GET /findings (runs the sweep) answered {status} in {:.0} ms",
+                asked.elapsed().as_secs_f64() * 1e3
+            );
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
         let (rss1, f, t) = common::proc_stats(proxy.pid());
