@@ -15,7 +15,7 @@ use xxhash_rust::xxh3::{Xxh3, xxh3_64};
 
 use super::rpc_scan::{HeadFacts, RpcScan};
 
-pub(super) use super::sse::ID_LIMIT;
+use super::sse::ID_LIMIT;
 
 /// A kept buffer larger than this is freed between events rather than reused.
 const KEEP_CAPACITY: usize = 512;
