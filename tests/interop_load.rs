@@ -3,10 +3,12 @@
 //! mid-event cut of every SSE stream's result. Through the cut, the strict 2026-07-28 client
 //! re-issues the idempotent call with a new id and the audit says `reissued`; it refuses to
 //! repeat the non-idempotent `append` and reports the call failed; the naive client loses
-//! calls silently. Each server start and run is bounded (30 s).
+//! calls silently. Results longer than the observer keeps are still recognised as answers.
+//! Each server start and run is bounded (30 s).
 
 mod peers;
 
+use std::collections::BTreeMap;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -98,7 +100,8 @@ async fn run(cfg: LoadConfig) -> LoadOutcome {
 /// A proxy in front of `port` that cuts half the SSE responses (fixed seed: the same streams
 /// every run) inside a `data:` value, with a reset; the auditor watches it.
 async fn cutting_proxy(port: u16) -> (u16, Arc<Auditor>, CancellationToken) {
-    let profile = tearline::profile::parse(
+    audited_proxy(
+        port,
         r#"
 [[fault]]
 kind = "sse_cut"
@@ -107,13 +110,23 @@ at = "mid-value"
 action = "reset"
 probability = 0.5
 "#,
-        "interop",
     )
-    .expect("profile");
+    .await
+}
+
+/// A proxy in front of `port` with the faults of `profile` (TOML; empty: none), watched by an
+/// auditor.
+async fn audited_proxy(port: u16, profile: &str) -> (u16, Arc<Auditor>, CancellationToken) {
+    let faults = if profile.is_empty() {
+        Vec::new()
+    } else {
+        let profile = tearline::profile::parse(profile, "interop").expect("profile");
+        profile.factories_for(None)
+    };
     let auditor = Arc::new(Auditor::new(AuditConfig::default()));
     let proxy = Proxy::with_faults(
         ProxyConfig::new("interop", format!("127.0.0.1:{port}")),
-        profile.factories_for(None),
+        faults,
     );
     let sink: Arc<dyn ObservationSink> = auditor.clone();
     proxy.set_sink(Some(sink.clone()));
@@ -189,6 +202,59 @@ async fn cut_2026_streams_are_reissued_by_strict_and_lost_by_naive(server: Serve
     );
     assert_eq!(naive.counters.reissues, 0);
     stop.cancel();
+}
+
+/// Runs `calls` `work` calls padded to `pad` bytes in both eras through an observing proxy
+/// without faults; returns the audit's finding counts and how many responses it recognised as
+/// the answer to their request (`final-response`).
+async fn answers_seen(server: &Server, pad: u64, calls: u64) -> (BTreeMap<String, u64>, u64) {
+    let (port, auditor, stop) = audited_proxy(server.port, "").await;
+    for era in [EraChoice::Legacy, EraChoice::Modern] {
+        let mut cfg = config(port, era, Policy::Strict, "work", calls);
+        cfg.args = serde_json::json!({"n": 1, "pad": pad});
+        let o = run(cfg).await;
+        assert_eq!(o.counters.ok, calls, "{era:?}, pad {pad}: {:?}", o.errors);
+    }
+    auditor.finish();
+    stop.cancel();
+    let answered = auditor
+        .histograms()
+        .get("final-response")
+        .map_or(0, |h| h.len());
+    (auditor.counts(), answered)
+}
+
+/// Results of 20 KB (longer than the observer keeps of an event's data) are recognised as
+/// answers exactly as short ones are (the TS SDK writes the response's `id` after its
+/// `result`): the same number of final responses, and no call judged pending or abandoned.
+async fn long_results_are_recognised_as_answers(server: Server) {
+    let (short_counts, short) = answers_seen(&server, 0, 3).await;
+    let (long_counts, long) = answers_seen(&server, 20_000, 3).await;
+    assert!(
+        short >= 6,
+        "short results: {short} answers, audit {short_counts:?}"
+    );
+    assert_eq!(
+        long, short,
+        "answers recognised, long vs short; audit {long_counts:?}"
+    );
+    for kind in ["pending-call", "abandoned", "explicit-loss"] {
+        assert_eq!(
+            long_counts.get(kind).copied().unwrap_or(0),
+            0,
+            "{kind}: {long_counts:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_results_from_the_ts_sdk_server_are_recognised_as_answers() {
+    long_results_are_recognised_as_answers(ts_server().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_results_from_the_python_sdk_server_are_recognised_as_answers() {
+    long_results_are_recognised_as_answers(py_server().await).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
