@@ -66,6 +66,58 @@ async fn idle_open_connections_hold_no_read_buffer() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_direction_that_ended_holds_no_read_buffer_while_the_other_stays_open() {
+    timeout(Duration::from_secs(30), async {
+        // An upstream that reads what it gets and keeps every connection open after the
+        // client's EOF (a server still streaming its answer, say).
+        let upstream = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let up_addr = upstream.local_addr().unwrap();
+        let (got_tx, mut got_rx) = tokio::sync::mpsc::unbounded_channel();
+        let holder = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((mut s, _)) = upstream.accept().await {
+                let tx = got_tx.clone();
+                held.push(tokio::spawn(async move {
+                    let mut all = Vec::new();
+                    let _ = s.read_to_end(&mut all).await;
+                    let _ = tx.send(all.len());
+                    // Held open until the test ends.
+                    std::future::pending::<()>().await;
+                    drop(s);
+                }));
+            }
+        });
+        let p = start_proxy(up_addr, |c| c.zero_copy = false).await;
+        let mut clients = Vec::new();
+        for i in 0..10u8 {
+            let mut s = TcpStream::connect(p.addr).await.unwrap();
+            s.write_all(&[i; 1000]).await.unwrap();
+            s.shutdown().await.unwrap();
+            clients.push(s);
+        }
+        for _ in 0..10 {
+            assert_eq!(
+                got_rx.recv().await,
+                Some(1000),
+                "the upstream got the bytes and EOF"
+            );
+        }
+        let idle = eventually(Duration::from_secs(5), || p.proxy.read_buffers().held == 0).await;
+        assert!(
+            idle,
+            "10 connections whose upstream direction ended still hold read buffers: {:?}",
+            p.proxy.read_buffers()
+        );
+        assert_eq!(p.proxy.stats().connections_open(), 10);
+        holder.abort();
+        p.shutdown.cancel();
+        drop(clients);
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn busy_directions_share_the_read_budget_and_every_byte_arrives() {
     const CONNS: u64 = 16;
     const BUDGET: usize = 64 * 1024;
