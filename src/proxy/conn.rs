@@ -214,9 +214,10 @@ impl<'a> Halves<'a> {
     /// write)` until both ended, one failed or was cut, or the connection was killed.
     ///
     /// Not an `async fn`: the pumps are built here and the returned future holds each of them
-    /// once. An `async fn` would keep its arguments (`self`, 800 bytes) and a `Pump::run(self)`
-    /// its pump twice for the connection's whole life (the compiler does not reuse the storage
-    /// of a moved argument): 5.6 KB per connection instead of ~2.6 KB, 30 MB at 10,000.
+    /// once. An `async fn` would keep its argument (`self`, 800 bytes) and a `Pump::run(self)`
+    /// its pump (688 bytes) twice for the connection's whole life (the compiler does not reuse
+    /// the storage of a moved argument): the connection's `serve` future measured 6,112 bytes
+    /// that way and 3,056 this way (`-Zprint-type-sizes`), 30 MB less at 10,000 connections.
     fn run<CR, CW, UR, UW>(
         self,
         (cr, cw): (CR, CW),
