@@ -16,7 +16,8 @@
 //!   no integer to interpret and is ignored); values beyond `u64` saturate.
 //! - At end of stream the event in progress (and a partial line) is discarded, never dispatched.
 //! - No allocation or copy per byte: line ends are found with `memchr`, `data` values are
-//!   appended to one reused buffer, names are matched in a fixed array.
+//!   appended to one reused buffer (the bounded scanner frees it between events once it grew
+//!   past 512 bytes), names are matched in a fixed array.
 //! - A bounded scanner ([`SseScanner::bounded`], the proxy's observer) keeps a `data` value
 //!   only while it is short; of a longer one, its streaming hash, length and JSON-RPC facts
 //!   (see `sse_data`). It gives up for
