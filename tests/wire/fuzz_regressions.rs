@@ -121,7 +121,7 @@ fn the_lab_echoes_a_long_fractional_id_as_the_same_number() {
 fn a_long_fractional_id_reads_back_as_the_double_a_correct_parser_gives() {
     use http_body_util::Full;
     use tearline::lab::LabConfig;
-    use tearline::lab::direct::DirectLab;
+    use tearline::lab::socketless::DirectLab;
     use tearline::lab::sse_body::LabBody;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
