@@ -86,8 +86,11 @@ async fn half_close_from_server_is_propagated() {
         .unwrap();
 }
 
+/// Toxiproxy closes the client of an unreachable upstream with FIN (`client.Close()`); a client
+/// that probes "is the proxy up" by dialing and reading must see an orderly end, not a reset —
+/// also when it sent bytes first (closing a socket with unread bytes would send RST).
 #[tokio::test]
-async fn refused_upstream_closes_client_at_once_and_proxy_keeps_serving() {
+async fn refused_upstream_closes_client_with_fin_at_once_and_proxy_keeps_serving() {
     timeout(Duration::from_secs(10), async {
         // A port that refuses: bind, take the address, close.
         let dead = {
@@ -95,11 +98,15 @@ async fn refused_upstream_closes_client_at_once_and_proxy_keeps_serving() {
             l.local_addr().unwrap()
         };
         let p = start_proxy(dead, |_| {}).await;
-        for _ in 0..3 {
+        for i in 0..3 {
             let started = Instant::now();
             let mut c = TcpStream::connect(p.addr).await.unwrap();
-            let (bytes, _err) = read_until_end(&mut c).await;
+            if i > 0 {
+                c.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+            }
+            let (bytes, err) = read_until_end(&mut c).await;
             assert!(bytes.is_empty());
+            assert_eq!(err, None, "connection {i}: FIN expected, not a reset");
             assert!(
                 started.elapsed() < Duration::from_secs(1),
                 "client not closed within 1 s"
