@@ -335,16 +335,16 @@ fn peer_of(s: &TcpStream) -> String {
 fn build_chains(proxy: &Proxy, id: u64) -> (Chain, Chain, ConnRng, ConnRng) {
     let cfg = proxy.config();
     let mut rng = conn_rng(cfg.seed, &cfg.name, id);
-    let (generation, factories) = proxy.faults_with_generation();
+    let list = proxy.published();
     let now = Instant::now();
-    let mut up = Chain::new(generation);
-    let mut down = Chain::new(generation);
-    for (f, fault_id) in factories.iter().zip(identities(&factories)) {
+    let mut up = Chain::new(list.generation);
+    let mut down = Chain::new(list.generation);
+    for (f, fault_id) in list.factories.iter().zip(identities(&list.factories)) {
         let chain = match f.direction() {
             Direction::Upstream => &mut up,
             Direction::Downstream => &mut down,
         };
-        chain.add(&**f, fault_id, &mut rng, now, proxy.stats());
+        chain.add(&**f, fault_id, &mut rng, (now, 0), proxy.stats());
     }
     let up_rng = ConnRng::from_rng(&mut rng);
     let down_rng = ConnRng::from_rng(&mut rng);
