@@ -19,7 +19,6 @@
 //! error texts), [`request_id`] (`X-Toxiproxy-Request-Id`), [`errors`].
 
 pub mod catalog;
-mod direct;
 pub mod errors;
 pub mod hub;
 pub mod listen;
@@ -31,6 +30,8 @@ pub mod runtime;
 pub mod safety;
 pub mod server;
 pub mod slots;
+#[cfg(feature = "harness")]
+mod socketless;
 pub mod sources;
 pub mod store;
 mod toxics;
