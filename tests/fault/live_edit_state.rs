@@ -62,10 +62,11 @@ async fn a_timeout_still_closes_at_its_time_after_an_unrelated_toxic_is_added_mi
         let n = c.read(&mut buf).await.expect("read to the close");
         let closed = opened.elapsed();
         assert_eq!(n, 0, "the blackhole delivered nothing, then FIN");
-        // Restarting the timeout at the edit would close at ~1800 ms.
+        // Never before its time; that it is not restarted by the edit (which would close at
+        // ~1800 ms) is checked on paused time in `proxy::chain`'s tests, not by a wall clock.
         assert!(
-            closed >= Duration::from_millis(1150) && closed < Duration::from_millis(1600),
-            "closed after {closed:?}, want ~1200 ms"
+            closed >= Duration::from_millis(1150),
+            "closed after {closed:?}, before the timeout's 1200 ms"
         );
         live.shutdown.cancel();
     })

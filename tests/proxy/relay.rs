@@ -96,9 +96,9 @@ async fn refused_upstream_closes_client_with_fin_at_once_and_proxy_keeps_serving
             let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             l.local_addr().unwrap()
         };
-        let p = start_proxy(dead, |_| {}).await;
+        // "At once": the client is closed long before the connect timeout (and the test's).
+        let p = start_proxy(dead, |c| c.connect_timeout = Duration::from_secs(60)).await;
         for i in 0..3 {
-            let started = Instant::now();
             let mut c = TcpStream::connect(p.addr).await.unwrap();
             if i > 0 {
                 c.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
@@ -106,10 +106,6 @@ async fn refused_upstream_closes_client_with_fin_at_once_and_proxy_keeps_serving
             let (bytes, err) = read_until_end(&mut c).await;
             assert!(bytes.is_empty());
             assert_eq!(err, None, "connection {i}: FIN expected, not a reset");
-            assert!(
-                started.elapsed() < Duration::from_secs(1),
-                "client not closed within 1 s"
-            );
         }
         assert_eq!(p.proxy.stats().snapshot().connections_refused, 3);
         // The same proxy serves once the upstream exists.
@@ -265,15 +261,14 @@ async fn upstream_reset_resets_the_client_promptly() {
         let mut client = TcpStream::connect(p.addr).await.unwrap();
         let server = accepted.recv().await.unwrap();
         client.write_all(b"hello").await.unwrap();
-        let started = Instant::now();
         socket2::SockRef::from(&server)
             .set_linger(Some(Duration::ZERO))
             .unwrap();
         drop(server);
         let (got, err) = read_until_end(&mut client).await;
         assert!(got.is_empty());
+        // Promptly: within the test's timeout, with the client still open (no idle timer).
         assert_eq!(err, Some(std::io::ErrorKind::ConnectionReset));
-        assert!(started.elapsed() < Duration::from_secs(1));
     })
     .await
     .unwrap();
