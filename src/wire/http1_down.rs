@@ -198,6 +198,7 @@ impl Http1Downstream {
                 method: method.to_string(),
                 path: req.as_ref().map_or_else(String::new, |r| r.path.clone()),
                 session: session.clone(),
+                resume: req.as_ref().is_some_and(|r| r.resume),
             })
         });
         if let Some(stream) = &stream {

@@ -99,6 +99,10 @@ impl SseClass {
     /// CR `dispatch-cr-lf`), in chunk framing, in the BOM, in a priming event (not a replayed
     /// event) or after the final response keeps its class. The cut record's
     /// `last_committed_id` is then the last fully replayed id (the client's next cursor).
+    ///
+    /// This is how cuts are *recorded*; faults aim at positions on every leg by the
+    /// structural class ([`crate::wire::PositionRun::base`]), and `sse_cut`'s `leg` key selects
+    /// first or resume legs.
     pub fn on_resume(self) -> SseClass {
         match self {
             SseClass::FieldName
