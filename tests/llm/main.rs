@@ -1,0 +1,9 @@
+//! Integration tests of tearline on LLM token streams (issue 27's core): the lab's provider-shaped
+//! endpoints, the observer's provider positions, cuts with provider meaning and the verdicts,
+//! one module per capability, in one executable.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod lab;
+mod observe;
