@@ -1,6 +1,7 @@
 //! The vocabulary the folders trade: which way bytes flow ([`Direction`]), how a cut ends a
 //! connection ([`CutAction`]), what an outage does to new connections ([`OutageMode`]) and what
-//! a fault may know of an SSE response stream ([`StreamInfo`]).
+//! a fault may know of an SSE response stream ([`StreamInfo`]), and which LLM streaming API a
+//! request speaks ([`LlmApi`]).
 //!
 //! It exists so that `wire`, `fault`, `proxy` and `audit` share these types without importing
 //! each other for them. Invariants: the types are plain data (no behaviour beyond their
@@ -90,4 +91,56 @@ pub struct StreamInfo {
     pub path: String,
     /// `Mcp-Session-Id` of the response or its request.
     pub session: Option<String>,
+}
+
+/// The LLM streaming APIs tearline knows, recognised by request path only (never guessed from
+/// the bytes): the lab serves them, the observer follows them, the load client drives them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LlmApi {
+    /// OpenAI Chat Completions, `POST /v1/chat/completions` (and every OpenAI-compatible
+    /// server: `data:` chunks, `finish_reason`, `data: [DONE]`).
+    ChatCompletions,
+    /// OpenAI Responses, `POST /v1/responses` (typed `response.*` events).
+    Responses,
+    /// Anthropic Messages, `POST /v1/messages` (`message_start` … `message_stop`).
+    Messages,
+}
+
+impl LlmApi {
+    /// Every API, in a fixed order.
+    pub const ALL: [LlmApi; 3] = [LlmApi::ChatCompletions, LlmApi::Responses, LlmApi::Messages];
+
+    /// The API a request target names: its path (query string ignored) ends with the API's
+    /// endpoint (`/v1/chat/completions`, `/openai/v1/chat/completions`, `/v1/messages?beta=true`).
+    pub fn from_path(path: &str) -> Option<LlmApi> {
+        let path = path.split(['?', '#']).next().unwrap_or("");
+        LlmApi::ALL
+            .into_iter()
+            .find(|api| path.ends_with(api.endpoint()))
+    }
+
+    /// The endpoint path of the API (`/v1/…`).
+    pub fn endpoint(self) -> &'static str {
+        match self {
+            LlmApi::ChatCompletions => "/v1/chat/completions",
+            LlmApi::Responses => "/v1/responses",
+            LlmApi::Messages => "/v1/messages",
+        }
+    }
+
+    /// `chat-completions`, `responses` or `messages`: the name in logs, findings and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LlmApi::ChatCompletions => "chat-completions",
+            LlmApi::Responses => "responses",
+            LlmApi::Messages => "messages",
+        }
+    }
+}
+
+impl fmt::Display for LlmApi {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }

@@ -60,6 +60,13 @@ Tools (tools/call arguments), among others:
       mid-way through its last data line; with gate N the pause counts from when N streams
       are paused there at once (every stream open and mid-event: bench/sse_memory.sh).
 
+LLM endpoints (always on; OpenAI and Anthropic SDKs take http://HOST:PORT/v1 or
+http://HOST:PORT as their base URL; any API key is accepted and never logged):
+  POST /v1/chat/completions, /v1/responses, /v1/messages  (\"stream\": true for SSE)
+  tearline serve --llm-tokens 200 --llm-token-rate 50 --llm-ttft 300ms
+      200-token answers at 50 tokens/s after 300 ms; a request offering tools gets a call.
+  Per request: x-tearline-lab: tokens=64, rate=200, ttft=150ms, usage=always, tool=none
+
 Lab tokens (with --auth, no cryptography, lab-only):
   Authorization: Bearer aud=https://lab/tools/search,https://lab/tools/fetch
 
@@ -139,6 +146,9 @@ pub struct Args {
     /// Also serve a plain SSE feed (no MCP, no session; EventSource-style) at this path.
     #[arg(long)]
     pub plain_path: Option<String>,
+    /// Knobs of the LLM endpoints (/v1/chat/completions, /v1/responses, /v1/messages).
+    #[command(flatten)]
+    pub llm: super::llm::LlmArgs,
 }
 
 impl Args {
@@ -164,6 +174,7 @@ impl Args {
             bug: self.bug,
             ids: self.ids,
             plain_path: self.plain_path.clone(),
+            llm: self.llm.knobs(),
             ..LabConfig::default()
         }
     }

@@ -176,6 +176,8 @@ pub struct LabConfig {
     pub plain_path: Option<String>,
     /// Records what the lab emitted per leg (see [`crate::lab::truth`]); `None`: no record.
     pub truth: Option<std::sync::Arc<super::truth::LabTruth>>,
+    /// Knobs of the LLM endpoints (see [`crate::lab::llm`]).
+    pub llm: super::llm::Knobs,
 }
 
 /// Default of [`LabConfig::session_idle`].
@@ -234,6 +236,7 @@ impl Default for LabConfig {
             ids: super::bugs::IdStyle::Counter,
             plain_path: None,
             truth: None,
+            llm: super::llm::Knobs::default(),
         }
     }
 }

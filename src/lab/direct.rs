@@ -40,6 +40,7 @@ impl DirectLab {
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
             gate: super::hold::Gate::default(),
+            llm: super::llm::LlmState::default(),
         });
         Ok(DirectLab { shared })
     }

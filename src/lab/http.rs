@@ -44,6 +44,9 @@ where
     B: hyper::body::Body<Data = Bytes> + Send + 'static,
     B::Error: std::error::Error + Send + Sync + 'static,
 {
+    if let Some(api) = crate::vocab::LlmApi::from_path(req.uri().path()) {
+        return Ok(super::llm::handle(&shared, api, req).await);
+    }
     if shared.cfg.plain_path.as_deref() == Some(req.uri().path()) {
         return Ok(super::plain::handle(&shared, req.method(), req.headers()));
     }

@@ -67,6 +67,10 @@
 //! never touched. [`LabConfig::ids`] = `opaque` names events with random UUID-like ids instead
 //! of `<stream>-<seq>` (the resume rules are the same).
 //!
+//! # LLM endpoints (see [`llm`])
+//! `POST /v1/chat/completions`, `/v1/responses` and `/v1/messages` answer deterministic
+//! OpenAI- and Anthropic-shaped token streams (text or a tool call), paced by [`llm::Knobs`].
+//!
 //! # Plain SSE (off by default; see [`plain`])
 //! With [`LabConfig::plain_path`], `GET <plain_path>` serves a fixed feed of
 //! [`plain::PLAIN_EVENTS`] events without MCP or sessions, resumable by `Last-Event-ID`.
@@ -117,6 +121,7 @@ pub mod direct;
 pub mod hold;
 mod http;
 mod legs;
+pub mod llm;
 pub mod plain;
 mod post;
 pub mod ring;
@@ -163,6 +168,8 @@ pub(crate) struct Shared {
     pub(crate) tasks: TaskTracker,
     /// The gate held `blob` results wait at (see [`hold`]).
     pub(crate) gate: hold::Gate,
+    /// State of the LLM endpoints (see [`llm`]).
+    pub(crate) llm: llm::LlmState,
 }
 
 /// Serves the lab on `listener` until `shutdown` is cancelled; then stops accepting, ends
@@ -200,6 +207,7 @@ pub async fn serve_tls(
         shutdown: shutdown.child_token(),
         tasks: TaskTracker::new(),
         gate: hold::Gate::default(),
+        llm: llm::LlmState::default(),
     });
     if let Some(idle) = shared.cfg.session_idle {
         shared
