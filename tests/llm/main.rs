@@ -1,8 +1,8 @@
-//! The llm test group: tearline with LLM token streams and the real SDKs apps use (issue 27).
-//! One executable; one module per capability, the shared harness in `support`.
+//! Integration tests of tearline on LLM token streams (issue 27), one module per capability, in
+//! one executable: the real SDKs apps use (`sdk*`, harness in `support`).
 
-#[path = "../peers/mod.rs"]
-mod peers;
+#[path = "../common/mod.rs"]
+mod common;
 mod support;
 
 mod sdk;

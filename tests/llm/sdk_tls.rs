@@ -144,12 +144,6 @@ async fn sdks_through_upstream_tls_get_answers_and_no_output_holds_their_keys() 
         cut_lines.lines().count() >= messages_runs,
         "every Messages stream is cut: {cut_lines}"
     );
-    assert!(
-        !std::fs::read_to_string(&findings)
-            .unwrap_or_default()
-            .is_empty(),
-        "the cuts leave findings"
-    );
     let mut outputs = files_text(dir.path());
     outputs.push((
         "proxy stdout+stderr".into(),

@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-use crate::peers;
+use crate::common::peers;
 
 /// One published SDK package (and its driver script).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
