@@ -6,4 +6,5 @@ mod common;
 mod support;
 
 mod sdk;
+mod sdk_matrix;
 mod sdk_tls;

@@ -9,6 +9,8 @@
 #![allow(dead_code)]
 
 pub mod drivers;
+pub mod layout;
+pub mod matrix;
 pub mod procs;
 pub mod table;
 
