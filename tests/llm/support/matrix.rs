@@ -21,10 +21,10 @@ use super::{CellProxy, RequestCounter};
 /// The SDK's `timeout` option and the driver's watchdog in stall cells: Python and Vercel give
 /// up at the timeout; the Node SDKs' timers stop once headers arrive, so they are still waiting
 /// at the watchdog.
-pub const STALL_TIMEOUT_MS: u64 = 1_500;
-pub const STALL_DEADLINE_MS: u64 = 4_000;
+pub const STALL_TIMEOUT_MS: u64 = 3_000;
+pub const STALL_DEADLINE_MS: u64 = 8_000;
 /// How long the proxy holds a stalled stream before it resets it (past the watchdog).
-const STALL_HOLD_MS: u64 = 6_000;
+const STALL_HOLD_MS: u64 = 10_000;
 /// Outside stall cells nothing may take this long (a run that does is a failure, not a hang).
 const TIMEOUT_MS: u64 = 20_000;
 const DEADLINE_MS: u64 = 30_000;
