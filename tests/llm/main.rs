@@ -1,10 +1,13 @@
-//! Integration tests of tearline on LLM token streams (issue 27), one module per capability, in
-//! one executable: the real SDKs apps use (`sdk*`, harness in `support`).
+//! Integration tests of tearline on LLM token streams (issue 27): the lab's provider-shaped
+//! endpoints, the observer's provider positions, cuts with provider meaning and the verdicts,
+//! and the real SDKs apps use (`sdk*`, their harness in `support`), one module per capability,
+//! in one executable.
 
 #[path = "../common/mod.rs"]
 mod common;
 mod support;
 
+mod lab;
 mod sdk;
 mod sdk_matrix;
 mod sdk_tls;

@@ -3,9 +3,7 @@
 //! concatenate to valid JSON, non-stream answers match the streamed ones, and bad requests get
 //! the provider's error shape with a message that says what is wrong.
 
-mod lab_client;
-
-use lab_client::{Ev, JSON, Lab, scan, within};
+use crate::common::lab_client::{self as lab_client, Ev, JSON, Lab, scan, within};
 use serde_json::{Value, json};
 use tearline::lab::LabConfig;
 use tearline::lab::llm::answer::text;
