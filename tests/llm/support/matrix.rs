@@ -9,8 +9,12 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
+use std::sync::Arc;
+
 use tearline::audit::Finding;
-use tearline::fault::sse_cut::{SseCutConfig, factory};
+use tearline::fault::FaultFactory;
+use tearline::fault::keys::FaultDef;
+use tearline::fault::registry::{Built, build};
 use tearline::wire::{CutPoint, Observation};
 
 use super::drivers::{Api, Client, Job, Mode, Outcome, clients, run_jobs};
@@ -29,11 +33,16 @@ const STALL_HOLD_MS: u64 = 10_000;
 const TIMEOUT_MS: u64 = 20_000;
 const DEADLINE_MS: u64 = 30_000;
 
-/// The `sse_cut` that makes `kind` on an answer laid out as `l`, or `None` when the stream has
-/// no such place (the Responses API has no terminal event after its completion signal).
+/// The fault (a profile's `[[fault]]` table, as a user writes it) that makes `kind` on an answer
+/// laid out as `l`, or `None` when the stream has no such place (the Responses API has no
+/// terminal event after its completion signal).
 pub fn fault(kind: Kind, api: Api, l: &Layout) -> Option<String> {
     let mid = l.middle();
     let (at, event, action, stall) = match kind {
+        // The first response byte is never delivered: the connection is reset instead.
+        Kind::ResetBeforeResponse => {
+            return Some("kind = \"reset\"\ndirection = \"downstream\"\nbytes = 0\n".into());
+        }
         // A `boundary` cut point with event index E lies before event E. Here: every delta
         // arrived, the signal did not.
         Kind::CleanBeforeSignal => ("boundary", l.signal, "clean-end", None),
@@ -47,12 +56,22 @@ pub fn fault(kind: Kind, api: Api, l: &Layout) -> Option<String> {
         Kind::MidToolArgs => ("boundary", mid, "clean-end", None),
     };
     let mut t = format!(
-        "at = \"{at}\"\naction = \"{action}\"\nevents = [{event}, {event}]\nmethod = \"POST\"\n"
+        "kind = \"sse_cut\"\ndirection = \"downstream\"\nat = \"{at}\"\naction = \"{action}\"\n\
+         events = [{event}, {event}]\nmethod = \"POST\"\n"
     );
     if let Some(ms) = stall {
         t.push_str(&format!("stall_ms = {ms}\n"));
     }
     Some(t)
+}
+
+/// The fault factory a `[[fault]]` table defines (through the registry, as profiles are read).
+fn build_fault(table: &str) -> Arc<dyn FaultFactory> {
+    let t: toml::Table = toml::from_str(table).expect("a fault table");
+    match build(&FaultDef::from_pairs(t)) {
+        Ok(Built::Conn(f)) => f,
+        other => panic!("{table} is not a connection fault: {other:?}"),
+    }
 }
 
 /// One cell's run: what the SDK did and what tearline saw.
@@ -63,7 +82,7 @@ pub struct CellRun {
     pub requests: u64,
     pub findings: Vec<Finding>,
     pub cuts: Vec<CutPoint>,
-    /// The `sse_cut` definition used (`None`: no such place in this stream, no fault).
+    /// The fault table used (`None`: no such place in this stream, no fault).
     pub fault: Option<String>,
 }
 
@@ -109,13 +128,7 @@ pub async fn run(lab: SocketAddr, keep: impl Fn(&Key) -> bool, parallel: usize) 
                     continue;
                 }
                 let fault = fault(kind, client.api, &layouts[&(client.api, mode)]);
-                let faults = match &fault {
-                    Some(t) => {
-                        let cfg: SseCutConfig = toml::from_str(t).expect("a valid sse_cut");
-                        vec![factory(cfg)]
-                    }
-                    None => Vec::new(),
-                };
+                let faults = fault.iter().map(|t| build_fault(t)).collect();
                 let counter = RequestCounter::start(lab).await;
                 let proxy = CellProxy::start("llm-cell", counter.addr, faults).await;
                 let (timeout_ms, deadline_ms) = if kind == Kind::Stall {

@@ -13,6 +13,7 @@ pub mod layout;
 pub mod matrix;
 pub mod procs;
 pub mod table;
+pub mod truth;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};

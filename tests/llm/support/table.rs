@@ -13,6 +13,8 @@ use super::drivers::{Client, Mode, Outcome, Sdk, clients};
 /// The truncation kinds of the matrix (issue 27's list).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Kind {
+    /// RST when the response's first byte arrives: no answer began (the case SDKs retry).
+    ResetBeforeResponse,
     /// A clean end of the body (chunked terminator) after every delta, before the completion
     /// signal.
     CleanBeforeSignal,
@@ -33,7 +35,8 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
+        Kind::ResetBeforeResponse,
         Kind::CleanBeforeSignal,
         Kind::CleanMidData,
         Kind::Reset,
@@ -46,6 +49,7 @@ impl Kind {
     /// The column heading.
     pub fn title(self) -> &'static str {
         match self {
+            Kind::ResetBeforeResponse => "RST before the response",
             Kind::CleanBeforeSignal => "clean end before the completion signal",
             Kind::CleanMidData => "clean end mid-`data:` line",
             Kind::Reset => "RST",

@@ -1,0 +1,109 @@
+//! What was on the wire in a cell, from the test's own knowledge — never from tearline: where
+//! the cut was placed (the kind, on the lab's own layout of the answer) and how many requests
+//! the counting relay passed to the lab. tearline's verdicts are scored against this.
+//!
+//! Invariants: [`truth`] depends only on the kind, the mode, whether the cell had a fault and
+//! the relay's count; [`score`] counts each expected fact found once (true positive), each
+//! reported fact not expected (false positive) and each expected fact not reported (false
+//! negative).
+
+use super::drivers::Mode;
+use super::table::Kind;
+
+/// One thing the wire shows about a stream, as a verdict must state it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Fact {
+    /// The stream ended before its completion signal (`tool_complete`: whether a tool call's
+    /// arguments had all arrived; `None` for a text answer).
+    Truncated { tool_complete: Option<bool> },
+    /// The completion signal arrived, the terminal event (`[DONE]`, `message_stop`) did not.
+    TerminalMissing,
+    /// The stream stopped mid-answer and stayed open until the client ended it.
+    Stalled,
+    /// The client sent the request again.
+    Retried,
+}
+
+/// The facts of one cell's stream(s).
+pub fn truth(kind: Kind, mode: Mode, had_fault: bool, requests: u64) -> Vec<Fact> {
+    if !had_fault {
+        return Vec::new();
+    }
+    let tool = |complete: bool| (mode == Mode::Tool).then_some(complete);
+    let mut facts = match kind {
+        // No answer began: nothing to judge but what the client did next.
+        Kind::ResetBeforeResponse => Vec::new(),
+        // Every delta (so every argument) arrived; the signal did not.
+        Kind::CleanBeforeSignal => vec![Fact::Truncated {
+            tool_complete: tool(true),
+        }],
+        Kind::CleanMidData | Kind::Reset | Kind::Fin | Kind::MidToolArgs => {
+            vec![Fact::Truncated {
+                tool_complete: tool(false),
+            }]
+        }
+        Kind::Stall => vec![
+            Fact::Stalled,
+            Fact::Truncated {
+                tool_complete: tool(false),
+            },
+        ],
+        Kind::AfterSignal => vec![Fact::TerminalMissing],
+    };
+    if requests > 1 {
+        facts.push(Fact::Retried);
+    }
+    facts.sort();
+    facts
+}
+
+/// True positives, false positives, false negatives.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Score {
+    pub tp: u64,
+    pub fp: u64,
+    pub fn_: u64,
+}
+
+impl Score {
+    /// Scores `reported` facts against `expected` ones (both as multisets).
+    pub fn of(expected: &[Fact], reported: &[Fact]) -> Score {
+        let mut left: Vec<Fact> = expected.to_vec();
+        let mut s = Score::default();
+        for f in reported {
+            match left.iter().position(|e| e == f) {
+                Some(i) => {
+                    left.swap_remove(i);
+                    s.tp += 1;
+                }
+                None => s.fp += 1,
+            }
+        }
+        s.fn_ = left.len() as u64;
+        s
+    }
+
+    pub fn add(&mut self, o: Score) {
+        self.tp += o.tp;
+        self.fp += o.fp;
+        self.fn_ += o.fn_;
+    }
+
+    /// Precision (1.0 when nothing was reported).
+    pub fn precision(&self) -> f64 {
+        if self.tp + self.fp == 0 {
+            1.0
+        } else {
+            self.tp as f64 / (self.tp + self.fp) as f64
+        }
+    }
+
+    /// Recall (1.0 when nothing was expected).
+    pub fn recall(&self) -> f64 {
+        if self.tp + self.fn_ == 0 {
+            1.0
+        } else {
+            self.tp as f64 / (self.tp + self.fn_) as f64
+        }
+    }
+}
