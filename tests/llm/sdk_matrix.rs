@@ -48,10 +48,19 @@ fn check_readme(table: &str) {
         std::fs::write(path, new).expect("write README.md");
         return;
     }
+    let old = &readme[start..end];
+    let changed: Vec<String> = table
+        .lines()
+        .zip(old.lines())
+        .filter(|(new, old)| new != old)
+        .map(|(new, old)| format!("README: {old}\nrun:    {new}"))
+        .collect();
     assert!(
-        readme[start..end] == *table,
+        old == table,
         "README.md's SDK table differs from this run's; if the SDKs' behaviour really changed, \
-         rerun with TEARLINE_WRITE_README=1 to rewrite it. This run's table:\n{table}"
+         rerun with TEARLINE_WRITE_README=1 to rewrite it. Rows that differ:\n{}\n\
+         This run's table:\n{table}",
+        changed.join("\n")
     );
 }
 

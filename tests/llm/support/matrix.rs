@@ -25,10 +25,13 @@ use super::{CellProxy, RequestCounter};
 /// The SDK's `timeout` option and the driver's watchdog in stall cells: Python and Vercel give
 /// up at the timeout; the Node SDKs' timers stop once headers arrive, so they are still waiting
 /// at the watchdog.
+/// Stall runs start last (after every other run of their SDK), when the machine is least busy:
+/// a loaded machine must not make Vercel's total timeout fire before the stream reaches the
+/// cut, nor Python's read timeout fire after the watchdog.
 pub const STALL_TIMEOUT_MS: u64 = 3_000;
-pub const STALL_DEADLINE_MS: u64 = 8_000;
+pub const STALL_DEADLINE_MS: u64 = 10_000;
 /// How long the proxy holds a stalled stream before it resets it (past the watchdog).
-const STALL_HOLD_MS: u64 = 10_000;
+const STALL_HOLD_MS: u64 = 12_000;
 /// Outside stall cells nothing may take this long (a run that does is a failure, not a hang).
 const TIMEOUT_MS: u64 = 20_000;
 const DEADLINE_MS: u64 = 30_000;
@@ -49,7 +52,8 @@ pub fn fault(kind: Kind, api: Api, l: &Layout) -> Option<String> {
         Kind::CleanMidData => ("mid-value", mid, "clean-end", None),
         Kind::Reset => ("mid-value", mid, "reset", None),
         Kind::Fin => ("mid-value", mid, "fin", None),
-        Kind::Stall => ("mid-value", mid, "reset", Some(STALL_HOLD_MS)),
+        // At the first delta: the stall starts as early in the answer as a delta can be.
+        Kind::Stall => ("mid-value", l.deltas[0], "reset", Some(STALL_HOLD_MS)),
         Kind::AfterSignal if api == Api::Responses => return None,
         Kind::AfterSignal => ("boundary", l.signal + 1, "clean-end", None),
         // Between two argument deltas: the arguments so far are well-formed events, unfinished.
@@ -154,6 +158,8 @@ pub async fn run(lab: SocketAddr, keep: impl Fn(&Key) -> bool, parallel: usize) 
             }
         }
     }
+    // Stall runs last (stable: everything else keeps its order).
+    jobs.sort_by_key(|j| j.timeout_ms == STALL_TIMEOUT_MS);
     let mut out = run_jobs(&jobs, parallel).await;
     futures_util::future::join_all(pending.iter().map(|p| p.proxy.settle())).await;
     let full = reference
