@@ -7,7 +7,7 @@
 //! reported fact not expected (false positive) and each expected fact not reported (false
 //! negative).
 
-use super::drivers::Mode;
+use super::drivers::{Mode, Sdk};
 use super::table::Kind;
 
 /// One thing the wire shows about a stream, as a verdict must state it.
@@ -106,4 +106,51 @@ impl Score {
             self.tp as f64 / (self.tp + self.fn_) as f64
         }
     }
+}
+
+/// Precision/recall per truncation kind (rows) × SDK (columns), with totals, as a markdown
+/// table; each cell is `precision / recall (facts expected)`.
+pub fn score_table(scored: &[(Kind, Sdk, Score, u64)]) -> String {
+    let sdks = [
+        Sdk::PyOpenai,
+        Sdk::PyAnthropic,
+        Sdk::JsOpenai,
+        Sdk::JsAnthropic,
+        Sdk::JsVercel,
+    ];
+    let sum = |keep: &dyn Fn(Kind, Sdk) -> bool| {
+        let mut acc = (Score::default(), 0);
+        for (k, s, score, n) in scored {
+            if keep(*k, *s) {
+                acc.0.add(*score);
+                acc.1 += n;
+            }
+        }
+        format!(
+            "{:.2} / {:.2} ({})",
+            acc.0.precision(),
+            acc.0.recall(),
+            acc.1
+        )
+    };
+    let mut out = String::from("| kind |");
+    for s in sdks {
+        out.push_str(&format!(" {} |", s.package()));
+    }
+    out.push_str(" all |\n|---|");
+    out.push_str(&"---|".repeat(sdks.len() + 1));
+    out.push('\n');
+    for kind in Kind::ALL {
+        out.push_str(&format!("| {} |", kind.title()));
+        for sdk in sdks {
+            out.push_str(&format!(" {} |", sum(&|k, s| k == kind && s == sdk)));
+        }
+        out.push_str(&format!(" {} |\n", sum(&|k, _| k == kind)));
+    }
+    out.push_str("| all |");
+    for sdk in sdks {
+        out.push_str(&format!(" {} |", sum(&|_, s| s == sdk)));
+    }
+    out.push_str(&format!(" {} |\n", sum(&|_, _| true)));
+    out
 }
