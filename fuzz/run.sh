@@ -12,7 +12,7 @@ TIME="${1:-60}"
 shift || true
 TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
-  TARGETS=(http1 sse profile control lab load)
+  TARGETS=(http1 sse profile control lab load llm)
 fi
 # Safe Rust (no `unsafe` in the targets' paths): no sanitizer makes each run several times faster.
 SANITIZER="${SANITIZER:-none}"

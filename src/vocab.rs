@@ -91,6 +91,8 @@ pub struct StreamInfo {
     pub path: String,
     /// `Mcp-Session-Id` of the response or its request.
     pub session: Option<String>,
+    /// The request carried `Last-Event-ID`: this stream is a resume leg (else a first leg).
+    pub resume: bool,
 }
 
 /// The LLM streaming APIs tearline knows, recognised by request path only (never guessed from

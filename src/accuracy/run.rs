@@ -120,6 +120,8 @@ fn classes(eol: LineEnding) -> Vec<(SseClass, f64)> {
 fn scripted_cut(cell: &Cell, method: &str, events: (u64, u64)) -> Arc<dyn FaultFactory> {
     crate::fault::sse_cut::factory(SseCutConfig {
         at: CutTarget::Classes(classes(cell.eol)),
+        // Every leg: a scripted cut of a resume GET tears its replayed events too.
+        leg: crate::fault::sse_cut::Leg::Any,
         range: (0, 0),
         events: Some(events),
         method: Some(method.to_owned()),

@@ -169,6 +169,10 @@ pub const KINDS: &[KindInfo] = &[
                 "at",
                 "class, { class = weight, … }, or \"any-byte\" (required)",
             ),
+            (
+                "leg",
+                "\"any\" (default), \"first\" or \"resume\": which legs of a stream are cut",
+            ),
             ("range", "[a, b]: payload offsets the cut is drawn from"),
             ("events", "[n, m]: event indexes the cut may fall in"),
             ("method", "only streams whose request has this method"),
@@ -300,7 +304,13 @@ pub fn build(def: &FaultDef) -> Result<Built, FaultConfigError> {
 
 /// The `sse_cut` kind: the SSE-position fault of [`crate::fault::sse_cut`].
 fn sse_cut_slot(r: &mut KeyReader<'_>) -> Result<Arc<dyn FaultFactory>, FaultConfigError> {
-    // The SSE-position fault validates its own keys (direction and probability included).
+    // Names are checked here first so their errors point at the value and list what is
+    // allowed; the fault then validates its keys itself (direction and probability included).
+    r.choice("leg", &crate::fault::sse_cut::Leg::NAMES)?;
+    if let Some(p) = r.raw("at") {
+        crate::fault::sse_cut::check_target(&p.value)
+            .map_err(|m| FaultConfigError::at_value(p, m))?;
+    }
     let cfg = params_as::<crate::fault::sse_cut::SseCutConfig>(r.def())?;
     Ok(crate::fault::sse_cut::factory(cfg))
 }

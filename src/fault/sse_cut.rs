@@ -10,17 +10,26 @@
 //! point for `any-byte`, chunk framing excluded), whose payload offset is at least `U`, and whose
 //! event index is in `E..=M`. The client receives exactly the bytes before that point, then the
 //! `action`. A stream that ends before such a point is not cut; the next stream on the
-//! connection decides afresh. With `stall_ms = S`, the bytes before the cut leave on time and
+//! connection decides afresh.
+//!
+//! Position and leg are two dimensions. A class names a position on every leg of a logical
+//! stream: `at = "mid-value"` cuts the first leg (the response to the POST or first GET) and
+//! every resume leg (the response to a request carrying `Last-Event-ID`) alike, judged by the
+//! structural class of the cut point ([`crate::wire::PositionRun::base`]). `leg` restricts the
+//! legs: `"first"`, `"resume"` or `"any"` (default). `at = "during-replay"` keeps its meaning: a
+//! cut point inside an event (any class that tears it) of a resume leg, i.e. the tearing classes
+//! with `leg = "resume"`; the observer records every tearing cut on a resume leg with class
+//! `during-replay`, whichever class aimed it. With `stall_ms = S`, the bytes before the cut leave on time and
 //! the action follows S ms after the chunk arrived (a zero-length slice at that time, which the
 //! pump waits for before cutting). With `outage_ms = D` the cut opens a D ms proxy outage.
 //! Streams are matched by their request: `method` exactly, `path` exactly or, when it ends in
 //! `*`, by prefix.
 //!
 //! Profile keys: `at` (required: a table of class weights such as `{ mid-value = 3,
-//! after-id = 1 }`, a single class name, or `"any-byte"`), `range = [a, b]` (payload offsets;
-//! required for `any-byte`), `events = [n, m]`, `method`, `path`, `action` (`reset` default,
-//! `fin`, `clean-end`), `stall_ms`, `outage_ms`, `probability` (per stream, default 1),
-//! `direction` (only `downstream`).
+//! after-id = 1 }`, a single class name, or `"any-byte"`), `leg` (`any` default, `first`,
+//! `resume`), `range = [a, b]` (payload offsets; required for `any-byte`), `events = [n, m]`,
+//! `method`, `path`, `action` (`reset` default, `fin`, `clean-end`), `stall_ms`, `outage_ms`,
+//! `probability` (per stream, default 1), `direction` (only `downstream`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -61,6 +70,33 @@ pub enum SseCutError {
     Upstream,
 }
 
+/// Which legs of a logical stream a cut may hit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Leg {
+    /// Every leg.
+    #[default]
+    Any,
+    /// Only first legs: responses to requests without `Last-Event-ID`.
+    First,
+    /// Only resume legs: responses to requests carrying `Last-Event-ID`.
+    Resume,
+}
+
+impl Leg {
+    /// The names `leg` accepts.
+    pub const NAMES: [&'static str; 3] = ["any", "first", "resume"];
+
+    /// True if and only if a stream (`resume` or not) is one of these legs.
+    pub fn admits(self, resume: bool) -> bool {
+        match self {
+            Leg::Any => true,
+            Leg::First => !resume,
+            Leg::Resume => resume,
+        }
+    }
+}
+
 /// Where the cut aims.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CutTarget {
@@ -81,6 +117,7 @@ enum RawTarget {
 #[serde(deny_unknown_fields)]
 struct RawConfig {
     at: RawTarget,
+    leg: Option<Leg>,
     range: Option<[u64; 2]>,
     events: Option<[u64; 2]>,
     method: Option<String>,
@@ -98,6 +135,8 @@ struct RawConfig {
 pub struct SseCutConfig {
     /// Where the cut aims.
     pub at: CutTarget,
+    /// Which legs it may hit.
+    pub leg: Leg,
     /// Payload offsets the cut is drawn from (inclusive).
     pub range: (u64, u64),
     /// Event indexes the cut may fall in (inclusive), if limited.
@@ -168,6 +207,7 @@ impl TryFrom<RawConfig> for SseCutConfig {
         }
         Ok(SseCutConfig {
             at,
+            leg: raw.leg.unwrap_or_default(),
             range,
             events,
             method: raw.method,
@@ -190,7 +230,29 @@ impl SseCutConfig {
                 Some(prefix) => s.path.starts_with(prefix),
                 None => *p == s.path,
             });
-        method && path
+        method && path && self.leg.admits(s.resume)
+    }
+}
+
+/// Checks the names of an `at` value (a name or a table of weights); the error names the bad
+/// one and lists every name `at` accepts.
+pub fn check_target(at: &toml::Value) -> Result<(), String> {
+    let bad = |given: &str| {
+        let known: Vec<&str> = SseClass::ALL.iter().map(|c| c.as_str()).collect();
+        format!(
+            "sse_cut 'at': unknown position '{given}'; known: {}, or \"any-byte\" alone",
+            known.join(", ")
+        )
+    };
+    match at {
+        toml::Value::String(n) if n == "any-byte" => Ok(()),
+        toml::Value::String(n) => n.parse::<SseClass>().map(drop).map_err(|_| bad(n)),
+        toml::Value::Table(t) => t
+            .keys()
+            .try_for_each(|n| n.parse::<SseClass>().map(drop).map_err(|_| bad(n))),
+        _ => {
+            Err("sse_cut 'at' must be a position name, a table of weights, or \"any-byte\"".into())
+        }
     }
 }
 
@@ -272,8 +334,11 @@ impl SseCut {
                 self.begin(s, rng);
             }
             let Some(aim) = self.aim else { continue };
+            // A class is a position on every leg (the structural class); `during-replay` names
+            // the tearing positions of resume legs.
             let class_ok = match aim.class {
-                Some(c) => run.class == c,
+                Some(SseClass::DuringReplay) => run.class == SseClass::DuringReplay,
+                Some(c) => run.base == c,
                 None => run.class != SseClass::ChunkFraming,
             };
             if !class_ok || run.event_index < aim.events.0 || run.event_index > aim.events.1 {

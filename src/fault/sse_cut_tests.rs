@@ -35,9 +35,20 @@ fn stream() -> (Vec<u8>, Vec<u8>) {
 
 fn positions() -> (Vec<u8>, ChunkPositions) {
     let (up, down) = stream();
+    observed(&up, down)
+}
+
+/// The same response, to a resume request (a GET carrying `Last-Event-ID`).
+fn resume_positions() -> (Vec<u8>, ChunkPositions) {
+    let (_, down) = stream();
+    let up = b"GET /mcp HTTP/1.1\r\nLast-Event-ID: e0\r\n\r\n".to_vec();
+    observed(&up, down)
+}
+
+fn observed(up: &[u8], down: Vec<u8>) -> (Vec<u8>, ChunkPositions) {
     let (mut u, mut d): (Box<dyn WireObserver>, Box<dyn WireObserver>) =
         observer_pair(0, Arc::new(NoSink));
-    u.observe(&up);
+    u.observe(up);
     let pos = d.observe(&down).cloned().unwrap_or_default();
     (down, pos)
 }
@@ -214,6 +225,64 @@ fn a_stream_that_is_not_selected_leaves_the_next_one_to_decide() {
     assert_eq!(plan.cut().map(|c| c.at >= from), Some(true));
 }
 
+/// The structural class under the cut point `k`.
+fn base_at(pos: &ChunkPositions, k: usize) -> Option<SseClass> {
+    pos.runs
+        .iter()
+        .find(|r| r.start <= k && k < r.end)
+        .map(|r| r.base)
+}
+
+#[test]
+fn a_class_is_a_position_on_first_and_resume_legs_alike() {
+    let (first, first_pos) = positions();
+    let (resume, resume_pos) = resume_positions();
+    assert!(resume_pos.streams.iter().all(|s| s.stream.resume));
+    assert!(first_pos.streams.iter().all(|s| !s.stream.resume));
+    for c in SseClass::ALL {
+        if c == SseClass::DuringReplay {
+            continue;
+        }
+        // `after-final` needs the request's JSON-RPC id, which a resume GET does not carry.
+        if c == SseClass::AfterFinal {
+            continue;
+        }
+        let cfg = cfg(&format!("at = \"{c}\""));
+        for (bytes, pos) in [(&first, &first_pos), (&resume, &resume_pos)] {
+            let cut = cut_with(&cfg, 5, bytes, pos).cut().map(|c| c.at);
+            let k = cut.unwrap_or_else(|| panic!("{c}: no cut"));
+            assert_eq!(base_at(pos, k), Some(c));
+        }
+        // On the resume leg a cut inside an event is recorded as during-replay.
+        let k = cut_with(&cfg, 5, &resume, &resume_pos).cut().map(|c| c.at);
+        let recorded = k.and_then(|k| class_at(&resume_pos, k));
+        let want = if c.tears_event() && c.on_resume() == SseClass::DuringReplay {
+            SseClass::DuringReplay
+        } else {
+            c
+        };
+        assert_eq!(recorded, Some(want), "{c}");
+    }
+}
+
+#[test]
+fn leg_restricts_a_class_to_first_or_resume_legs() {
+    let (first, first_pos) = positions();
+    let (resume, resume_pos) = resume_positions();
+    let cuts = |t: &str| {
+        (
+            cut_with(&cfg(t), 2, &first, &first_pos).cut().is_some(),
+            cut_with(&cfg(t), 2, &resume, &resume_pos).cut().is_some(),
+        )
+    };
+    assert_eq!(cuts("at = \"mid-value\""), (true, true));
+    assert_eq!(cuts("at = \"mid-value\"\nleg = \"any\""), (true, true));
+    assert_eq!(cuts("at = \"mid-value\"\nleg = \"first\""), (true, false));
+    assert_eq!(cuts("at = \"mid-value\"\nleg = \"resume\""), (false, true));
+    // during-replay keeps its meaning: tearing positions of resume legs only.
+    assert_eq!(cuts("at = \"during-replay\""), (false, true));
+}
+
 #[test]
 fn invalid_definitions_are_rejected_with_reasons() {
     let err = |t: &str| match toml::from_str::<SseCutConfig>(t) {
@@ -227,6 +296,7 @@ fn invalid_definitions_are_rejected_with_reasons() {
     assert!(err("at = \"boundary\"\nrange = [5, 1]").contains("a <= b"));
     assert!(err("at = \"boundary\"\nprobability = 2.0").contains("probability"));
     assert!(err("at = \"boundary\"\ndirection = \"upstream\"").contains("downstream"));
+    assert!(err("at = \"boundary\"\nleg = \"second\"").contains("second"));
     let ok =
         cfg("at = { mid-value = 3, after-id = 1 }\ndirection = \"downstream\"\nprobability = 0.5");
     assert_eq!(

@@ -10,12 +10,13 @@
 pub mod control;
 pub mod http1;
 pub mod lab;
+pub mod llm;
 pub mod load;
 pub mod profile;
 pub mod sse;
 
 /// The names of the targets, in the order `fuzz/run.sh` and the corpus test run them.
-pub const TARGETS: &[&str] = &["http1", "sse", "profile", "control", "lab", "load"];
+pub const TARGETS: &[&str] = &["http1", "sse", "profile", "control", "lab", "load", "llm"];
 
 /// Runs target `name` on `data`; false if no target has that name.
 pub fn run(name: &str, data: &[u8]) -> bool {
@@ -26,6 +27,7 @@ pub fn run(name: &str, data: &[u8]) -> bool {
         "control" => control::fuzz(data),
         "lab" => lab::fuzz(data),
         "load" => load::fuzz(data),
+        "llm" => llm::fuzz(data),
         _ => return false,
     }
     true

@@ -47,6 +47,8 @@ struct SseCtx {
     /// map does not grow with the reads an event spans).
     segs: VecDeque<(u64, u64)>,
     events: u64,
+    /// The stream's LLM API, when its request named one.
+    llm: Option<crate::vocab::LlmApi>,
 }
 
 struct Resp {
@@ -185,11 +187,21 @@ impl Http1Downstream {
                 return;
             }
         };
+        // An LLM stream is recognised by its request path (and its SSE content type), never
+        // by its bytes.
+        let llm = req
+            .as_ref()
+            .and_then(|r| crate::vocab::LlmApi::from_path(&r.path));
         let sse = is_sse.then(|| {
+            let mut scanner = SseScanner::bounded(DATA_HEAD, LINE_LIMIT);
+            if let Some(api) = llm {
+                scanner.set_llm(api);
+            }
             Box::new(SseCtx {
-                scanner: SseScanner::bounded(DATA_HEAD, LINE_LIMIT),
+                scanner,
                 segs: VecDeque::new(),
                 events: 0,
+                llm,
             })
         });
         let stream = sse.is_some().then(|| {
@@ -198,6 +210,7 @@ impl Http1Downstream {
                 method: method.to_string(),
                 path: req.as_ref().map_or_else(String::new, |r| r.path.clone()),
                 session: session.clone(),
+                resume: req.as_ref().is_some_and(|r| r.resume),
             })
         });
         if let Some(stream) = &stream {
@@ -247,7 +260,9 @@ impl Http1Downstream {
             scanner,
             segs,
             events,
+            llm,
         } = &mut **sse;
+        let llm = *llm;
         let p_base = scanner.payload_offset();
         let raw_base = self.view.start + at as u64;
         // A later event's raw start is looked up at its block's start, which is at or after
@@ -302,6 +317,19 @@ impl Http1Downstream {
                     raw_end,
                 },
             );
+            if let (Some(api), Some(facts)) = (llm, e.llm.filter(|f| !f.is_empty())) {
+                out.hold(
+                    raw_end,
+                    Observation::LlmEvent(super::LlmEventSeen {
+                        conn,
+                        seq,
+                        index,
+                        api,
+                        facts: facts.clone(),
+                        raw_end,
+                    }),
+                );
+            }
             is_final
         };
         let was_following = !scanner.gave_up();
@@ -344,6 +372,7 @@ impl Http1Downstream {
                     end,
                     class: if resume { r.class.on_resume() } else { r.class },
                     base: r.class,
+                    llm: r.llm,
                     event_index: r.event_index,
                     payload_offset: r.start,
                 },
@@ -380,6 +409,7 @@ impl Http1Downstream {
             end: at + n + 1,
             class: SseClass::ChunkFraming,
             base: SseClass::ChunkFraming,
+            llm: sse.scanner.llm_mark(),
             event_index: sse.scanner.events_dispatched(),
             payload_offset: sse.scanner.payload_offset(),
         };

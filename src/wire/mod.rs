@@ -11,6 +11,9 @@ mod http1_clean;
 mod http1_down;
 mod http1_head;
 mod http1_view;
+pub mod llm;
+pub mod llm_args;
+pub mod llm_json;
 pub mod observe;
 pub mod position;
 pub mod record;
@@ -22,6 +25,7 @@ mod sse_data;
 
 pub use http1_clean::CleanEnd;
 pub use observe::{
-    ChunkPositions, CutPoint, Observation, ObservationSink, PositionRun, StreamSpan, WireObserver,
+    ChunkPositions, CutPoint, LlmEventSeen, Observation, ObservationSink, PositionRun, StreamSpan,
+    WireObserver,
 };
-pub use position::SseClass;
+pub use position::{LlmPos, SseClass};

@@ -51,6 +51,8 @@ pub struct PositionRun {
     /// The class the run would have outside a resume: equal to `class` except where `class`
     /// is `during-replay` (then the structural class under it, e.g. `mid-value`).
     pub base: SseClass,
+    /// The LLM position of the run's cut points, in a stream of a known LLM API.
+    pub llm: Option<super::LlmPos>,
     /// Index of the SSE event (0-based, per response stream) the run belongs to.
     pub event_index: u64,
     /// Payload offset (decoded SSE body bytes before cut point `start`).
@@ -176,6 +178,10 @@ pub enum Observation {
     },
     /// The SSE body of a response ended; `clean` if and only if its HTTP framing ended normally.
     StreamEnd { conn: u64, seq: u64, clean: bool },
+    /// What a dispatched event of an LLM stream contributed to the answer (a text delta, a
+    /// tool call's start or arguments, the completion signal, the terminal event, …); released,
+    /// like its [`Observation::SseEvent`], once the event's last byte reached the client.
+    LlmEvent(LlmEventSeen),
     /// The proxy cut the connection.
     Cut {
         conn: u64,
@@ -183,6 +189,23 @@ pub enum Observation {
         action: CutAction,
         point: CutPoint,
     },
+}
+
+/// One LLM event, as delivered (see [`Observation::LlmEvent`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LlmEventSeen {
+    /// Connection.
+    pub conn: u64,
+    /// Response sequence number on the connection.
+    pub seq: u64,
+    /// The SSE event's index in its stream (pairs with `SseEvent::index`).
+    pub index: u64,
+    /// The stream's API.
+    pub api: crate::vocab::LlmApi,
+    /// What the event contributed.
+    pub facts: super::llm::LlmEventFacts,
+    /// Raw offset after the event's dispatching byte.
+    pub raw_end: u64,
 }
 
 /// Where observations go. Implementations must be cheap and never block the data path.

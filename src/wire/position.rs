@@ -99,6 +99,10 @@ impl SseClass {
     /// CR `dispatch-cr-lf`), in chunk framing, in the BOM, in a priming event (not a replayed
     /// event) or after the final response keeps its class. The cut record's
     /// `last_committed_id` is then the last fully replayed id (the client's next cursor).
+    ///
+    /// This is how cuts are *recorded*; faults aim at positions on every leg by the
+    /// structural class ([`crate::wire::PositionRun::base`]), and `sse_cut`'s `leg` key selects
+    /// first or resume legs.
     pub fn on_resume(self) -> SseClass {
         match self {
             SseClass::FieldName
@@ -200,5 +204,82 @@ mod tests {
         }
         assert_eq!(SseClass::MidValue.on_resume(), SseClass::DuringReplay);
         assert_eq!(SseClass::AfterId.on_resume(), SseClass::DuringReplay);
+    }
+}
+
+/// Where in an LLM answer (a stream of a known LLM API, see [`crate::vocab::LlmApi`]) a cut
+/// point falls: positions with provider meaning, a second dimension beside [`SseClass`].
+///
+/// Each is decided from the bytes up to the cut point only (the same under every chunking),
+/// so a position inside an event holds from the byte that shows what the event is:
+/// - `before-first-delta`: the stream's first event was dispatched, and no delta (text or
+///   tool-call arguments) was dispatched or recognised yet: the client holds the answer's
+///   opening (role chunk, `message_start`, `response.created`, …) and no token.
+/// - `mid-delta`: inside a text delta event, from the first byte that shows it carries text
+///   (the first character of `delta.content`; the `event:` line of `content_block_delta` with
+///   a `text` delta or of `response.output_text.delta`) to the byte before its dispatch: the
+///   client discards a torn token and holds a partial answer.
+/// - `mid-tool-args`: a tool call's arguments are begun and incomplete: inside an
+///   arguments event (as for `mid-delta`), or anywhere while the dispatched arguments of some
+///   tool call are a proper prefix of its JSON (between two argument pieces): the client holds
+///   arguments that do not parse.
+/// - `before-completion`: inside the completion-signal event (the chunk whose
+///   `finish_reason` is not null from its first character, `message_delta` from its `event:`
+///   line, `response.completed|incomplete|failed` from its `event:` line or `type`): the client
+///   has everything before the signal, and not the signal.
+/// - `after-completion`: after the completion signal's dispatch and before the terminal
+///   event's (`data: [DONE]`, `message_stop`): the answer is whole, the stream's formal end
+///   missing. A Responses stream has none (its completion signal is its last event).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum LlmPos {
+    /// Opening delivered, no token.
+    BeforeFirstDelta,
+    /// Inside a text delta.
+    MidDelta,
+    /// Tool-call arguments begun and incomplete.
+    MidToolArgs,
+    /// Inside the completion signal.
+    BeforeCompletion,
+    /// Completion signal delivered, terminal event not.
+    AfterCompletion,
+}
+
+impl LlmPos {
+    /// Every LLM position.
+    pub const ALL: [LlmPos; 5] = [
+        LlmPos::BeforeFirstDelta,
+        LlmPos::MidDelta,
+        LlmPos::MidToolArgs,
+        LlmPos::BeforeCompletion,
+        LlmPos::AfterCompletion,
+    ];
+
+    /// The kebab-case name used in profiles, logs and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LlmPos::BeforeFirstDelta => "before-first-delta",
+            LlmPos::MidDelta => "mid-delta",
+            LlmPos::MidToolArgs => "mid-tool-args",
+            LlmPos::BeforeCompletion => "before-completion",
+            LlmPos::AfterCompletion => "after-completion",
+        }
+    }
+}
+
+impl fmt::Display for LlmPos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for LlmPos {
+    type Err = ();
+
+    fn from_str(s: &str) -> Result<Self, ()> {
+        LlmPos::ALL
+            .iter()
+            .copied()
+            .find(|p| p.as_str() == s)
+            .ok_or(())
     }
 }

@@ -33,8 +33,11 @@
 use memchr::{memchr2, memchr3};
 
 use super::SseClass;
+use super::llm::{LlmEventFacts, LlmTracker};
+use super::position::LlmPos;
 use super::sse_class::{Classified, Last, Tracker};
 use super::sse_data::DataBuf;
+use crate::vocab::LlmApi;
 
 const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
 const NAME_CAP: usize = 8;
@@ -72,6 +75,9 @@ pub struct SseEvent<'a> {
     pub data_hash: Option<u64>,
     /// How many `data` field lines the event had (on the wire).
     pub data_lines: u32,
+    /// What the event contributed to an LLM answer, when the scanner follows an LLM stream
+    /// ([`SseScanner::set_llm`]).
+    pub llm: Option<&'a LlmEventFacts>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,6 +136,8 @@ pub struct SseScanner {
     pub(super) pos: u64,
     /// Classification state; inert unless a classifying feed is used.
     pub(super) tr: Tracker,
+    /// The LLM reader, when the stream is one of a known LLM API.
+    llm: Option<Box<LlmTracker>>,
 }
 
 impl Default for SseScanner {
@@ -162,6 +170,7 @@ impl SseScanner {
             dispatched: 0,
             pos: 0,
             tr: Tracker::default(),
+            llm: None,
         }
     }
 
@@ -173,6 +182,28 @@ impl SseScanner {
             data: DataBuf::bounded(head),
             line_limit: Some(line_limit),
             ..Self::new()
+        }
+    }
+
+    /// Follows the stream as an answer of `api` too: events carry their LLM facts and
+    /// classified cut points their LLM position (see `wire::llm`). Call before the first byte.
+    pub fn set_llm(&mut self, api: LlmApi) {
+        self.llm = Some(Box::new(LlmTracker::new(api)));
+    }
+
+    /// The LLM reader, if the stream is followed as an LLM answer.
+    pub fn llm(&self) -> Option<&LlmTracker> {
+        self.llm.as_deref()
+    }
+
+    /// The LLM position of the cut point after the last byte read (LLM streams only).
+    pub fn llm_mark(&self) -> Option<LlmPos> {
+        self.llm.as_ref().and_then(|l| l.mark())
+    }
+
+    fn sync_llm(&mut self) {
+        if let Some(l) = &self.llm {
+            self.tr.llm_mark = l.mark();
         }
     }
 
@@ -198,6 +229,10 @@ impl SseScanner {
     /// Ends the stream: the event in progress and any partial line are discarded.
     pub fn finish(&mut self, on_event: &mut dyn FnMut(&SseEvent<'_>)) {
         let _ = on_event;
+        if let Some(l) = self.llm.as_deref_mut() {
+            l.discard();
+        }
+        self.sync_llm();
         self.tr.discard_pending();
         self.bom = None;
         self.line = Line::Start;
@@ -415,7 +450,12 @@ impl SseScanner {
                     let n = eol.unwrap_or(rest.len());
                     let seg = &rest[..n];
                     match self.field {
-                        Field::Data => self.data.push(seg),
+                        Field::Data => {
+                            self.data.push(seg);
+                            if let Some(l) = self.llm.as_deref_mut() {
+                                l.data(seg, self.pos);
+                            }
+                        }
                         Field::Event | Field::Id | Field::Retry => {
                             self.value.extend_from_slice(seg)
                         }
@@ -439,7 +479,16 @@ impl SseScanner {
                             } else {
                                 Last::Pending
                             };
-                            self.mark_text(seg, mid, last);
+                            let moved = self.field == Field::Data
+                                && self
+                                    .llm
+                                    .as_ref()
+                                    .is_some_and(|l| !l.transitions().is_empty());
+                            if moved {
+                                self.mark_data_moves(seg, mid, last);
+                            } else {
+                                self.mark_text(seg, mid, last);
+                            }
                         }
                     }
                     if let Some(&b) = rest.get(n) {
@@ -497,15 +546,57 @@ impl SseScanner {
         }
     }
 
+    /// Classifies the cut points after each byte of the data segment `seg` (just consumed)
+    /// where the LLM position changes inside it: each piece with the position that holds there.
+    fn mark_data_moves(&mut self, seg: &[u8], mid: SseClass, last: Last) {
+        let mut moves = [(0u64, None::<LlmPos>); 4];
+        let mut n = 0;
+        if let Some(l) = &self.llm {
+            for &m in l.transitions().iter().take(moves.len()) {
+                moves[n] = m;
+                n += 1;
+            }
+        }
+        let end = self.pos;
+        let start = end - seg.len() as u64;
+        let mut at = start;
+        for &(t, mark) in &moves[..n] {
+            // Cut points before offset `t` keep the position they had; from `t` on, `mark`.
+            let cut = t.saturating_sub(1).clamp(at, end);
+            if cut > at {
+                self.pos = cut;
+                self.mark_text(
+                    &seg[(at - start) as usize..(cut - start) as usize],
+                    mid,
+                    Last::Same,
+                );
+                at = cut;
+            }
+            self.tr.llm_mark = mark;
+        }
+        self.pos = end;
+        self.mark_text(&seg[(at - start) as usize..], mid, last);
+        self.sync_llm();
+    }
+
     /// Applies the completed field line (its value is in `value`, or already in `data`).
     fn end_field_line(&mut self) {
         self.line = Line::Start;
         match self.field {
-            Field::Data => self.data.line_end(),
+            Field::Data => {
+                self.data.line_end();
+                if let Some(l) = self.llm.as_deref_mut() {
+                    l.data_line_end();
+                }
+            }
             Field::Event => {
                 self.event_type.clear();
                 self.event_type
                     .push_str(&String::from_utf8_lossy(&self.value));
+                if let Some(l) = self.llm.as_deref_mut() {
+                    l.event_name(&self.value);
+                }
+                self.sync_llm();
             }
             Field::Id => {
                 if !self.value.contains(&0) {
@@ -549,8 +640,16 @@ impl SseScanner {
             .block_done(std::mem::replace(&mut self.in_event, false), self.pos);
         if self.data.is_empty() {
             self.event_type.clear();
+            if let Some(l) = self.llm.as_deref_mut() {
+                l.discard();
+            }
+            self.sync_llm();
             return;
         }
+        if let Some(l) = self.llm.as_deref_mut() {
+            l.dispatch();
+        }
+        self.sync_llm();
         let event_type = if self.event_type.is_empty() {
             "message"
         } else {
@@ -565,6 +664,7 @@ impl SseScanner {
             data_len: self.data.len(),
             data_hash: self.line_limit.map(|_| self.data.hash()),
             data_lines,
+            llm: self.llm.as_deref().map(LlmTracker::last_event),
         };
         let is_final = on_event(&event, span);
         self.dispatched += 1;

@@ -25,6 +25,7 @@
 //! observer maps these classes with `SseClass::on_resume` on a resume response.
 
 use super::SseClass;
+use super::position::LlmPos;
 use super::sse::{Field, SseScanner};
 
 /// Cut points `start..end` (payload offsets) of one class in one event with the same facts.
@@ -40,6 +41,8 @@ pub struct PayloadRun {
     pub event_index: u64,
     /// Index into [`Classified::facts`].
     pub facts: u32,
+    /// The LLM position of these cut points (LLM streams only).
+    pub llm: Option<LlmPos>,
 }
 
 /// What a cut at a run's points would leave, apart from the payload offset.
@@ -120,6 +123,8 @@ pub(super) struct Tracker {
     data_line: u32,
     dirty: bool,
     cur_facts: Option<u32>,
+    /// The LLM position of the cut points classified now (kept by the scanner's LLM reader).
+    pub(super) llm_mark: Option<LlmPos>,
     out: Classified,
 }
 
@@ -344,6 +349,7 @@ impl SseScanner {
             && r.class == class
             && r.event_index == event_index
             && r.facts == facts
+            && r.llm == self.tr.llm_mark
         {
             r.end = upto + 1;
             return;
@@ -354,6 +360,7 @@ impl SseScanner {
             class,
             event_index,
             facts,
+            llm: self.tr.llm_mark,
         });
     }
 

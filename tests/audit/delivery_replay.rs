@@ -1,6 +1,6 @@
 //! `during-replay` on real sockets: between the lab server and the strict load client, one
-//! `sse_cut` tears fresh streams mid-value (so the client resumes with `Last-Event-ID`) and a
-//! second one aims at `during-replay`. The second cuts only responses to resume requests,
+//! `sse_cut` tears fresh streams mid-value (`leg = "first"`, so the client resumes with
+//! `Last-Event-ID`) and a second one aims at `during-replay`. The second cuts only responses to resume requests,
 //! inside a replayed event; the cut record says `during-replay`; the audit reports the torn
 //! cut with that class, and its delivered events still equal the client's, LF and CRLF.
 
@@ -15,11 +15,12 @@ use tearline::lab::LineEnding;
 use tearline::wire::record::CutRecord;
 use tearline::wire::{Observation, SseClass};
 
-fn cut_at(class: &str, range: (i64, i64), p: f64) -> Arc<dyn FaultFactory> {
+fn cut_at(class: &str, leg: &str, range: (i64, i64), p: f64) -> Arc<dyn FaultFactory> {
     fault(&[
         ("kind", s("sse_cut")),
         ("direction", s("downstream")),
         ("at", s(class)),
+        ("leg", s(leg)),
         ("range", toml::Value::Array(vec![i(range.0), i(range.1)])),
         ("action", s("reset")),
         ("probability", f(p)),
@@ -51,8 +52,8 @@ fn cuts_with_resume(all: &[Observation]) -> Vec<(Observation, bool)> {
 async fn during_replay_cuts_only_resumes(eol: LineEnding, seed: u64) {
     let label = format!("{eol:?}");
     let faults = vec![
-        cut_at("mid-value", (0, 300), 1.0),
-        cut_at("during-replay", (0, 400), 0.5),
+        cut_at("mid-value", "first", (0, 300), 1.0),
+        cut_at("during-replay", "any", (0, 400), 0.5),
     ];
     let run = run(seed, faults, Traffic::small(eol)).await;
     assert_delivery_truth(&run, &label);

@@ -13,3 +13,4 @@ mod registry;
 mod sockets;
 mod splice_faults;
 mod sse_cut;
+mod sse_cut_legs;

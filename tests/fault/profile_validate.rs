@@ -9,12 +9,20 @@ use tearline::profile::{self, ProfileError};
 /// (file in tests/profiles_broken, expected "line:column: message").
 const BROKEN: &[(&str, &str)] = &[
     (
+        "unknown-position.toml",
+        "3:6: sse_cut 'at': unknown position 'mid-valeu'; known: boundary, field-name, after-colon, mid-value, before-eol, cr-lf, before-dispatch, dispatch-cr-lf, after-id, mid-id, chunk-framing, mid-utf8, bom, priming, after-final, during-replay, or \"any-byte\" alone",
+    ),
+    (
         "bad-address.toml",
         "3:10: listen must be host:port (e.g. 127.0.0.1:7000), got '127.0.0.1': no port",
     ),
     (
         "bad-direction.toml",
         "3:13: direction must be one of 'upstream' or 'downstream', got 'down'",
+    ),
+    (
+        "bad-leg.toml",
+        "4:7: leg must be one of 'any', 'first' or 'resume', got 'second'",
     ),
     (
         "bad-range.toml",

@@ -8,6 +8,7 @@ mod common;
 mod support;
 
 mod lab;
+mod observe;
 mod sdk;
 mod sdk_matrix;
 mod sdk_tls;

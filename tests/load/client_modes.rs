@@ -69,6 +69,7 @@ async fn eventsource_binary_resumes_a_cut_plain_feed_and_the_audit_says_only_tor
     // The first connection's stream is cut inside a data value of its fourth or later event.
     let cut = tearline::fault::sse_cut::factory(SseCutConfig {
         at: CutTarget::Classes(vec![(SseClass::MidValue, 1.0)]),
+        leg: tearline::fault::sse_cut::Leg::First,
         range: (0, 0),
         events: Some((3, 12)),
         method: Some("GET".to_owned()),

@@ -96,6 +96,11 @@ fn load_client_corpus_survives_hostile_servers() {
 }
 
 #[test]
+fn llm_reader_corpus_is_chunking_invariant_and_args_agree_with_serde() {
+    replay_and_mutate("llm");
+}
+
+#[test]
 fn every_target_has_a_corpus_and_a_fuzz_binary() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
     for t in fuzzing::TARGETS {

@@ -1,0 +1,582 @@
+//! A streaming JSON reader that reports, for every value it passes, where the value sits (the
+//! path of known keys from the root), so the LLM interpreter can pick `choices[].delta.content`
+//! or `delta.partial_json` out of an event's data as it streams, without keeping the data.
+//!
+//! Invariants: constant work per byte outside strings, string contents skipped with `memchr`
+//! and handed on as raw (still escaped) slices of the input; fixed-size state (paths deeper
+//! than [`MAX_DEPTH`] are reported as [`Path::deep`] and match nothing; the depth itself is
+//! counted to any level, so closing brackets are still matched); keys are recognised from a
+//! fixed table ([`Key`]), any other key is [`Key::Other`]; fed the same bytes in any split, it
+//! reports the same tokens (string contents possibly in more pieces); invalid JSON stops the
+//! reading for the rest of the value (no token after the error), never panics.
+
+use memchr::memchr2;
+
+/// Levels of the path kept; deeper values are reported with [`Path::deep`] set.
+pub const MAX_DEPTH: usize = 8;
+
+const KEY_CAP: usize = 20;
+const SCALAR_CAP: usize = 24;
+
+/// The keys the LLM interpreter reads (any other key is [`Key::Other`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Key {
+    /// `choices`
+    Choices,
+    /// `delta`
+    Delta,
+    /// `content`
+    Content,
+    /// `tool_calls`
+    ToolCalls,
+    /// `index`
+    Index,
+    /// `id`
+    Id,
+    /// `function`
+    Function,
+    /// `name`
+    Name,
+    /// `arguments`
+    Arguments,
+    /// `finish_reason`
+    FinishReason,
+    /// `usage`
+    Usage,
+    /// `error`
+    Error,
+    /// `type`
+    Type,
+    /// `item`
+    Item,
+    /// `output_index`
+    OutputIndex,
+    /// `response`
+    Response,
+    /// `status`
+    Status,
+    /// `content_block`
+    ContentBlock,
+    /// `partial_json`
+    PartialJson,
+    /// `text`
+    Text,
+    /// `stop_reason`
+    StopReason,
+    /// Any other key.
+    Other,
+}
+
+const KEYS: [(&[u8], Key); 21] = [
+    (b"choices", Key::Choices),
+    (b"delta", Key::Delta),
+    (b"content", Key::Content),
+    (b"tool_calls", Key::ToolCalls),
+    (b"index", Key::Index),
+    (b"id", Key::Id),
+    (b"function", Key::Function),
+    (b"name", Key::Name),
+    (b"arguments", Key::Arguments),
+    (b"finish_reason", Key::FinishReason),
+    (b"usage", Key::Usage),
+    (b"error", Key::Error),
+    (b"type", Key::Type),
+    (b"item", Key::Item),
+    (b"output_index", Key::OutputIndex),
+    (b"response", Key::Response),
+    (b"status", Key::Status),
+    (b"content_block", Key::ContentBlock),
+    (b"partial_json", Key::PartialJson),
+    (b"text", Key::Text),
+    (b"stop_reason", Key::StopReason),
+];
+
+/// One step of a path: a member under a key, or an array element.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seg {
+    /// The member under this key.
+    Key(Key),
+    /// An element of an array.
+    Elem,
+}
+
+/// Where a value sits: the steps from the root (the data's top-level value is the empty path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Path {
+    segs: [Seg; MAX_DEPTH],
+    len: u8,
+    /// Levels beyond [`MAX_DEPTH`] (their steps are not kept).
+    deep: u32,
+}
+
+impl Path {
+    const EMPTY: Path = Path {
+        segs: [Seg::Elem; MAX_DEPTH],
+        len: 0,
+        deep: 0,
+    };
+
+    /// The steps, when the path is not deeper than [`MAX_DEPTH`].
+    pub fn segs(&self) -> Option<&[Seg]> {
+        (self.deep == 0).then(|| &self.segs[..self.len as usize])
+    }
+
+    /// True if and only if the path is exactly `want`.
+    pub fn is(&self, want: &[Seg]) -> bool {
+        self.segs() == Some(want)
+    }
+
+    fn push(&mut self, s: Seg) {
+        if self.deep == 0 && (self.len as usize) < MAX_DEPTH {
+            self.segs[self.len as usize] = s;
+            self.len += 1;
+        } else {
+            self.deep += 1;
+        }
+    }
+
+    fn pop(&mut self) {
+        if self.deep > 0 {
+            self.deep -= 1;
+        } else {
+            self.len = self.len.saturating_sub(1);
+        }
+    }
+}
+
+/// What the reader passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tok<'a> {
+    /// An object or array opened (the path is the container's).
+    Open,
+    /// The container at the path closed.
+    Close,
+    /// A string value began.
+    StrStart,
+    /// Raw (escaped) content of the string value in progress.
+    Str(&'a [u8]),
+    /// The string value ended (the slice is its closing quote).
+    StrEnd(&'a [u8]),
+    /// A number, `true`, `false` or `null`, whole (its first 24 bytes).
+    Scalar(&'a [u8]),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum S {
+    /// A value is expected.
+    Value,
+    /// After `[`: a value or `]`.
+    ArrayFirst,
+    /// After `{` (`first`) or `,` in an object: a key.
+    Key { first: bool },
+    /// Inside a key.
+    InKey { esc: bool },
+    /// After a key: `:`.
+    Colon,
+    /// Inside a string value.
+    InStr { esc: bool },
+    /// Inside a scalar.
+    Scalar,
+    /// After a value.
+    After,
+    /// Invalid JSON: nothing more.
+    Stop,
+    /// The top-level value ended.
+    Done,
+}
+
+/// The streaming reader (see the module doc). Reset it per value with [`JsonPath::reset`].
+#[derive(Debug, Clone)]
+pub struct JsonPath {
+    state: S,
+    path: Path,
+    /// Open containers (the innermost is at nesting level `open - 1`).
+    open: u32,
+    /// Bit `i` set: the open container at nesting level `i` is an object.
+    objects: u128,
+    key: [u8; KEY_CAP],
+    key_len: usize,
+    scalar: [u8; SCALAR_CAP],
+    scalar_len: usize,
+}
+
+impl Default for JsonPath {
+    fn default() -> Self {
+        JsonPath {
+            state: S::Value,
+            path: Path::EMPTY,
+            open: 0,
+            objects: 0,
+            key: [0; KEY_CAP],
+            key_len: 0,
+            scalar: [0; SCALAR_CAP],
+            scalar_len: 0,
+        }
+    }
+}
+
+impl JsonPath {
+    /// Back to the start of a new value.
+    pub fn reset(&mut self) {
+        self.state = S::Value;
+        self.path = Path::EMPTY;
+        self.open = 0;
+        self.objects = 0;
+        self.key_len = 0;
+        self.scalar_len = 0;
+    }
+
+    /// True once the input stopped being JSON.
+    pub fn failed(&self) -> bool {
+        self.state == S::Stop
+    }
+
+    /// Ends the value: a scalar still open at the top level is reported.
+    pub fn finish(&mut self, on: &mut impl FnMut(Tok<'_>, &Path)) {
+        if self.state == S::Scalar {
+            on(Tok::Scalar(&self.scalar[..self.scalar_len]), &self.path);
+            self.state = S::Done;
+        }
+    }
+
+    /// True if and only if the innermost open container is an object.
+    fn in_object(&self) -> bool {
+        self.open > 0 && self.objects & (1 << (self.open - 1)) != 0
+    }
+
+    /// Reads `bytes`, reporting tokens to `on`.
+    pub fn feed(&mut self, bytes: &[u8], on: &mut impl FnMut(Tok<'_>, &Path)) {
+        let mut i = 0;
+        while i < bytes.len() {
+            match self.state {
+                S::Stop | S::Done => {
+                    if self.state == S::Done && !matches!(bytes[i], b' ' | b'\t' | b'\n' | b'\r') {
+                        self.state = S::Stop;
+                    }
+                    if self.state == S::Stop {
+                        return;
+                    }
+                    i += 1;
+                }
+                S::InStr { esc } => {
+                    let rest = &bytes[i..];
+                    if esc {
+                        // The escaped byte is content; `\"` does not end the string.
+                        on(Tok::Str(&rest[..1]), &self.path);
+                        self.state = S::InStr { esc: false };
+                        i += 1;
+                        continue;
+                    }
+                    match memchr2(b'"', b'\\', rest) {
+                        None => {
+                            on(Tok::Str(rest), &self.path);
+                            i = bytes.len();
+                        }
+                        Some(n) if rest[n] == b'\\' => {
+                            on(Tok::Str(&rest[..=n]), &self.path);
+                            self.state = S::InStr { esc: true };
+                            i += n + 1;
+                        }
+                        Some(n) => {
+                            if n > 0 {
+                                on(Tok::Str(&rest[..n]), &self.path);
+                            }
+                            on(Tok::StrEnd(&rest[n..=n]), &self.path);
+                            i += n + 1;
+                            self.end_value();
+                        }
+                    }
+                }
+                S::InKey { esc } => {
+                    let rest = &bytes[i..];
+                    if esc {
+                        self.key_byte(rest[0]);
+                        self.state = S::InKey { esc: false };
+                        i += 1;
+                        continue;
+                    }
+                    match memchr2(b'"', b'\\', rest) {
+                        None => {
+                            for &b in rest {
+                                self.key_byte(b);
+                            }
+                            i = bytes.len();
+                        }
+                        Some(n) => {
+                            for &b in &rest[..n] {
+                                self.key_byte(b);
+                            }
+                            if rest[n] == b'\\' {
+                                self.key_byte(b'\\');
+                                self.state = S::InKey { esc: true };
+                            } else {
+                                self.state = S::Colon;
+                            }
+                            i += n + 1;
+                        }
+                    }
+                }
+                _ => {
+                    self.byte(bytes[i], on);
+                    i += 1;
+                }
+            }
+        }
+    }
+
+    fn key_byte(&mut self, b: u8) {
+        if self.key_len < KEY_CAP {
+            self.key[self.key_len] = b;
+        }
+        self.key_len = self.key_len.saturating_add(1);
+    }
+
+    fn current_key(&self) -> Key {
+        if self.key_len > KEY_CAP {
+            return Key::Other;
+        }
+        let k = &self.key[..self.key_len];
+        KEYS.iter()
+            .find(|(name, _)| *name == k)
+            .map_or(Key::Other, |(_, key)| *key)
+    }
+
+    /// A value ended: back to its container (or done at the top level).
+    fn end_value(&mut self) {
+        if self.open == 0 {
+            self.state = S::Done;
+        } else {
+            self.path.pop();
+            self.state = S::After;
+        }
+    }
+
+    /// A value begins with byte `b` (its step is already on the path).
+    fn begin_value(&mut self, b: u8, on: &mut impl FnMut(Tok<'_>, &Path)) {
+        match b {
+            b'{' | b'[' => {
+                if self.open >= 128 {
+                    self.state = S::Stop;
+                    return;
+                }
+                on(Tok::Open, &self.path);
+                if b == b'{' {
+                    self.objects |= 1 << self.open;
+                } else {
+                    self.objects &= !(1 << self.open);
+                }
+                self.open += 1;
+                self.state = if b == b'{' {
+                    S::Key { first: true }
+                } else {
+                    S::ArrayFirst
+                };
+            }
+            b'"' => {
+                on(Tok::StrStart, &self.path);
+                self.state = S::InStr { esc: false };
+            }
+            b'-' | b'0'..=b'9' | b't' | b'f' | b'n' => {
+                self.scalar[0] = b;
+                self.scalar_len = 1;
+                self.state = S::Scalar;
+            }
+            _ => self.state = S::Stop,
+        }
+    }
+
+    fn close(&mut self, object: bool, on: &mut impl FnMut(Tok<'_>, &Path)) {
+        if self.open == 0 || self.in_object() != object {
+            self.state = S::Stop;
+            return;
+        }
+        self.open -= 1;
+        on(Tok::Close, &self.path);
+        self.end_value();
+    }
+
+    fn byte(&mut self, b: u8, on: &mut impl FnMut(Tok<'_>, &Path)) {
+        let ws = matches!(b, b' ' | b'\t' | b'\n' | b'\r');
+        match self.state {
+            S::Value => {
+                if !ws {
+                    self.begin_value(b, on);
+                }
+            }
+            S::ArrayFirst => match b {
+                _ if ws => {}
+                b']' => self.close(false, on),
+                _ => {
+                    self.path.push(Seg::Elem);
+                    self.begin_value(b, on);
+                }
+            },
+            S::Key { first } => match b {
+                _ if ws => {}
+                b'"' => {
+                    self.key_len = 0;
+                    self.state = S::InKey { esc: false };
+                }
+                b'}' if first => self.close(true, on),
+                _ => self.state = S::Stop,
+            },
+            S::Colon => match b {
+                _ if ws => {}
+                b':' => {
+                    let key = self.current_key();
+                    self.path.push(Seg::Key(key));
+                    self.state = S::Value;
+                }
+                _ => self.state = S::Stop,
+            },
+            S::Scalar => {
+                if matches!(b, b',' | b'}' | b']') || ws {
+                    on(Tok::Scalar(&self.scalar[..self.scalar_len]), &self.path);
+                    self.end_value();
+                    if !ws && self.state == S::After {
+                        self.after(b, on);
+                    } else if !ws {
+                        self.state = S::Stop;
+                    }
+                } else {
+                    if self.scalar_len < SCALAR_CAP {
+                        self.scalar[self.scalar_len] = b;
+                    }
+                    self.scalar_len = self.scalar_len.saturating_add(1).min(SCALAR_CAP);
+                }
+            }
+            S::After => {
+                if !ws {
+                    self.after(b, on);
+                }
+            }
+            S::InStr { .. } | S::InKey { .. } | S::Stop | S::Done => {}
+        }
+    }
+
+    fn after(&mut self, b: u8, on: &mut impl FnMut(Tok<'_>, &Path)) {
+        match b {
+            b',' => {
+                if self.in_object() {
+                    self.state = S::Key { first: false };
+                } else if self.open > 0 {
+                    self.path.push(Seg::Elem);
+                    self.state = S::Value;
+                } else {
+                    self.state = S::Stop;
+                }
+            }
+            b'}' => self.close(true, on),
+            b']' => self.close(false, on),
+            _ => self.state = S::Stop,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (path, token) pairs as text, string pieces joined.
+    fn tokens(parts: &[&[u8]]) -> Vec<String> {
+        let mut r = JsonPath::default();
+        let mut out: Vec<String> = Vec::new();
+        let mut on = |t: Tok<'_>, p: &Path| {
+            let path = match p.segs() {
+                Some(s) => format!("{s:?}"),
+                None => "deep".into(),
+            };
+            match t {
+                Tok::Str(s) => {
+                    let s = String::from_utf8_lossy(s).to_string();
+                    match out.last_mut() {
+                        Some(l) if l.starts_with(&format!("{path} str ")) => l.push_str(&s),
+                        _ => out.push(format!("{path} str {s}")),
+                    }
+                }
+                other => out.push(format!("{path} {other:?}")),
+            }
+        };
+        for p in parts {
+            r.feed(p, &mut on);
+        }
+        r.finish(&mut on);
+        out
+    }
+
+    const CHUNK: &[u8] = br#"{"id":"c1","choices":[{"index":0,"delta":{"content":"Hi \"x\"","tool_calls":[{"index":2,"function":{"arguments":"{\"a\""}}]},"finish_reason":null}],"usage":{"n":[1,{"deep":{"a":{"b":{"c":{"d":{"e":1}}}}}}]}}"#;
+
+    #[test]
+    fn values_are_reported_at_their_paths() {
+        let t = tokens(&[CHUNK]);
+        use Key::*;
+        let content = format!(
+            "{:?} str Hi \\\"x\\\"",
+            [
+                Seg::Key(Choices),
+                Seg::Elem,
+                Seg::Key(Delta),
+                Seg::Key(Content)
+            ]
+        );
+        assert!(t.contains(&content), "{t:#?}");
+        let args = format!(
+            "{:?} str {{\\\"a\\\"",
+            [
+                Seg::Key(Choices),
+                Seg::Elem,
+                Seg::Key(Delta),
+                Seg::Key(ToolCalls),
+                Seg::Elem,
+                Seg::Key(Function),
+                Seg::Key(Arguments)
+            ]
+        );
+        assert!(t.contains(&args), "{t:#?}");
+        let index = format!(
+            "{:?} Scalar([50])",
+            [
+                Seg::Key(Choices),
+                Seg::Elem,
+                Seg::Key(Delta),
+                Seg::Key(ToolCalls),
+                Seg::Elem,
+                Seg::Key(Index)
+            ]
+        );
+        assert!(t.contains(&index), "{t:#?}");
+        let finish = format!(
+            "{:?} Scalar([110, 117, 108, 108])",
+            [Seg::Key(Choices), Seg::Elem, Seg::Key(FinishReason)]
+        );
+        assert!(t.contains(&finish), "{t:#?}");
+        assert!(t.iter().any(|l| l.starts_with("deep")), "{t:#?}");
+        assert_eq!(t.last().map(String::as_str), Some("[] Close"));
+    }
+
+    #[test]
+    fn every_split_reports_the_same_tokens() {
+        let whole = tokens(&[CHUNK]);
+        for k in 0..=CHUNK.len() {
+            assert_eq!(tokens(&[&CHUNK[..k], &CHUNK[k..]]), whole, "split at {k}");
+        }
+    }
+
+    #[test]
+    fn invalid_json_stops_without_panicking() {
+        let t = tokens(&[b"[DONE]"]);
+        assert_eq!(t, ["[] Open"]);
+        for bad in [
+            &b"{\"a\" 1}"[..],
+            b"}",
+            b"{\"a\":1]",
+            b"[1,]x",
+            b"{}x",
+            b"\xff",
+        ] {
+            let mut r = JsonPath::default();
+            r.feed(bad, &mut |_, _| {});
+            assert!(r.failed(), "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+}
