@@ -24,6 +24,7 @@ pub mod hub;
 pub mod listen;
 pub mod metrics;
 pub mod model;
+pub mod process;
 pub mod request_id;
 pub mod routes;
 pub mod runtime;

@@ -81,9 +81,12 @@ pub struct Args {
     /// Upstream connect timeout.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
     pub connect_timeout: Duration,
-    /// Connections served at once.
-    #[arg(long, value_name = "N", default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_connections: u32,
+    /// Connections served at once per proxy; one more is reset at once, counted in
+    /// tearline_proxy_connections_over_limit_total and logged (the first). Default: what the
+    /// open-file limit allows ((ulimit -n - 256) / 2; the soft limit is raised to the hard one
+    /// at start, as toxiproxy-server's Go runtime does).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: Option<u32>,
     /// How long open connections may finish after SIGINT/SIGTERM.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
     pub drain_timeout: Duration,
@@ -240,7 +243,11 @@ impl Args {
             buffer_size: self.buffer_size,
             read_budget: self.read_budget,
             connect_timeout: self.connect_timeout,
-            max_connections: self.max_connections as usize,
+            max_connections: self
+                .max_connections
+                .map_or_else(crate::proxy::fd_limit::default_max_connections, |n| {
+                    n as usize
+                }),
             drain_timeout: self.drain_timeout,
             max_inflight_bytes: self.max_inflight,
             max_buffered_bytes: self.max_buffered as u64,
@@ -255,6 +262,8 @@ impl Args {
 /// Runs `tearline proxy` until SIGINT or SIGTERM, then drains.
 pub async fn run(args: Args) -> Result<ExitCode, CliError> {
     check_api_exposure(&args)?;
+    let files = crate::proxy::fd_limit::raise_to_hard();
+    tracing::debug!(open_file_limit = ?files, "open-file limit");
     let profile = match &args.profile {
         Some(path) => Some(crate::profile::load(path)?),
         None => None,
