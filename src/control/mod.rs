@@ -144,6 +144,15 @@ impl ApiState {
             .await
     }
 
+    /// `POST /populate` from a file at start (`toxiproxy-server -config`): how many proxies
+    /// were handled, and the error that stopped it part-way, if any.
+    pub async fn populate(&self, inputs: Vec<model::ProxyInput>) -> (usize, Option<ApiError>) {
+        match self.inner.store.populate(inputs).await {
+            Ok((done, e)) => (done.len(), e),
+            Err(e) => (0, Some(e)),
+        }
+    }
+
     /// The toxic types the API accepts, sorted.
     pub fn known_types(&self) -> Vec<String> {
         self.inner.store.known_types()

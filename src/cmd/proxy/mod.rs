@@ -124,9 +124,17 @@ pub struct Args {
     #[arg(long)]
     pub api_insecure_no_token: bool,
     /// A `Host` name the control API accepts besides localhost, loopback addresses and the
-    /// address it was reached on (repeatable; others are refused as DNS rebinding).
+    /// address it was reached on (repeatable; others are refused as DNS rebinding); `*` accepts
+    /// any, as toxiproxy-server does (the `toxiproxy-server` start uses it with a non-loopback
+    /// -host, e.g. in a container).
     #[arg(long, value_name = "NAME")]
     pub api_allow_host: Vec<String>,
+    /// Create proxies from a Toxiproxy JSON file at start (the body of `POST /populate`, as
+    /// `toxiproxy-server -config FILE`): `[{"name": …, "listen": …, "upstream": …,
+    /// "enabled": …}]`. As Toxiproxy, a file that cannot be read or applied is logged and the
+    /// server keeps running with the proxies it could create.
+    #[arg(long, value_name = "FILE", requires = "api")]
+    pub populate: Option<std::path::PathBuf>,
     /// Always copy through user space, even where nothing needs the bytes (by default a
     /// direction with an opaque stream and no byte-editing fault is relayed with splice(2)).
     #[arg(long)]
@@ -313,6 +321,7 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
         api: args.api.0,
         api_token: args.api_token.clone(),
         api_allow_hosts: args.api_allow_host.clone(),
+        populate: args.populate.clone(),
         cuts_log: args.cuts_log.clone(),
         findings_log: args.findings_log.clone(),
     })
@@ -340,9 +349,28 @@ fn check_api_exposure(args: &Args) -> Result<(), CliError> {
     Ok(())
 }
 
-fn parse_addr(s: &str) -> Result<SocketAddr, String> {
-    s.parse()
-        .map_err(|_| format!("'{s}' is not an ip:port address (example: 127.0.0.1:7000)"))
+/// An `ip:port` or `host:port` address; a host name resolves as Go resolves one to listen on
+/// (its first IPv4 address, else its first): `localhost:8474` is `127.0.0.1:8474`.
+pub fn parse_addr(s: &str) -> Result<SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    if let Ok(a) = s.parse() {
+        return Ok(a);
+    }
+    let bad = |why: String| {
+        format!(
+            "'{s}' is not a host:port address ({why}; example: localhost:7000 or 127.0.0.1:7000)"
+        )
+    };
+    let found: Vec<SocketAddr> = s
+        .to_socket_addrs()
+        .map_err(|e| bad(e.to_string()))?
+        .collect();
+    found
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(found.first())
+        .copied()
+        .ok_or_else(|| bad("it resolves to no address".to_owned()))
 }
 
 fn parse_upstream(s: &str) -> Result<String, String> {
