@@ -106,12 +106,13 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    // Started as `toxiproxy-server` (a link in the container image): its command line.
+    // Started as `toxiproxy-server` or `toxiproxy` (the entrypoint of Toxiproxy's image, a
+    // link in deploy/Dockerfile.toxiproxy): toxiproxy-server's command line.
     let mut argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let invoked = argv
         .first()
         .and_then(|a| std::path::Path::new(a).file_name())
-        .is_some_and(|n| n == "toxiproxy-server");
+        .is_some_and(|n| n == "toxiproxy-server" || n == "toxiproxy");
     if invoked {
         argv.insert(1, "toxiproxy-server".into());
     }

@@ -40,9 +40,12 @@ fn start(program: &Path, args: &[&str]) -> Server {
         .expect("start tearline");
     let out = child.stdout.take().expect("stdout");
     let mut server = Server(child);
-    for line in BufReader::new(out).lines().take(20) {
+    let mut lines = BufReader::new(out).lines();
+    for line in lines.by_ref().take(20) {
         let line = line.expect("stdout line");
         if line.contains("control API on") {
+            // Keep reading: a closed stdout would fail the server's next line.
+            std::thread::spawn(move || lines.for_each(drop));
             return server;
         }
     }

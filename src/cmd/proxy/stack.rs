@@ -199,7 +199,7 @@ pub async fn serve(stack: Stack) -> Result<(), CliError> {
                 config.findings = Some(Arc::new(AuditFindings(auditor.clone())));
             }
             let state = ApiState::new(config);
-            let empty = built.is_empty();
+            let empty = built.is_empty() && stack.populate.is_none();
             for b in built {
                 adopt(&state, &hub, b).await?;
             }
