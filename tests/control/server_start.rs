@@ -66,7 +66,10 @@ async fn started_as_toxiproxys_image_entrypoint_it_serves_the_api_and_the_config
     ]);
     std::fs::write(&config, proxies.to_string()).expect("write config");
     let port = free_port();
-    let (p, c) = (format!("-port={port}"), format!("-config={}", config.display()));
+    let (p, c) = (
+        format!("-port={port}"),
+        format!("-config={}", config.display()),
+    );
     let _server = start(&link, &["-host=0.0.0.0", &p, &c]);
     let api: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
     let r = call(api, Method::GET, "/version", None).await;
@@ -75,8 +78,13 @@ async fn started_as_toxiproxys_image_entrypoint_it_serves_the_api_and_the_config
     let all = call(api, Method::GET, "/proxies", None).await.json();
     assert_eq!(all["redis"]["enabled"], json!(true));
     assert_eq!(all["off"]["enabled"], json!(false));
-    let listen = all["redis"]["listen"].as_str().unwrap_or_default().to_owned();
-    let mut s = tokio::net::TcpStream::connect(&listen).await.expect("connect");
+    let listen = all["redis"]["listen"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let mut s = tokio::net::TcpStream::connect(&listen)
+        .await
+        .expect("connect");
     s.write_all(b"ping").await.expect("write");
     let mut buf = [0u8; 4];
     s.read_exact(&mut buf).await.expect("echo");

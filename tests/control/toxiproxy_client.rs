@@ -229,14 +229,29 @@ async fn toxiproxy_node_client_runs_its_whole_flow() {
                 .unwrap_or_else(|| panic!("no step {name} in {text}"))
         };
         use serde_json::json;
-        let version = step("version")["version"].as_str().unwrap_or_default().to_owned();
-        assert_eq!(version, format!("{{\"version\": \"{}\"}}\n", env!("CARGO_PKG_VERSION")));
+        let version = step("version")["version"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert_eq!(
+            version,
+            format!("{{\"version\": \"{}\"}}\n", env!("CARGO_PKG_VERSION"))
+        );
         assert_eq!(step("create")["enabled"], json!(true));
         assert_eq!(step("list")["names"], json!(["node"]));
-        assert_eq!(step("add")["attributes"], json!({"latency": 50, "jitter": 0}));
-        assert_eq!(step("update")["attributes"], json!({"latency": 75, "jitter": 0}));
+        assert_eq!(
+            step("add")["attributes"],
+            json!({"latency": 50, "jitter": 0})
+        );
+        assert_eq!(
+            step("update")["attributes"],
+            json!({"latency": 75, "jitter": 0})
+        );
         assert_eq!(step("update")["toxicity"], json!(0.5));
-        assert_eq!(step("get")["attributes"], json!({"latency": 75, "jitter": 0}));
+        assert_eq!(
+            step("get")["attributes"],
+            json!({"latency": 75, "jitter": 0})
+        );
         assert_eq!(step("remove")["gone"], json!(true));
         assert_eq!(step("populate")["names"], json!(["pop"]));
         assert_eq!(step("delete")["names"], json!(["pop"]));
