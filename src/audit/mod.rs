@@ -40,6 +40,7 @@ pub mod events;
 pub mod exchange;
 pub mod finding;
 pub mod gauges;
+pub mod grace;
 pub mod histo;
 pub mod intake;
 pub mod judge;
@@ -53,9 +54,10 @@ pub mod sequence;
 pub mod stateless;
 pub mod stream;
 pub mod truncation;
+pub mod unanswered;
 pub mod watch;
 
-pub use finding::{Finding, FindingClass, FindingKind, StreamRef};
+pub use finding::{CandidateCall, Finding, FindingClass, FindingKind, StreamRef};
 
 use crate::wire::{Observation, ObservationSink};
 use hdrhistogram::Histogram;
@@ -81,6 +83,11 @@ pub struct AuditConfig {
     pub ids_per_stream: usize,
     /// Findings kept in memory for [`Auditor::findings`].
     pub max_findings: usize,
+    /// Delivered events an ended stream keeps for its grace (the newest; see [`grace`]).
+    pub ended_events: usize,
+    /// Ended streams kept for their grace, at most; beyond, the oldest are forgotten early and
+    /// counted (see [`grace`]).
+    pub max_ended_streams: usize,
 }
 
 impl Default for AuditConfig {
@@ -90,6 +97,8 @@ impl Default for AuditConfig {
             abandon_after: Duration::from_secs(30),
             ids_per_stream: 4096,
             max_findings: 100_000,
+            ended_events: 64,
+            max_ended_streams: 100_000,
         }
     }
 }

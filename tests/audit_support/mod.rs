@@ -143,6 +143,7 @@ impl Wire {
             last_event_id: last_event_id.map(str::to_string),
             protocol_version: version.map(str::to_string),
             has_authorization: false,
+            idempotency_key: None,
             body: body.map(|b| Bytes::from(b.to_string())),
         });
     }
@@ -158,6 +159,7 @@ impl Wire {
             last_event_id: last_event_id.map(str::to_string),
             protocol_version: None,
             has_authorization: false,
+            idempotency_key: None,
             body: None,
         });
     }
