@@ -550,6 +550,7 @@ impl Ledger {
             .unanswered()
             .any(|c| c.method == TOOLS_CALL && !c.reported);
         let mut signalled = leg.resume.as_ref().is_some_and(|r| r.explicit_reported);
+        let mut explicit = signalled;
         if let Some(r) = leg.resume.as_ref().filter(|_| !leg.blind) {
             let end = LegEnd {
                 cut,
@@ -560,6 +561,7 @@ impl Ledger {
             };
             for (kind, ids, detail) in r.verdict(end) {
                 signalled |= matches!(kind, FindingKind::SilentEmpty | FindingKind::ExplicitLoss);
+                explicit |= kind == FindingKind::ExplicitLoss;
                 let f = self.finding(kind, key, now).ids(ids).detail(detail);
                 if kind == FindingKind::SilentEmpty {
                     self.defer(key, f);
@@ -574,8 +576,10 @@ impl Ledger {
         }
         let last = self.streams.get(&key).is_some_and(|s| s.open_legs == 0);
         // A cut leaves the calls waiting (`unanswered`); so does a resume of a cut stream that
-        // failed without the answer and without a clean, unsignalled end.
-        if last && !leg.blind && (cut || (leg.resume.is_some() && !pending)) {
+        // the server refused (`explicit-loss`) or whose connection closed without a clean end.
+        // A clean 200 end is `pending-call`'s or `silent-empty`'s.
+        let failed_resume = leg.resume.is_some() && (explicit || (!clean && !self.finishing));
+        if last && !leg.blind && (cut || failed_resume) {
             self.arm_lost(now, key);
         }
         self.modern_closed(now, key, clean);

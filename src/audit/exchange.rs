@@ -454,11 +454,19 @@ impl Ledger {
             else {
                 continue;
             };
-            let owner = self
-                .sessions
-                .get(&session)
-                .and_then(|s| s.calls.get(&id))
-                .copied();
+            // The stream's own call first: session-less clients reuse ids across streams.
+            let own = self
+                .streams
+                .get(&key)
+                .is_some_and(|s| s.calls.iter().any(|c| c.id == id));
+            let owner = if own {
+                Some(key)
+            } else {
+                self.sessions
+                    .get(&session)
+                    .and_then(|s| s.calls.get(&id))
+                    .copied()
+            };
             let Some(owner) = owner else { continue };
             let Some(stream) = self.streams.get_mut(&owner) else {
                 continue;

@@ -73,7 +73,11 @@ impl Ledger {
             return;
         }
         let keep = self.cfg.ended_events.max(1);
-        while self.streams.get(&key).is_some_and(|s| s.remembered() > keep) {
+        while self
+            .streams
+            .get(&key)
+            .is_some_and(|s| s.remembered() > keep)
+        {
             self.evict_oldest_event(key);
         }
         if let Some(s) = self.streams.get_mut(&key) {

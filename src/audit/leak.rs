@@ -102,7 +102,14 @@ impl Ledger {
     /// Session-less evidence that stream `key` replays stream `other`'s event (`id`, `hash`):
     /// `other` delivered it with that data and the two streams are known to differ (an id both
     /// delivered with different data). Twins (a broadcast feed) never qualify.
-    pub fn differing_twin(&self, key: StreamKey, other: StreamKey, id: &str, hash: u64, len: u64) -> bool {
+    pub fn differing_twin(
+        &self,
+        key: StreamKey,
+        other: StreamKey,
+        id: &str,
+        hash: u64,
+        len: u64,
+    ) -> bool {
         if len == 0 {
             return false;
         }

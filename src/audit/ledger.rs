@@ -70,12 +70,12 @@ impl LossTally {
             return;
         }
         let session = f.session.as_deref().unwrap_or("-");
-        let calls: Vec<&String> = if matches!(f.kind, FindingKind::PendingCall | FindingKind::Abandoned)
-        {
-            f.ids.iter().take(1).collect()
-        } else {
-            f.stream.rpc_ids.iter().collect()
-        };
+        let calls: Vec<&String> =
+            if matches!(f.kind, FindingKind::PendingCall | FindingKind::Abandoned) {
+                f.ids.iter().take(1).collect()
+            } else {
+                f.stream.rpc_ids.iter().collect()
+            };
         // The opening exchange is part of the key: session-less clients reuse ids.
         let (conn, seq) = (f.stream.conn, f.stream.seq);
         let keys: Vec<String> = if calls.is_empty() {
@@ -169,6 +169,9 @@ pub struct Ledger {
     pub ended: super::grace::Ended,
     /// The receipt time of the latest observation or query.
     pub clock: Instant,
+    /// True while `finish` closes the legs still open (a resume cut short by the end of the run
+    /// is not a failed resume).
+    pub finishing: bool,
     last_sweep: Instant,
 }
 
@@ -208,6 +211,7 @@ impl Ledger {
             lost: Default::default(),
             ended: Default::default(),
             clock: now,
+            finishing: false,
             last_sweep: now,
         }
     }

@@ -286,8 +286,9 @@ impl Auditor {
 
     /// Closes pending judgements: open replay legs are judged with what they delivered (as if
     /// their connection ended), deferred findings (`pending-call`, `silent-empty`) are
-    /// reported, reconnect watches are settled (`cursor-missing`, `abandoned`, or `unknown`
-    /// when the run ended before `abandon_after`). Call it once, at the end of a run.
+    /// reported, reconnect watches are settled (`cursor-missing`), and every cut call still
+    /// without an answer, a resume or a proven re-send is `abandoned` whatever it waited (the
+    /// finding says how long). Call it once, at the end of a run.
     pub fn finish(&self) {
         let now = Instant::now();
         let mut l = self.lock();
@@ -297,9 +298,11 @@ impl Auditor {
             .filter(|(_, leg)| leg.resume.is_some())
             .map(|(k, _)| *k)
             .collect();
+        l.finishing = true;
         for (conn, seq) in open {
             l.end_leg(now, conn, seq, false, false);
         }
+        l.finishing = false;
         let keys: Vec<u64> = l.streams.keys().copied().collect();
         for key in keys {
             l.settle_deferred(key);

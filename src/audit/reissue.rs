@@ -222,9 +222,10 @@ impl Ledger {
         let call = stream.calls.iter_mut().find(|c| c.id == old_id)?;
         call.replaced = true;
         let method = call.method.clone();
-        stream
-            .deferred
-            .retain(|f| !(f.kind == FindingKind::PendingCall && f.ids.first().map(String::as_str) == Some(old_id)));
+        stream.deferred.retain(|f| {
+            !(f.kind == FindingKind::PendingCall
+                && f.ids.first().map(String::as_str) == Some(old_id))
+        });
         let how = if stream.cut_at.is_some() && stream.awaiting_reconnect {
             "was cut and not resumed"
         } else if stream.cut_at.is_some() {
