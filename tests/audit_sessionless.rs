@@ -73,7 +73,9 @@ async fn start(
     );
     let sink: Arc<dyn ObservationSink> = auditor.clone();
     let obs = sink.clone();
-    proxy.set_observer_factory(Arc::new(move |conn| http1::observer_pair(conn, obs.clone())));
+    proxy.set_observer_factory(Arc::new(move |conn| {
+        http1::observer_pair(conn, obs.clone())
+    }));
     proxy.set_sink(Some(sink));
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
     let proxy_addr = listener.local_addr().expect("proxy addr");
@@ -154,12 +156,24 @@ async fn npm_clients(url: &str, n: usize) -> Vec<serde_json::Value> {
 async fn broadcast_feed_clients_of_npm_eventsource_cut_and_resumed_yield_only_torn_cut_and_replay_exact()
  {
     let n = 3;
-    let b = start(IdStyle::Counter, false, CutAction::Reset, SseClass::MidValue, (4, 9), n).await;
+    let b = start(
+        IdStyle::Counter,
+        false,
+        CutAction::Reset,
+        SseClass::MidValue,
+        (4, 9),
+        n,
+    )
+    .await;
     let url = format!("http://{}{FEED}", b.proxy_addr);
     let reports = npm_clients(&url, n as usize).await;
     for r in &reports {
         assert_eq!(r["complete"], true, "{r}");
-        assert_eq!(r["ids"].as_array().map(Vec::len), Some(16), "each event once: {r}");
+        assert_eq!(
+            r["ids"].as_array().map(Vec::len),
+            Some(16),
+            "each event once: {r}"
+        );
     }
     let counts = b.verdict().await;
     assert_only_exact(&counts, n as usize, "npm eventsource, broadcast");
@@ -207,7 +221,15 @@ async fn broadcast_feed_clients_of_tearlines_eventsource_cut_and_resumed_yield_o
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resume_starting_with_a_priming_event_repeating_the_cursor_is_no_fresh_stream() {
     // npm eventsource: the priming event is dispatched with empty data and ignored.
-    let b = start(IdStyle::Counter, true, CutAction::Reset, SseClass::Boundary, (5, 8), 1).await;
+    let b = start(
+        IdStyle::Counter,
+        true,
+        CutAction::Reset,
+        SseClass::Boundary,
+        (5, 8),
+        1,
+    )
+    .await;
     let url = format!("http://{}{FEED}", b.proxy_addr);
     let reports = npm_clients(&url, 1).await;
     assert_eq!(reports[0]["complete"], true, "{}", reports[0]);
@@ -215,7 +237,15 @@ async fn resume_starting_with_a_priming_event_repeating_the_cursor_is_no_fresh_s
     let counts = b.verdict().await;
     assert_only_exact(&counts, 1, "npm eventsource, priming repeats the cursor");
     // tearline's client, opaque ids.
-    let b = start(IdStyle::Opaque, true, CutAction::Fin, SseClass::MidValue, (5, 8), 1).await;
+    let b = start(
+        IdStyle::Opaque,
+        true,
+        CutAction::Fin,
+        SseClass::MidValue,
+        (5, 8),
+        1,
+    )
+    .await;
     let cfg = EventSourceConfig {
         url: b.target(),
         side_path: None,
@@ -227,7 +257,11 @@ async fn resume_starting_with_a_priming_event_repeating_the_cursor_is_no_fresh_s
     let outcome = run_eventsource(&cfg).await;
     assert!(outcome.complete, "{outcome:?}");
     let counts = b.verdict().await;
-    assert_only_exact(&counts, 1, "tearline eventsource, priming repeats the cursor");
+    assert_only_exact(
+        &counts,
+        1,
+        "tearline eventsource, priming repeats the cursor",
+    );
 }
 
 /// Reads one byte at a time until the event whose data holds `"tick":k` was read whole.
@@ -253,11 +287,21 @@ async fn read_through_tick(s: &mut TcpStream, k: u64) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_that_stopped_reading_before_a_reset_and_resumes_from_what_it_read_is_exact() {
-    let b = start(IdStyle::Counter, false, CutAction::Reset, SseClass::MidValue, (10, 11), 1).await;
+    let b = start(
+        IdStyle::Counter,
+        false,
+        CutAction::Reset,
+        SseClass::MidValue,
+        (10, 11),
+        1,
+    )
+    .await;
     let mut s = TcpStream::connect(b.proxy_addr).await.expect("connect");
-    s.write_all(format!("GET {FEED} HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n\r\n").as_bytes())
-        .await
-        .expect("request");
+    s.write_all(
+        format!("GET {FEED} HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n\r\n").as_bytes(),
+    )
+    .await
+    .expect("request");
     let read = read_through_tick(&mut s, 3).await;
     assert!(String::from_utf8_lossy(&read).contains("id: 3"));
     // The client stops reading; the proxy delivers events 4..9 into its kernel buffer and then
@@ -268,7 +312,11 @@ async fn client_that_stopped_reading_before_a_reset_and_resumes_from_what_it_rea
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(b.proxy.stats().snapshot().connections_open, 0, "the cut happened");
+    assert_eq!(
+        b.proxy.stats().snapshot().connections_open,
+        0,
+        "the cut happened"
+    );
     drop(s);
     // It resumes from the last event it read.
     let mut s = TcpStream::connect(b.proxy_addr).await.expect("connect");

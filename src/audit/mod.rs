@@ -185,6 +185,12 @@ impl Auditor {
         self.inner.intake.dropped()
     }
 
+    /// Ended streams forgotten before their grace because of `max_ended_streams` (see
+    /// [`grace`]).
+    pub fn evicted(&self) -> u64 {
+        self.lock().ended.evicted
+    }
+
     /// Stops (`true`) or resumes the worker that applies observations to the ledger; queries
     /// still drain. A paused auditor is a slow consumer: its queue fills, then drops and counts.
     pub fn set_paused(&self, paused: bool) {
@@ -349,7 +355,8 @@ impl Auditor {
             .collect();
         if !awaiting.is_empty() {
             out.push_str(&format!(
-                " awaiting judgement ({} ms for a resume or re-issue; reported at shutdown):\n",
+                " awaiting judgement ({} ms for a resume or a proven re-send; reported at \
+                 shutdown):\n",
                 l.cfg.abandon_after.min(l.cfg.grace).as_millis()
             ));
             for line in awaiting {
@@ -362,11 +369,21 @@ impl Auditor {
             out.push('\n');
         }
         out.push_str(&format!(
-            " ledger: {} stream(s), {} session(s), {} open exchange(s)\n",
+            " ledger: {} stream(s) ({} ended, in grace), {} session(s), {} open exchange(s), \
+             {} cut call(s) awaiting an answer, a resume or a proven re-send\n",
             l.streams.len(),
+            l.ended.live(),
             l.sessions.len(),
-            l.legs.len()
+            l.legs.len(),
+            l.lost.len()
         ));
+        if l.ended.evicted > 0 {
+            out.push_str(&format!(
+                " ledger: {} ended stream(s) forgotten before their grace (at most {} kept); a \
+                 late resume of one is judged unknown\n",
+                l.ended.evicted, l.cfg.max_ended_streams
+            ));
+        }
         let dropped = self.dropped();
         if dropped > 0 {
             out.push_str(&format!(
