@@ -3,11 +3,9 @@
 //! both eras, with the time it waited; and never when it was answered, resumed to its answer,
 //! cancelled or provably re-sent.
 
-mod audit_support;
-
 use std::time::Duration;
 
-use audit_support::{Eol, Wire, call_with_token, event, progress_of, result};
+use crate::common::audit::{Eol, Wire, call_with_token, event, progress_of, result};
 use tearline::audit::{AuditConfig, Finding, FindingKind as K};
 use tearline::vocab::CutAction;
 

@@ -5,8 +5,6 @@
 //! reset. A correct server and correct clients: the audit may report only `torn-cut` and
 //! `replay-exact` (never `cross-stream`, `cursor-behind` or `fresh-stream`).
 
-mod peers;
-
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -133,8 +131,8 @@ fn assert_only_exact(counts: &BTreeMap<K, usize>, resumes: usize, what: &str) {
 
 /// Runs `n` npm `eventsource` clients on the feed; returns their JSON reports.
 async fn npm_clients(url: &str, n: usize) -> Vec<serde_json::Value> {
-    let out = tokio::process::Command::from(peers::node())
-        .arg(peers::dir().join("js/eventsource_clients.mjs"))
+    let out = tokio::process::Command::from(crate::common::peers::node())
+        .arg(crate::common::peers::dir().join("js/eventsource_clients.mjs"))
         .arg(url)
         .arg(n.to_string())
         .arg("20000")
