@@ -15,8 +15,10 @@
 //! - Time is the observation's receipt time (`tokio::time::Instant::now()` in `record`); the
 //!   histograms and `at_ms` use it, so a paused test clock drives them exactly.
 //! - Memory is bounded per stream (`ids_per_stream` ids and hashes, never payloads), streams and
-//!   sessions are forgotten `grace` after they end, and at most `max_findings` findings are
-//!   kept in memory (counters and the log see every finding).
+//!   sessions are forgotten `grace` after they end, an ended stream is kept compact (its newest
+//!   `ended_events` events) and at most `max_ended_streams` of them are kept (evictions counted,
+//!   see [`grace`]), and at most `max_findings` findings are kept in memory (counters and the log
+//!   see every finding).
 //! - Where the proxy cannot know, the finding is `unknown` with the reason in `detail`.
 //! - Observations may arrive out of exchange order (a response before its request); [`order`]
 //!   holds them until their request, so every judgement sees request, response, events, cut in
@@ -26,15 +28,20 @@
 //! (requests, resumes, JSON-RPC answers), [`events`] (responses, SSE events, cuts, leg ends),
 //! [`judge`] (replay rules), [`sequence`] (order and gaps across all legs of a logical stream,
 //! from counter ids and MCP progress values; pure), [`reissue`] (linking a call sent again to
-//! the call it replaces), [`watch`] (what the client does after a cut), [`stateless`] (MCP
-//! 2026-07-28: `reexecuted`, `sent-after-cancel`), [`truncation`] (whether a client took a TLS
-//! truncation for the end of its call), [`stream`] (one stream's bounded ledger), [`gauges`]
-//! (store sizes for `/metrics`), [`rpc`], [`histo`], [`log`], [`finding`] (kinds and their
-//! class: loss, duplicate, order, client-bug, server-bug, info).
+//! the call it replaces: only on proof — the same `Idempotency-Key`, or the same JSON-RPC id,
+//! method and params from the same client), [`unanswered`] (a cut call with no answer, no
+//! resume and no proven re-send is `abandoned`, class loss, in both eras), [`watch`] (what the
+//! client does after a cut: `cursor-missing`), [`stateless`] (MCP 2026-07-28: `reexecuted`,
+//! `sent-after-cancel`), [`truncation`] (whether a client took a TLS truncation for the end of
+//! its call), [`leak`] (content evidence for `cross-stream` across sessions and between
+//! session-less streams), [`grace`] (ended streams: compact, capped), [`stream`] (one stream's
+//! bounded ledger), [`gauges`] (store sizes for `/metrics`), [`rpc`], [`histo`], [`log`],
+//! [`finding`] (kinds and their class: loss, duplicate, order, client-bug, server-bug, info).
 //!
 //! The summary opens with "silent loss observed: yes/no (N calls affected)", counted from the
-//! `loss` findings; judgements still awaiting a resume or re-issue are listed under it, and
-//! settle `abandon_after` after the stream ended (or at [`Auditor::finish`]).
+//! `loss` findings (`abandoned` included); judgements still awaiting a resume or a re-send are
+//! listed under it, and settle `abandon_after` after the cut or stream end, or at
+//! [`Auditor::finish`] (the end of a run), whatever the wait.
 
 pub mod events;
 pub mod exchange;
@@ -76,8 +83,9 @@ pub struct AuditConfig {
     /// be mapped; also how long after a cut a re-open without cursor may be followed by a real
     /// resume before it counts as `cursor-missing`.
     pub grace: Duration,
-    /// MCP 2026-07-28: how long after a cut the client has to re-issue or cancel its call
-    /// before it is `abandoned`.
+    /// How long after its last cut (or failed resume) a call may wait for an answer, a resume
+    /// or a proven re-send before it is `abandoned` (both eras; `--abandon-after`). At
+    /// [`Auditor::finish`] every such call is reported whatever it waited.
     pub abandon_after: Duration,
     /// Delivered events remembered per stream (oldest forgotten first).
     pub ids_per_stream: usize,
