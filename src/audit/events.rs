@@ -594,6 +594,7 @@ impl Ledger {
     fn defer(&mut self, key: StreamKey, f: Finding) {
         if let Some(s) = self.streams.get_mut(&key) {
             s.deferred.push(f);
+            self.lost.deferring(key);
         }
     }
 
@@ -634,6 +635,7 @@ impl Ledger {
             return;
         };
         let deferred = std::mem::take(&mut stream.deferred);
+        self.lost.settled(key);
         let mut out = Vec::new();
         for f in deferred {
             if f.kind == FindingKind::PendingCall {

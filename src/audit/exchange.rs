@@ -273,6 +273,7 @@ impl Ledger {
             return;
         };
         stream.deferred.clear();
+        self.lost.settled(key);
         let unread = stream.unread.take();
         if stream.awaiting_reconnect {
             stream.awaiting_reconnect = false;

@@ -23,7 +23,8 @@
 //!   the wait ended.
 //! - Candidates: every later call with the same method and params (any session) that did not
 //!   prove a re-send is named in `candidates` (at most [`MAX_CANDIDATES`] per call), and the
-//!   detail says that the wire cannot tell it from the application's next identical call.
+//!   detail says that the wire cannot tell it from the application's next identical call. The
+//!   same holds for a `pending-call` still deferred (its stream ended cleanly without the answer).
 //!
 //! Invariant: watches are keyed by stream and dropped with it; each holds only ids, hashes and
 //! at most [`MAX_CANDIDATES`] candidates per call.
@@ -64,6 +65,8 @@ pub struct Lost {
     watches: HashMap<StreamKey, LostWatch>,
     /// Times each stream was cut (kept while the stream is remembered).
     cuts: HashMap<StreamKey, u32>,
+    /// Streams holding deferred findings (a `pending-call` may name candidates too).
+    deferring: std::collections::HashSet<StreamKey>,
 }
 
 impl Lost {
@@ -96,6 +99,17 @@ impl Lost {
     pub fn forget(&mut self, key: StreamKey) {
         self.watches.remove(&key);
         self.cuts.remove(&key);
+        self.deferring.remove(&key);
+    }
+
+    /// Stream `key` holds deferred findings.
+    pub fn deferring(&mut self, key: StreamKey) {
+        self.deferring.insert(key);
+    }
+
+    /// Stream `key`'s deferred findings were reported or dropped.
+    pub fn settled(&mut self, key: StreamKey) {
+        self.deferring.remove(&key);
     }
 
     /// Notes a cut of stream `key`.
@@ -107,6 +121,8 @@ impl Lost {
     pub fn shrink(&mut self) {
         super::gauges::shrink(&mut self.watches);
         super::gauges::shrink(&mut self.cuts);
+        self.deferring
+            .shrink_to(super::gauges::room_for(self.deferring.len()));
     }
 }
 
@@ -157,10 +173,43 @@ impl Ledger {
         (id, method, params_hash): (&str, &str, u64),
         (conn, seq): (u64, u64),
     ) {
-        if self.lost.watches.is_empty() {
+        if self.lost.watches.is_empty() && self.lost.deferring.is_empty() {
             return;
         }
         let at_ms = self.ms(now);
+        let candidate = CandidateCall {
+            id: id.to_owned(),
+            session: session.clone(),
+            conn,
+            seq,
+            at_ms,
+        };
+        let keys: Vec<StreamKey> = self.lost.deferring.iter().copied().collect();
+        for key in keys {
+            let Some(stream) = self.streams.get_mut(&key) else {
+                continue;
+            };
+            let calls = &stream.calls;
+            for f in stream.deferred.iter_mut().filter(|f| {
+                f.kind == FindingKind::PendingCall && f.candidates.len() < MAX_CANDIDATES
+            }) {
+                let same = f.ids.first().is_some_and(|pid| {
+                    calls
+                        .iter()
+                        .any(|c| &c.id == pid && c.method == method && c.params_hash == params_hash)
+                });
+                if same {
+                    f.candidates.push(candidate.clone());
+                    if f.candidates.len() == 1 {
+                        f.detail.push_str(
+                            "; later identical call(s) carry no proof of being its re-send \
+                             (see candidates): the wire cannot tell a re-send from the \
+                             application's next identical call, so it is not counted as recovered",
+                        );
+                    }
+                }
+            }
+        }
         for w in self.lost.watches.values_mut() {
             for c in w
                 .calls
@@ -168,13 +217,7 @@ impl Ledger {
                 .filter(|c| c.method == method && c.params_hash == params_hash)
             {
                 if c.candidates.len() < MAX_CANDIDATES {
-                    c.candidates.push(CandidateCall {
-                        id: id.to_owned(),
-                        session: session.clone(),
-                        conn,
-                        seq,
-                        at_ms,
-                    });
+                    c.candidates.push(candidate.clone());
                 }
             }
         }

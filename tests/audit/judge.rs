@@ -338,6 +338,14 @@ async fn identical_first_call_of_a_new_session_without_a_key_is_no_reissue() {
         "{:#?}",
         w.auditor.findings()
     );
+    let pending = &w.auditor.findings()[2];
+    assert_eq!(pending.candidates.len(), 1, "{pending:#?}");
+    assert_eq!(pending.candidates[0].session.as_deref(), Some("B"));
+    assert!(
+        pending.detail.contains("the wire cannot tell"),
+        "{}",
+        pending.detail
+    );
 }
 
 #[tokio::test(start_paused = true)]
