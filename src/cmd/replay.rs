@@ -80,7 +80,7 @@ pub struct Args {
     /// How long a cut call may wait for its answer, a resume or a proven re-send before the
     /// audit reports it `abandoned` (lost); at the end of each phase every such call is reported
     /// whatever it waited.
-    #[arg(long, default_value = "30s", value_parser = crate::proxy::cli::parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = crate::units::parse_duration)]
     pub abandon_after: Duration,
     /// Report directory (default: ./tearline-report/<UTC timestamp>).
     #[arg(long)]
