@@ -77,6 +77,11 @@ pub struct Args {
     /// Per-call timeout.
     #[arg(long, default_value = "30s", value_parser = crate::units::parse_duration)]
     pub call_timeout: Duration,
+    /// How long a cut call may wait for its answer, a resume or a proven re-send before the
+    /// audit reports it `abandoned` (lost); at the end of each phase every such call is reported
+    /// whatever it waited.
+    #[arg(long, default_value = "30s", value_parser = crate::units::parse_duration)]
+    pub abandon_after: Duration,
     /// Report directory (default: ./tearline-report/<UTC timestamp>).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -223,6 +228,7 @@ fn config(args: &Args, seed: u64, out: &std::path::Path) -> ReplayConfig {
         findings_dir: Some(out.to_path_buf()),
         tls_ca_dir: None,
         scenario: args.scenario,
+        abandon_after: Some(args.abandon_after),
     }
 }
 

@@ -174,6 +174,9 @@ pub struct LabConfig {
     pub ids: super::bugs::IdStyle,
     /// Path of the plain-SSE endpoint (no MCP, no session; see [`crate::lab::plain`]).
     pub plain_path: Option<String>,
+    /// The plain feed starts every resume with a priming event repeating the cursor (see
+    /// [`crate::lab::plain_priming`]).
+    pub plain_priming: bool,
     /// Records what the lab emitted per leg (see [`crate::lab::truth`]); `None`: no record.
     pub truth: Option<std::sync::Arc<super::truth::LabTruth>>,
     /// Knobs of the LLM endpoints (see [`crate::lab::llm`]).
@@ -235,6 +238,7 @@ impl Default for LabConfig {
             bug: super::bugs::ServerBug::None,
             ids: super::bugs::IdStyle::Counter,
             plain_path: None,
+            plain_priming: false,
             truth: None,
             llm: super::llm::Knobs::default(),
         }

@@ -69,6 +69,8 @@ pub struct ReplayConfig {
     pub tls_ca_dir: Option<PathBuf>,
     /// Which document's run (`scenario::Scenario`): the lab's era and the phases.
     pub scenario: scenario::Scenario,
+    /// The audit's `abandon_after` (`--abandon-after`); `None`: the audit's default.
+    pub abandon_after: Option<Duration>,
 }
 
 /// Why a replay could not run.

@@ -77,7 +77,11 @@ pub async fn run_phase(
         }
     };
 
-    let auditor = Arc::new(Auditor::new(AuditConfig::default()));
+    let mut audit = AuditConfig::default();
+    if let Some(d) = cfg.abandon_after {
+        audit.abandon_after = d;
+    }
+    let auditor = Arc::new(Auditor::new(audit));
     if let Some(path) = &findings_log {
         auditor
             .log_to_file(path)

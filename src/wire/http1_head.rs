@@ -128,6 +128,9 @@ pub(super) struct RequestHead {
     pub last_event_id: Option<String>,
     pub protocol_version: Option<String>,
     pub has_authorization: bool,
+    /// `Idempotency-Key` (IETF httpapi draft): the client's name for one logical call, repeated
+    /// on every re-send of it (the audit's proof of a re-send).
+    pub idempotency_key: Option<String>,
     pub framing: Framing,
     /// `Upgrade` requested, or `CONNECT`: the connection may stop being HTTP.
     pub leaves_http: bool,
@@ -223,6 +226,7 @@ pub(super) fn parse_request(buf: &[u8]) -> Option<RequestHead> {
         last_event_id: header(req.headers, "last-event-id"),
         protocol_version: header(req.headers, "mcp-protocol-version"),
         has_authorization: header(req.headers, "authorization").is_some(),
+        idempotency_key: header(req.headers, "idempotency-key").filter(|k| !k.trim().is_empty()),
         framing: framing(req.headers),
         method,
     })

@@ -36,6 +36,7 @@ async fn audience_narrowing_strict_reauthorizes_and_loses_nothing_naive_loses_si
         findings_dir: None,
         tls_ca_dir: None,
         scenario,
+        abandon_after: None,
     };
     let text = scenario.default_profile().expect("a built-in profile");
     let profile = tearline::profile::parse(text, "audience-narrowing").expect("profile parses");

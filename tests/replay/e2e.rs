@@ -46,6 +46,7 @@ fn config(seed: u64) -> ReplayConfig {
         findings_dir: None,
         tls_ca_dir: None,
         scenario: Default::default(),
+        abandon_after: None,
     }
 }
 

@@ -44,6 +44,7 @@ fn config(seed: u64, tls_ca_dir: Option<std::path::PathBuf>) -> ReplayConfig {
         findings_dir: None,
         tls_ca_dir,
         scenario: Default::default(),
+        abandon_after: None,
     }
 }
 
