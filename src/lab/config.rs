@@ -176,6 +176,11 @@ pub struct LabConfig {
     pub plain_path: Option<String>,
     /// Records what the lab emitted per leg (see [`crate::lab::truth`]); `None`: no record.
     pub truth: Option<std::sync::Arc<super::truth::LabTruth>>,
+    /// 2026-07-28: answer `tools/call` with one `application/json` body (the final response,
+    /// no progress notifications) instead of an SSE stream, as the spec lets a server choose
+    /// (see [`super::tools::answer_json`]). Off by default; the accuracy harness cuts such
+    /// bodies.
+    pub json_results: bool,
 }
 
 /// Default of [`LabConfig::session_idle`].
@@ -234,6 +239,7 @@ impl Default for LabConfig {
             ids: super::bugs::IdStyle::Counter,
             plain_path: None,
             truth: None,
+            json_results: false,
         }
     }
 }
