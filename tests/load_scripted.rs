@@ -40,6 +40,8 @@ struct Script {
     sessions: AtomicU32,
     first_request_id: Mutex<Option<u64>>,
     last_event_ids: Mutex<Vec<String>>,
+    /// The `Idempotency-Key` of every tools/call POST, in arrival order.
+    keys: Mutex<Vec<Option<String>>>,
 }
 
 const TEXT: &str = "abcdefgh";
@@ -159,6 +161,7 @@ async fn handle(mut sock: TcpStream, script: Arc<Script>) {
                     );
                 }
                 "tools/call" => {
+                    script.keys.lock().unwrap().push(header("idempotency-key"));
                     let id = msg["id"].as_u64().unwrap_or(0);
                     let k = script.calls.fetch_add(1, Ordering::SeqCst);
                     script.first_request_id.lock().unwrap().get_or_insert(id);
@@ -210,6 +213,7 @@ async fn start_with(resume: Resume, tear: u32, clean_end: bool) -> (Target, Arc<
         sessions: AtomicU32::new(0),
         first_request_id: Mutex::new(None),
         last_event_ids: Mutex::new(Vec::new()),
+        keys: Mutex::new(Vec::new()),
     });
     let s = Arc::clone(&script);
     tokio::spawn(async move {
@@ -348,6 +352,38 @@ async fn without_event_ids_a_torn_call_is_reissued_with_a_new_id() {
     );
     assert!(script.last_event_ids.lock().unwrap().is_empty());
     assert_eq!(script.calls.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn strict_and_retry_mark_each_call_with_a_fresh_idempotency_key_repeated_on_its_reissue() {
+    for policy in [Policy::Strict, Policy::Retry] {
+        let (target, script) = start(Resume::NoIds, 1).await;
+        let o = run(config(target, policy, 2)).await;
+        assert_eq!((o.counters.ok, o.counters.reissues), (2, 1), "{policy}");
+        let keys = script.keys.lock().unwrap().clone();
+        assert_eq!(
+            keys.len(),
+            3,
+            "{policy}: torn call, its re-issue, the next call"
+        );
+        let (first, again, next) = (&keys[0], &keys[1], &keys[2]);
+        assert!(first.as_ref().is_some_and(|k| !k.is_empty()), "{policy}");
+        assert_eq!(
+            first, again,
+            "{policy}: the re-issue repeats its call's key"
+        );
+        assert!(
+            next.is_some() && next != first,
+            "{policy}: a new call, a new key"
+        );
+    }
+}
+
+#[tokio::test]
+async fn naive_sends_no_idempotency_key() {
+    let (target, script) = start(Resume::NoIds, 0).await;
+    run(config(target, Policy::Naive, 2)).await;
+    assert_eq!(*script.keys.lock().unwrap(), [None, None]);
 }
 
 #[tokio::test]

@@ -20,6 +20,9 @@
 //! - A session the client abandons (to renegotiate) is ended with a DELETE first, within
 //!   [`ABANDON_BUDGET`], unless the server already said it is gone (404); a failed DELETE is
 //!   only logged.
+//! - Strict and retry send every call's POSTs with one `Idempotency-Key`, fresh per logical
+//!   call (unique across workers and runs) and repeated on each of its re-sends; naive sends
+//!   none.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -53,6 +56,10 @@ pub struct Worker {
     pub errors: BTreeMap<&'static str, u64>,
     /// Added to every request id (see [`super::segment::Segment::request_id_base`]).
     pub id_base: u64,
+    /// Calls started by this worker (the index of the next one).
+    calls_started: u64,
+    /// Random per worker: makes `Idempotency-Key`s unique across workers and runs.
+    key_nonce: u64,
 }
 
 /// What to do next inside a call.
@@ -76,6 +83,8 @@ impl Worker {
             traces: Vec::new(),
             errors: BTreeMap::new(),
             id_base: 0,
+            calls_started: 0,
+            key_nonce: rand::random(),
         }
     }
 
@@ -119,6 +128,21 @@ impl Worker {
     async fn drive(&mut self, intended: Instant) -> CallEnd {
         let cfg = Arc::clone(&self.cfg);
         let policy = cfg.policy;
+        let call_index = self.calls_started;
+        self.calls_started += 1;
+        // The re-send marker: one key per logical call, on every POST of it.
+        let key = policy
+            .verifies()
+            .then(|| format!("tl-{:016x}-{:x}-{call_index}", self.key_nonce, self.id_base));
+        let args = if cfg.distinct_args {
+            let mut a = cfg.args.clone();
+            if let Some(o) = a.as_object_mut() {
+                o.insert("item".to_owned(), call_index.into());
+            }
+            a
+        } else {
+            cfg.args.clone()
+        };
         let deadline = intended.max(Instant::now()) + cfg.call_timeout;
         let mut clock = Clock {
             intended,
@@ -167,6 +191,8 @@ impl Worker {
                 session: session.id.clone().unwrap_or_default(),
                 method: if resuming { "GET" } else { "POST" }.to_owned(),
                 path: cfg.target.path.clone(),
+                call: call_index,
+                idempotency_key: key.clone().filter(|_| !resuming),
                 ..ClientLeg::default()
             });
             let sent = match std::mem::replace(&mut step, Step::Issue) {
@@ -208,7 +234,7 @@ impl Worker {
                     let body = json!({
                         "jsonrpc": "2.0", "id": id, "method": "tools/call",
                         "params": {
-                            "name": cfg.tool, "arguments": cfg.args,
+                            "name": cfg.tool, "arguments": args,
                             "_meta": {"progressToken": r.progress_token},
                         }
                     });
@@ -216,7 +242,7 @@ impl Worker {
                     cursor.clear();
                     clock.resumed_from = None;
                     session
-                        .send("POST", body.to_string().as_bytes(), None, deadline, true)
+                        .send_call(body.to_string().as_bytes(), key.as_deref(), deadline)
                         .await
                 }
             };
@@ -267,7 +293,7 @@ impl Worker {
                 continue;
             }
             if !resp.is_event_stream() {
-                record(&cfg, leg, "json");
+                let mut leg = leg;
                 match resp.body.read_all(deadline).await {
                     Ok(bytes) => match serde_json::from_slice(&bytes) {
                         Ok(msg) => rq.on_message(msg),
@@ -278,7 +304,23 @@ impl Worker {
                 if let Some(s) = self.session.as_mut() {
                     s.recycle(resp.body);
                 }
-                let judged = rq.judge(&cfg.args);
+                if let Some(l) = &mut leg {
+                    l.answered = rq.has_response();
+                }
+                record(&cfg, leg, "json");
+                let judged = rq.judge(&args);
+                // 2026-07-28: a JSON body cut before the response is a cut call, as a cut
+                // stream is: re-send only what is safe to repeat (era.rs).
+                if !rq.has_response()
+                    && let Some(s) = self.session.as_ref().filter(|s| s.modern)
+                    && let Some((end, why)) =
+                        super::era::after_cut(policy, s.repeat_safe, judged.clone())
+                {
+                    if let Some(why) = why {
+                        self.error(why);
+                    }
+                    return end;
+                }
                 match self.settle(policy, judged, &clock) {
                     Some(end) => return end,
                     None => continue,
@@ -311,6 +353,7 @@ impl Worker {
                 l.dispatched = rq.tape.replace(Vec::new()).unwrap_or_default();
                 l.committed.clone_from(&got.committed);
                 l.partial = got.partial;
+                l.answered = rq.has_response();
                 record(&cfg, Some(l), got.stop.label());
             }
             // The stale-cursor client bug keeps the cursor its cut resume was sent with.
@@ -324,7 +367,7 @@ impl Worker {
             }
             match got.stop {
                 Stop::Answered => {
-                    let judged = rq.judge(&cfg.args);
+                    let judged = rq.judge(&args);
                     match self.settle(policy, judged, &clock) {
                         Some(end) => return end,
                         None => continue,
@@ -340,14 +383,10 @@ impl Worker {
                 }
                 Stop::CleanEnd | Stop::Broken(_) => {}
             }
-            if policy == Policy::Strict && got.partial {
+            if policy.verifies() && got.partial {
                 self.counters.torn_detections += 1;
             }
-            if policy == Policy::Strict
-                && resuming
-                && narrowed
-                && matches!(got.stop, Stop::CleanEnd)
-            {
+            if policy.verifies() && resuming && narrowed && matches!(got.stop, Stop::CleanEnd) {
                 // Seed 000: a clean end is not completion; the narrowed audience may have hidden
                 // this call's events. Re-authorize with the full token and resume again.
                 narrowed = false;
@@ -356,7 +395,7 @@ impl Worker {
             open_trace = self.story(rq.request_id, &got);
             if policy == Policy::Naive && matches!(got.stop, Stop::CleanEnd) {
                 // The documents' client: a clean end is completion.
-                return match rq.judge(&cfg.args) {
+                return match rq.judge(&args) {
                     Judgement::Valid => CallEnd::Ok,
                     _ => CallEnd::SilentlyLost,
                 };
@@ -365,7 +404,7 @@ impl Worker {
             if cursor.is_empty()
                 && let Some(s) = self.session.as_ref().filter(|s| s.modern)
                 && let Some((end, why)) =
-                    super::era::after_cut(policy, s.repeat_safe, rq.judge(&cfg.args))
+                    super::era::after_cut(policy, s.repeat_safe, rq.judge(&args))
             {
                 if let Some(why) = why {
                     self.error(why);
@@ -400,11 +439,11 @@ impl Worker {
                 self.error("jsonrpc-error");
                 Some(CallEnd::Failed)
             }
-            (Judgement::Invalid(why), Policy::Strict) => {
+            (Judgement::Invalid(why), Policy::Strict | Policy::Retry) => {
                 self.error(why);
                 None
             }
-            (Judgement::Missing, Policy::Strict) => None,
+            (Judgement::Missing, Policy::Strict | Policy::Retry) => None,
             (Judgement::Invalid(_) | Judgement::Missing, Policy::Naive) => {
                 Some(CallEnd::SilentlyLost)
             }

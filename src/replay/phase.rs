@@ -133,7 +133,6 @@ pub async fn run_phase(
         .clone()
         .unwrap_or_else(|| serde_json::json!({ "size": cfg.size, "lines": cfg.lines }));
     let mut lcfg = LoadConfig::new(target, plan.tool, args);
-    lcfg.reissue_unsafe = plan.reissue_unsafe;
     lcfg.token = plan.token.map(str::to_owned);
     lcfg.resume_token = plan.resume_token.map(str::to_owned);
     lcfg.sessions = cfg.sessions;

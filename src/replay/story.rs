@@ -51,7 +51,7 @@ pub fn tell(phases: &[PhaseOutcome]) -> Vec<String> {
 fn pick(traces: &[CallTrace], policy: Policy) -> Option<&CallTrace> {
     let telling = match policy {
         Policy::Naive => CallEnd::SilentlyLost,
-        Policy::Strict => CallEnd::Ok,
+        Policy::Strict | Policy::Retry => CallEnd::Ok,
     };
     let mine = || traces.iter().filter(move |t| t.policy == policy);
     mine()
@@ -163,7 +163,7 @@ fn audience_chapter(phase: &PhaseOutcome) -> Vec<String> {
         .copied()
         .unwrap_or(0);
     lines.push(match phase.policy {
-        Policy::Strict => format!(
+        Policy::Strict | Policy::Retry => format!(
             "  4. A clean end is not completion: {detected} clean end(s) with the call pending \
              were detected; the client re-authorized with its per-tool token and resumed from \
              its cursor: {} of {} calls completed, {} failed visibly, {} silently lost.",
