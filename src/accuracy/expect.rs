@@ -444,6 +444,7 @@ mod tests {
             dispatched,
             partial,
             stop: stop.into(),
+            ..ClientLeg::default()
         }
     }
 
