@@ -2,7 +2,7 @@
 //! `target/report-demo`) and prints its summary: a way to look at every report file without a
 //! full run (`bench/render_report.sh` screenshots its `report.html`).
 
-#[path = "../tests/report_common/mod.rs"]
+#[path = "../tests/common/report/mod.rs"]
 mod report_common;
 
 use std::path::PathBuf;

@@ -1,6 +1,7 @@
 //! 1,000 concurrent connections echo correctly and release every file descriptor.
 //! (Its own test binary: the fd count of the process must not see other tests' sockets.)
 
+#[path = "common/proxy/mod.rs"]
 mod proxy_support;
 
 use std::sync::Arc;

@@ -35,7 +35,7 @@ use crate::load::truth::ClientTruth;
 use crate::load::{LoadConfig, Stop, Target};
 use crate::proxy::{Proxy, ProxyConfig};
 use crate::vocab::CutAction;
-use crate::wire::{ObservationSink, SseClass};
+use crate::wire::SseClass;
 
 /// How long an SDK app waits for one call (the TypeScript client fails a cut SSE call only at
 /// its request timeout).
@@ -148,12 +148,7 @@ async fn run_inner(
     let mut pcfg = ProxyConfig::new("accuracy-2026", lab_addr.to_string());
     pcfg.seed = seed;
     let proxy = Proxy::with_faults(pcfg, faults);
-    let sink: Arc<dyn ObservationSink> = auditor.clone();
-    let obs_sink = sink.clone();
-    proxy.set_observer_factory(Arc::new(move |conn| {
-        crate::wire::http1::observer_pair(conn, obs_sink.clone())
-    }));
-    proxy.set_sink(Some(sink));
+    proxy.observe_http(auditor.clone());
     let proxy_listener = bind().await?;
     let proxy_addr = proxy_listener.local_addr().map_err(|e| e.to_string())?;
     let proxy_task = tokio::spawn(crate::proxy::run(

@@ -1,0 +1,310 @@
+//! Command-line surface of `tearline load`: flags → [`LoadConfig`], one run per policy
+//! (`--policy both` runs strict then naive on the same target), then a summary on stdout.
+//!
+//! Invariant: a bad target or bad flags end in an error (non-zero exit) before any load is
+//! generated; the progress bar goes to stderr only when it is a terminal.
+
+pub mod agent;
+pub mod eventsource;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::ValueEnum;
+use thiserror::Error;
+use tokio_util::sync::CancellationToken;
+
+use crate::load::config::{LoadConfig, Policy, PolicyList, Stop, Target, TargetError};
+use crate::load::{LoadError, summary};
+
+pub use crate::units::parse_duration;
+
+/// Drive MCP Streamable HTTP sessions against a server and measure them.
+#[derive(Debug, clap::Args)]
+#[command(after_long_help = "Examples:
+  # 200 sessions calling the lab's blob tool for 30 s, closed loop, strict client
+  tearline load --target http://127.0.0.1:7000/mcp --sessions 200 --duration 30s \\
+      --tool blob --args '{\"size\":4194304,\"lines\":3}'
+  # open loop at 500 calls/s (latency from the intended start, no coordinated omission)
+  tearline load --target http://127.0.0.1:7000/mcp --sessions 100 --rate 500 --duration 60s
+  # strict and naive side by side, 1,000 calls each, JSON summary
+  tearline load --target http://127.0.0.1:7000/mcp --calls 1000 --policy both --json
+  # agent 2 of 4 of one plan (10,000 calls over 400 sessions), started together, report kept
+  tearline load --target http://proxy:8931/mcp --sessions 400 --calls 10000 --seed 7 \
+      --segment 2/4 --start-at 2026-11-30T14:00:00Z --report-dir out/agent-2
+  # then, anywhere: tearline report merge out/agent-* -o out/merged --fail-on 'p99(call)>2s'
+
+  # Seed 000 by hand: per-tool audiences, a resume under a narrowed refresh token
+  tearline serve --auth --on-unauthorized silent-end &
+  tearline load --target http://127.0.0.1:8931/mcp --tool fetch --args '{\"url\":\"u\",\"n\":8}' \\
+      --token aud=https://lab/tools/search,https://lab/tools/fetch \\
+      --resume-token aud=https://lab/tools/search --policy both
+
+  # Over HTTPS, through `tearline proxy --tls-self-signed` (trust the CA it printed)
+  tearline load --target https://localhost:7443/mcp --cacert ~/.local/share/tearline/ca/ca.pem
+
+  # A client with a known bug, for checking the audit: after a cut resume, resume again with
+  # the original cursor (the proxy's --findings-log must then show cursor-behind)
+  tearline load --target http://127.0.0.1:8931/mcp --calls 50 --client-bug stale-cursor
+
+  # What a browser's EventSource does (no MCP, no session): GET the URL, resume with
+  # Last-Event-ID after every cut, plus a /favicon.ico side request on the same connection pool;
+  # e.g. against `tearline serve --plain-path /events` behind `tearline proxy`
+  tearline load --client eventsource --target http://127.0.0.1:8931/events \
+      --side-path /favicon.ico --max-attempts 8 --timeout 30s
+
+Policies:
+  strict  cursor = last dispatched event id; a partial event at a disconnect is a torn-boundary
+          detection; replays are verified; a call completes only with its verified result;
+          a server that cannot replay makes the client renegotiate and re-issue the call.
+  naive   cursor = last id line seen; resumes with it and accepts whatever comes; a clean stream
+          end counts as completion (calls without a valid result are counted silent-loss).
+  retry   strict, plus a retry layer that re-sends a cut 2026-07-28 call whatever the tool's
+          annotations say (a repeated side effect is possible: the audit's `reexecuted`).
+  strict and retry send a fresh `Idempotency-Key` with every call and repeat it on its re-sends
+  (the re-send marker the audit reads; see the README).")]
+pub struct Args {
+    /// MCP endpoint URL (http:// or https://).
+    #[arg(long, default_value = "http://127.0.0.1:8931/mcp")]
+    pub target: String,
+    /// Trust this CA certificate (PEM) for an https:// target, besides the system roots
+    /// (repeatable); e.g. the CA `tearline proxy --tls-self-signed` prints.
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Vec<std::path::PathBuf>,
+    /// Concurrent sessions.
+    #[arg(long, default_value_t = 10)]
+    pub sessions: usize,
+    /// Stop after this long (e.g. 30s, 500ms, 2m). Default: 10s unless --calls is given.
+    #[arg(long, value_parser = parse_duration, conflicts_with = "calls")]
+    pub duration: Option<Duration>,
+    /// Stop after this many calls in total.
+    #[arg(long)]
+    pub calls: Option<u64>,
+    /// Tool to call.
+    #[arg(long, default_value = "blob")]
+    pub tool: String,
+    /// Tool arguments, a JSON object.
+    #[arg(long, default_value = r#"{"size":65536,"lines":3}"#)]
+    pub args: String,
+    /// Open-loop rate in calls/s over all sessions (default: closed loop).
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Client policies, run one after another on the same target: `strict`, `naive`,
+    /// `retry`, a comma-separated list, or `both` (strict then naive).
+    #[arg(long, default_value = "strict", value_name = "POLICY[,POLICY]")]
+    pub policy: PolicyList,
+    /// Connections (POSTs and resume GETs) one call may use.
+    #[arg(long, default_value_t = 5)]
+    pub max_attempts: u32,
+    /// Budget of one call.
+    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    pub timeout: Duration,
+    /// Budget of a TCP connect and of the probe `initialize`.
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    pub connect_timeout: Duration,
+    /// Reconnect delay when the server sent no `retry:`.
+    #[arg(long, value_parser = parse_duration, default_value = "100ms")]
+    pub backoff: Duration,
+    /// Disconnect stories to keep per run.
+    #[arg(long, default_value_t = 16)]
+    pub traces: usize,
+    /// MCP era: `auto` probes with server/discover and falls back to initialize; `legacy`
+    /// always initializes (2025-11-25, resumable); `modern` always speaks 2026-07-28.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub era: crate::load::era::EraChoice,
+    /// Bearer token sent on every request, e.g. a lab audience token
+    /// `aud=https://lab/tools/search,https://lab/tools/fetch` (see `tearline serve --auth`).
+    #[arg(long)]
+    pub token: Option<String>,
+    /// Same as `--policy retry` in place of `strict`: re-send a cut MCP 2026-07-28 call even
+    /// when the tool is not declared idempotent (a retry layer that ignores annotations; the
+    /// proxy's audit reports `reexecuted` when the first execution had visibly started).
+    #[arg(long)]
+    pub reissue_unsafe: bool,
+    /// Token presented on a call's first resume after a cut instead of --token: a refresh
+    /// that narrowed the audience (seed 000), e.g. `aud=https://lab/tools/search` while
+    /// calling `fetch`. Strict re-authorizes with --token when that resume ends cleanly with
+    /// its call pending; naive takes the clean end as completion.
+    #[arg(long, value_name = "TOKEN")]
+    pub resume_token: Option<String>,
+    /// Print the summary as JSON (with the disconnect stories).
+    #[arg(long)]
+    pub json: bool,
+    /// Which client: `mcp` (MCP Streamable HTTP sessions, the default) or `eventsource` (one
+    /// browser-like EventSource: plain GETs of --target resumed by `Last-Event-ID`, no MCP; it
+    /// uses --max-attempts as its connection budget, --timeout as its whole budget, --backoff,
+    /// --side-path and --json, and ignores the session and call flags).
+    #[arg(long, value_enum, default_value = "mcp")]
+    pub client: ClientKind,
+    /// Misbehave on purpose, to check that an audit flags it. `stale-cursor`: after a resume
+    /// is itself cut, resume again with the cursor that resume used (mcp client only).
+    #[arg(long, value_enum)]
+    pub client_bug: Option<ClientBug>,
+    /// EventSource client: after the first interruption, also GET this path (e.g.
+    /// /favicon.ico) on the same connection pool, as a browser tab does.
+    #[arg(long, value_name = "PATH")]
+    pub side_path: Option<String>,
+    /// Run only share I of N of the plan (`2/8`: the second of eight agents). Sessions are
+    /// split exactly; --rate stays the plan's rate and each session keeps its plan-wide
+    /// pacing; --calls is split exactly (closed loop) or, with --rate, each agent makes the
+    /// plan's scheduled calls of its own sessions: N agents together run the plan.
+    #[arg(long, value_name = "I/N", default_value = "1/1")]
+    pub segment: crate::load::segment::Segment,
+    /// The plan's seed, shared by its agents and recorded in the report.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Start the load at this wall-clock time (RFC 3339 UTC, e.g. 2026-11-30T14:00:00Z, or
+    /// Unix seconds), after probing the target: agents of one plan then share second 0.
+    #[arg(long, value_parser = parse_start_at)]
+    pub start_at: Option<std::time::SystemTime>,
+    /// Write the report directory (report.json, per-second report.hlog, report.html,
+    /// calls.jsonl) here, for `tearline report merge`; keeps up to 10,000 call stories.
+    #[arg(long, value_name = "DIR")]
+    pub report_dir: Option<std::path::PathBuf>,
+}
+
+/// Parses `--start-at`: RFC 3339 UTC or Unix seconds.
+pub fn parse_start_at(s: &str) -> Result<std::time::SystemTime, String> {
+    let secs = s
+        .parse::<f64>()
+        .ok()
+        .or_else(|| crate::report::clock::parse_rfc3339(s))
+        .filter(|x| x.is_finite() && *x >= 0.0)
+        .ok_or_else(|| {
+            format!("{s:?} is neither RFC 3339 UTC (2026-11-30T14:00:00Z) nor Unix seconds")
+        })?;
+    Ok(std::time::UNIX_EPOCH + Duration::from_secs_f64(secs))
+}
+
+/// `--client` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ClientKind {
+    /// MCP Streamable HTTP sessions.
+    Mcp,
+    /// A browser-like EventSource (plain SSE, no MCP).
+    Eventsource,
+}
+
+/// `--client-bug` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ClientBug {
+    /// After a cut resume, resume again with the original cursor.
+    StaleCursor,
+}
+
+/// Why `tearline load` failed.
+#[derive(Debug, Error)]
+pub enum CliError {
+    /// `--target` is not a usable URL.
+    #[error("bad --target")]
+    Target(#[from] TargetError),
+    /// `--args` is not a JSON object.
+    #[error("--args must be a JSON object")]
+    Args(#[source] Option<serde_json::Error>),
+    /// The run could not start.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// The report directory could not be written.
+    #[error("cannot write the report directory")]
+    Report(#[from] crate::report::ReportError),
+    /// Flags that do not go together.
+    #[error("{0}")]
+    Flags(&'static str),
+    /// The EventSource client ended without the feed's final event.
+    #[error(
+        "the EventSource feed did not complete ({0}); raise --max-attempts or --timeout, or \
+         check that --target serves text/event-stream"
+    )]
+    Incomplete(String),
+}
+
+/// Builds the run configuration from the flags.
+pub fn config(args: &Args) -> Result<LoadConfig, CliError> {
+    let target = Target::parse_with_ca(&args.target, &args.cacert)?;
+    let tool_args: serde_json::Value =
+        serde_json::from_str(&args.args).map_err(|e| CliError::Args(Some(e)))?;
+    if !tool_args.is_object() {
+        return Err(CliError::Args(None));
+    }
+    let mut cfg = LoadConfig::new(target, &args.tool, tool_args);
+    cfg.sessions = args.sessions;
+    cfg.stop = match (args.calls, args.duration) {
+        (Some(n), _) => Stop::Calls(n),
+        (None, Some(d)) => Stop::Duration(d),
+        (None, None) => Stop::Duration(Duration::from_secs(10)),
+    };
+    cfg.rate = args.rate;
+    cfg.max_attempts = args.max_attempts;
+    cfg.call_timeout = args.timeout;
+    cfg.connect_timeout = args.connect_timeout;
+    cfg.backoff = args.backoff;
+    cfg.max_traces = if args.report_dir.is_some() {
+        args.traces.max(10_000)
+    } else {
+        args.traces
+    };
+    cfg.era = args.era;
+    cfg.token.clone_from(&args.token);
+    cfg.resume_token.clone_from(&args.resume_token);
+    cfg.progress = true;
+    cfg.segment = args.segment;
+    cfg.start_at = args.start_at;
+    cfg.stale_cursor = args.client_bug == Some(ClientBug::StaleCursor);
+    Ok(cfg)
+}
+
+/// Runs `tearline load`.
+pub async fn run(args: Args) -> Result<ExitCode, CliError> {
+    if args.client == ClientKind::Eventsource {
+        return eventsource::run(&args).await;
+    }
+    if args.side_path.is_some() {
+        return Err(CliError::Flags(
+            "--side-path is for --client eventsource; drop it for the MCP client",
+        ));
+    }
+    let base = config(&args)?;
+    let policies: Vec<Policy> = args
+        .policy
+        .0
+        .iter()
+        .map(|&p| match p {
+            Policy::Strict if args.reissue_unsafe => Policy::Retry,
+            p => p,
+        })
+        .collect();
+    let shutdown = CancellationToken::new();
+    let ctrl_c = shutdown.clone();
+    let watcher = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            ctrl_c.cancel();
+        }
+    });
+    let mut outcomes = Vec::new();
+    for policy in policies {
+        let mut cfg = base.clone();
+        cfg.policy = policy;
+        let result = crate::load::run(cfg, shutdown.clone()).await;
+        match result {
+            Ok(o) => outcomes.push(o),
+            Err(e) => {
+                watcher.abort();
+                return Err(e.into());
+            }
+        }
+        if shutdown.is_cancelled() {
+            break;
+        }
+    }
+    watcher.abort();
+    if let Some(dir) = &args.report_dir {
+        let written = agent::write(&outcomes, &base.target, args.seed, dir)?;
+        eprintln!("report: {}", written.dir.display());
+    }
+    if args.json {
+        println!("{:#}", summary::json(&outcomes));
+    } else {
+        print!("{}", summary::text(&outcomes));
+    }
+    Ok(ExitCode::SUCCESS)
+}

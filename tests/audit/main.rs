@@ -1,0 +1,25 @@
+//! Integration tests of `audit`, one module per capability, in one executable so the test
+//! build links a handful of binaries instead of one per file.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod accuracy;
+mod delivery_clean_end;
+mod delivery_encoded;
+mod delivery_faults;
+mod delivery_figures;
+mod delivery_intake;
+mod delivery_memory;
+mod delivery_replay;
+mod delivery_request;
+mod e2e;
+mod e2e_more;
+mod findings;
+mod gauges;
+mod judge;
+mod ledger;
+mod links;
+mod sent_after_cancel;
+mod stateless;
+mod truncation;

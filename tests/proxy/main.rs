@@ -1,0 +1,14 @@
+//! Integration tests of `proxy`, one module per capability, in one executable so the test
+//! build links a handful of binaries instead of one per file.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod backlog;
+mod budget;
+mod cli;
+mod plan;
+mod read_buffers;
+mod relay;
+mod runtime;
+mod splice_relay;

@@ -1,0 +1,12 @@
+//! Integration tests of `replay`, one module per capability, in one executable so the test
+//! build links a handful of binaries instead of one per file.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod audience;
+mod e2e;
+mod report_cli;
+mod report_files;
+mod report_thresholds;
+mod stateless;
