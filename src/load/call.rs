@@ -15,8 +15,14 @@
 //! - With truth recording on, every request of the call is recorded as one
 //!   [`super::truth::ClientLeg`] once it stopped being read.
 //! - A call uses at most `max_attempts` connections and ends by `call_timeout` after its start.
-//! - `reissues` counts requests sent again after the previous one reached the server (a
+//! - `reissued` counts requests sent again after the previous one reached the server (a
 //!   response head came back); a POST that never connected is retried, not re-issued.
+//! - The counters that name a fact the audit also reports count it as the audit does:
+//!   `torn-cut` (every policy: a stop with part of an undispatched event in hand),
+//!   `explicit-loss` (a resume refused, or answered with `event: error`), `abandoned` (a call
+//!   ended without its answer while its last request's stream or body was cut: nothing was
+//!   sent for it afterwards); each finished call's share of the counters is kept, with its
+//!   requests, when `keep_calls` asks (`replay` reconciles them with the audit per call).
 //! - A session the client abandons (to renegotiate) is ended with a DELETE first, within
 //!   [`ABANDON_BUDGET`], unless the server already said it is gone (404); a failed DELETE is
 //!   only logged.
@@ -35,7 +41,7 @@ use super::consume::{Clock, Consumed, Stop, consume};
 use super::histo::{self, Histograms};
 use super::policy::{Judgement, RequestStream};
 use super::session::Session;
-use super::stats::{CallEnd, CallTrace, Counters, ResumeAnswer};
+use super::stats::{CallEnd, CallFacts, CallTrace, Counters, ResumeAnswer};
 
 /// Longest wait for the DELETE of an abandoned session.
 pub const ABANDON_BUDGET: Duration = Duration::from_secs(1);
@@ -60,6 +66,13 @@ pub struct Worker {
     calls_started: u64,
     /// Random per worker: makes `Idempotency-Key`s unique across workers and runs.
     key_nonce: u64,
+    /// Whether the last request of the current call that reached the server was cut (its
+    /// stream or JSON body broke).
+    last_leg_broken: bool,
+    /// The current call's requests (POSTs that reached the server): session and id.
+    requests: Vec<(Option<String>, u64)>,
+    /// Finished calls as the client saw them (at most `LoadConfig::keep_calls`).
+    pub calls: Vec<CallFacts>,
 }
 
 /// What to do next inside a call.
@@ -85,6 +98,9 @@ impl Worker {
             id_base: 0,
             calls_started: 0,
             key_nonce: rand::random(),
+            last_leg_broken: false,
+            requests: Vec::new(),
+            calls: Vec::new(),
         }
     }
 
@@ -95,16 +111,29 @@ impl Worker {
     /// Runs one call intended to start at `intended` and records how it ended.
     pub async fn call(&mut self, intended: Instant) -> CallEnd {
         let first_trace = self.traces.len();
+        let before = self.counters;
+        self.last_leg_broken = false;
+        self.requests.clear();
         let end = self.drive(intended).await;
         let c = &mut self.counters;
         c.calls += 1;
         match end {
             CallEnd::Ok => c.ok += 1,
             CallEnd::Failed => c.failed += 1,
-            CallEnd::SilentlyLost => c.silently_lost += 1,
+            CallEnd::SilentlyLost => c.silent_loss += 1,
+        }
+        if end != CallEnd::Ok && self.last_leg_broken {
+            c.abandoned += 1;
         }
         for t in &mut self.traces[first_trace..] {
             t.outcome = Some(end);
+        }
+        if self.calls.len() < self.cfg.keep_calls {
+            self.calls.push(CallFacts {
+                requests: std::mem::take(&mut self.requests),
+                counts: self.counters.since(&before),
+                end,
+            });
         }
         end
     }
@@ -225,7 +254,7 @@ impl Worker {
                 }
                 Step::Issue => {
                     if req.is_some() && reached {
-                        self.counters.reissues += 1;
+                        self.counters.reissued += 1;
                     }
                     reached = false;
                     let id = self.id_base + session.next_request_id();
@@ -257,6 +286,11 @@ impl Worker {
                 Ok(resp) => {
                     step = Step::Issue;
                     reached = true;
+                    self.last_leg_broken = false;
+                    if !resuming {
+                        let sid = self.session.as_ref().and_then(|s| s.id.clone());
+                        self.requests.push((sid, rq.request_id));
+                    }
                     resp
                 }
                 Err(e) => {
@@ -277,6 +311,7 @@ impl Worker {
                 self.counters.explicit_errors += 1;
                 self.error(status_kind(resp.status));
                 if resuming {
+                    self.counters.explicit_loss += 1;
                     self.answer(
                         open_trace,
                         ResumeAnswer::Refused {
@@ -299,7 +334,10 @@ impl Worker {
                         Ok(msg) => rq.on_message(msg),
                         Err(_) => self.error("json-body"),
                     },
-                    Err(e) => self.error(e.kind()),
+                    Err(e) => {
+                        self.last_leg_broken = true;
+                        self.error(e.kind());
+                    }
                 }
                 if let Some(s) = self.session.as_mut() {
                     s.recycle(resp.body);
@@ -349,6 +387,7 @@ impl Worker {
                 };
                 self.answer(open_trace, answer);
             }
+            self.last_leg_broken = matches!(got.stop, Stop::Broken(_));
             if let Some(mut l) = leg {
                 l.dispatched = rq.tape.replace(Vec::new()).unwrap_or_default();
                 l.committed.clone_from(&got.committed);
@@ -376,6 +415,9 @@ impl Worker {
                 Stop::Discontinuity | Stop::ErrorEvent => {
                     if rq.error_event {
                         self.counters.explicit_errors += 1;
+                        if resuming {
+                            self.counters.explicit_loss += 1;
+                        }
                     }
                     self.error(got.stop.label());
                     self.abandon(true).await;
@@ -383,8 +425,8 @@ impl Worker {
                 }
                 Stop::CleanEnd | Stop::Broken(_) => {}
             }
-            if policy.verifies() && got.partial {
-                self.counters.torn_detections += 1;
+            if got.partial {
+                self.counters.torn_cut += 1;
             }
             if policy.verifies() && resuming && narrowed && matches!(got.stop, Stop::CleanEnd) {
                 // Seed 000: a clean end is not completion; the narrowed audience may have hidden

@@ -294,6 +294,9 @@ pub struct LoadConfig {
     pub stale_cursor: bool,
     /// Records what the client dispatched per leg (see [`crate::load::truth`]).
     pub truth: Option<std::sync::Arc<super::truth::ClientTruth>>,
+    /// Keep this many finished calls' facts (requests and counter shares) in the outcome
+    /// ([`super::LoadOutcome::calls`]); 0 (the default) keeps none.
+    pub keep_calls: usize,
 }
 
 /// Text a caller adds to the progress bar, computed at each tick.
@@ -333,6 +336,7 @@ impl LoadConfig {
             resume_token: None,
             stale_cursor: false,
             truth: None,
+            keep_calls: 0,
         }
     }
 }

@@ -122,6 +122,9 @@ pub async fn consume(
     let mut first_id: Option<String> = None;
     let mut deadline = clock.deadline;
     let mut reusable = false;
+    if clock.resumed_from.is_some() {
+        req.begin_resume();
+    }
     let stop = loop {
         let chunk = match resp.body.next(deadline).await {
             Ok(Next::Data(d)) => d,

@@ -167,12 +167,12 @@ fn audience_chapter(phase: &PhaseOutcome) -> Vec<String> {
             "  4. A clean end is not completion: {detected} clean end(s) with the call pending \
              were detected; the client re-authorized with its per-tool token and resumed from \
              its cursor: {} of {} calls completed, {} failed visibly, {} silently lost.",
-            c.ok, c.calls, c.failed, c.silently_lost
+            c.ok, c.calls, c.failed, c.silent_loss
         ),
         Policy::Naive => format!(
             "  4. The client took the clean end as the call's completion: {} of {} calls \
              silently lost, {} completed, {} failed visibly.",
-            c.silently_lost, c.calls, c.ok, c.failed
+            c.silent_loss, c.calls, c.ok, c.failed
         ),
     });
     lines
@@ -211,7 +211,7 @@ fn side_effect_chapter(phase: &PhaseOutcome) -> Vec<String> {
              new ids.",
             c.calls,
             phase.tap.cuts(),
-            c.reissues
+            c.reissued
         ),
         format!(
             "  2. The lab's counter moved by {} for {} calls: the side effect ran {extra} extra \

@@ -58,16 +58,21 @@ fn assert_clean(o: &LoadOutcome) {
     assert_eq!((c.calls, c.ok), (40, 40), "{c:?} {:?}", o.errors);
     assert_eq!(
         (
-            c.torn_detections,
+            c.torn_cut,
             c.resumes,
-            c.reissues,
+            c.reissued,
             c.renegotiations,
-            c.silently_lost
+            c.silent_loss
         ),
         (0, 0, 0, 0, 0)
     );
     assert_eq!(
-        (c.duplicates, c.gaps, c.reorders, c.explicit_errors),
+        (
+            c.replay_duplicate,
+            c.replay_gap,
+            c.replay_reorder,
+            c.explicit_errors
+        ),
         (0, 0, 0, 0)
     );
     assert!(o.traces.is_empty());

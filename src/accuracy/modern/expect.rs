@@ -10,10 +10,12 @@
 //! - *Answered*: the client got `A`'s response (the SDK call resolved; the load client held the
 //!   response for its id). A cut inside the response event or body leaves it unanswered.
 //! - *Proven re-send* of `A`: a later attempt of `L` carrying the same non-empty
-//!   `Idempotency-Key` as `A` (or the same JSON-RPC id, method and params: never the case for
-//!   the clients here, which give every POST a new id). An app re-send without the key is a
-//!   re-send in the app's truth but not on the wire: nothing there tells it from the app's next
-//!   identical call.
+//!   `Idempotency-Key` as `A` (or the same JSON-RPC id, method and params from the same client:
+//!   never the case here — each client gives every POST a new id; a Python app that reopens its
+//!   client after the SDK died on a cut JSON body reuses ids, but from another client, and a
+//!   later call that gets the cut call's id that way is not its re-send). An app re-send without
+//!   the key is a re-send in the app's truth but not on the wire: nothing there tells it from
+//!   the app's next identical call.
 //! - *Visible first execution*: some payload byte of `A`'s response reached the client before
 //!   the cut (a progress or result event, or part of one, or the JSON body's first bytes).
 //! - *Ran again*: the lab's execution counter shows `L` ran at least twice (the executions of
