@@ -181,6 +181,11 @@ pub struct LabConfig {
     pub truth: Option<std::sync::Arc<super::truth::LabTruth>>,
     /// Knobs of the LLM endpoints (see [`crate::lab::llm`]).
     pub llm: super::llm::Knobs,
+    /// 2026-07-28: answer `tools/call` with one `application/json` body (the final response,
+    /// no progress notifications) instead of an SSE stream, as the spec lets a server choose
+    /// (see [`super::tools::answer_json`]). Off by default; the accuracy harness cuts such
+    /// bodies.
+    pub json_results: bool,
 }
 
 /// Default of [`LabConfig::session_idle`].
@@ -241,6 +246,7 @@ impl Default for LabConfig {
             plain_priming: false,
             truth: None,
             llm: super::llm::Knobs::default(),
+            json_results: false,
         }
     }
 }

@@ -13,6 +13,7 @@
 
 pub mod assemble;
 pub mod phase;
+pub mod reconcile;
 pub mod scenario;
 pub mod story;
 pub mod tap;
@@ -150,7 +151,7 @@ pub async fn run(
             t0.elapsed().as_secs_f64(),
             c.ok,
             phase.tap.cuts(),
-            c.silently_lost
+            c.silent_loss
         );
         phases.push(phase);
     }

@@ -90,7 +90,7 @@ async fn small_replay_reproduces_the_failure_and_its_fix_and_writes_readable_rep
         assert_eq!(c.calls, 8, "{:?}", phase.policy);
         assert_eq!(
             c.calls,
-            c.ok + c.failed + c.silently_lost,
+            c.ok + c.failed + c.silent_loss,
             "{:?}",
             phase.policy
         );
@@ -106,12 +106,12 @@ async fn small_replay_reproduces_the_failure_and_its_fix_and_writes_readable_rep
         .unwrap_or(0);
     assert!(strict_torn > 0);
     assert_eq!(
-        strict.load.counters.torn_detections, strict_torn,
+        strict.load.counters.torn_cut, strict_torn,
         "strict detections must equal the proxy's torn cuts"
     );
-    assert_eq!(strict.load.counters.silently_lost, 0);
+    assert_eq!(strict.load.counters.silent_loss, 0);
     assert!(
-        naive.load.counters.silently_lost > 0,
+        naive.load.counters.silent_loss > 0,
         "the documents' failure did not show"
     );
     let strict_losses: Vec<_> = strict
@@ -126,7 +126,7 @@ async fn small_replay_reproduces_the_failure_and_its_fix_and_writes_readable_rep
     );
     assert_eq!(
         naive.auditor.loss_affected(),
-        naive.load.counters.silently_lost,
+        naive.load.counters.silent_loss,
         "each silent loss of the naive client yields one loss finding: {:#?}",
         naive.auditor.findings()
     );
@@ -139,7 +139,7 @@ async fn small_replay_reproduces_the_failure_and_its_fix_and_writes_readable_rep
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&written.json).expect("json")).expect("json parses");
     let naive_json = &json["policies"]["naive"]["counters"];
-    assert_eq!(naive_json["silent-loss"], naive.load.counters.silently_lost);
+    assert_eq!(naive_json["silent-loss"], naive.load.counters.silent_loss);
     let html = std::fs::read_to_string(&written.html).expect("html");
     assert!(html.contains("<svg") && !html.contains("<script"));
     let log = tearline::report::hlog::load(&written.hlog).expect("hlog reads back");
