@@ -14,7 +14,9 @@
 //!   without its answer. "The same client" is the same `Mcp-Session-Id`. Without a session
 //!   (MCP 2026-07-28, plain clients) the wire cannot tell two clients apart: the same id counts
 //!   as proof only while no two session-less requests have shown that ids are shared — the same
-//!   id in flight twice at once, or naming two different requests. From then on (for the rest
+//!   id in flight twice at once, naming two different requests, or coming back after its
+//!   request was answered (a client that starts its ids again, e.g. a new client object after a
+//!   transport error, sends the cut call's id with the next identical call). From then on (for the rest
 //!   of the run) only `Idempotency-Key` proves a session-less re-send, and the detail of every
 //!   `abandoned` finding says why its candidates were not taken.
 //!
@@ -193,15 +195,20 @@ impl Ledger {
         };
         let in_flight = stream.open_legs > 0 && stream.cut_at.is_none() && call.answers == 0;
         let other = call.method != new.method || call.params_hash != new.params_hash;
-        if in_flight || other {
+        // Nobody re-sends an answered call: its id coming back means ids start again (a client
+        // that opened a new connection pool, another process), the same request or not.
+        let answered = call.answers > 0;
+        if in_flight || other || answered {
             self.resends.ids_shared = Some(format!(
                 "session-less requests share JSON-RPC ids (id {} {} at {} ms), so an equal id \
                  proves no re-send",
                 new.id,
                 if in_flight {
                     "was sent again while its first request was still in flight"
-                } else {
+                } else if other {
                     "named two different requests"
+                } else {
+                    "came back after its request was answered"
                 },
                 self.ms(now)
             ));

@@ -257,6 +257,9 @@ mod tests {
             data_line: None,
             tls_end: None,
             detail: format!("{} detail", kind.as_str()),
+            waited_ms: None,
+            candidates: vec![],
+            proof: None,
         }
     }
 

@@ -55,6 +55,8 @@ async fn start(
     tokio::spawn(lab::serve(lab_listener, cfg, token.clone()));
     let cut: Arc<dyn FaultFactory> = sse_cut::factory(SseCutConfig {
         at: CutTarget::Classes(vec![(class, 1.0)]),
+        // First legs only: the resumes are what the audit judges.
+        leg: sse_cut::Leg::First,
         range: (0, 0),
         events: Some(events),
         method: Some("GET".to_owned()),
