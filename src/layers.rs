@@ -31,8 +31,9 @@ fn layers(lib_rs: &str) -> BTreeMap<String, usize> {
     out
 }
 
-/// `src` with comments and string/char literals blanked and `#[cfg(test)]` items removed.
-fn strip(src: &str) -> String {
+/// `src` with comments and string/char literals blanked and `#[cfg(test)]` items removed
+/// (also used by `audit::imports`).
+pub(crate) fn strip(src: &str) -> String {
     let b = src.as_bytes();
     let mut out = String::with_capacity(src.len());
     let mut i = 0;

@@ -17,10 +17,12 @@
 //!   own clean-end cut is reported to the auditor before the body end, so it never counts) and
 //!   deferred with `silent-empty` until the stream is forgotten or `finish` (see `watch`).
 
+use super::engine::Engine;
 use super::finding::{Finding, FindingKind};
 use super::judge::{LegEnd, ReplayClass};
 use super::ledger::Ledger;
 use super::rpc::{self, RpcMessage, TOOLS_CALL};
+use super::rule::{CutSeen, LegEnded};
 use super::stream::{Origin, StreamKey, Torn};
 use crate::vocab::CutAction;
 use crate::vocab::Direction;
@@ -46,7 +48,7 @@ pub struct EventFacts {
     pub data: Option<Bytes>,
 }
 
-impl Ledger {
+impl Engine {
     pub fn on_response(
         &mut self,
         now: Instant,
@@ -59,7 +61,7 @@ impl Ledger {
         if (100..200).contains(&status) {
             return;
         }
-        let Some(leg) = self.legs.get_mut(&(conn, seq)) else {
+        let Some(leg) = self.l.legs.get_mut(&(conn, seq)) else {
             return;
         };
         leg.status = Some(status);
@@ -76,20 +78,27 @@ impl Ledger {
         {
             r.explicit_reported = true;
         }
-        if session.is_some() && self.streams.get(&key).is_some_and(|s| s.session.is_none()) {
-            self.rehome(key, session, now);
+        if session.is_some()
+            && self
+                .l
+                .streams
+                .get(&key)
+                .is_some_and(|s| s.session.is_none())
+        {
+            self.l.rehome(key, session, now);
         }
         if is_resume && status != 200 {
             let f = self
+                .l
                 .finding(FindingKind::ExplicitLoss, key, now)
                 .detail(format!("resume answered with status {status}"));
-            self.emit(f);
+            self.l.emit(f);
         } else if is_resume && !sse {
-            let f = self.finding(FindingKind::Unknown, key, now).detail(format!(
+            let f = self.l.finding(FindingKind::Unknown, key, now).detail(format!(
                 "replay not judged: resume answered 200 with content-type {:?}, not an event stream",
                 content_type
             ));
-            self.emit(f);
+            self.l.emit(f);
         }
         if matches!(status, 202 | 204 | 304) || (is_resume && (status != 200 || !sse)) {
             self.end_leg(now, conn, seq, false, true);
@@ -97,12 +106,13 @@ impl Ledger {
         // A GET answered with anything but a 200 event stream (a 404 `favicon.ico`, a 405)
         // opened no stream: forget it, so it neither owns ids nor waits for a resume.
         let get_stream = self
+            .l
             .streams
             .get(&key)
             .is_some_and(|s| s.origin == Origin::Get && s.open_legs <= 1);
         if !is_resume && get_stream && (status != 200 || !sse) {
-            self.legs.remove(&(conn, seq));
-            if let Some(s) = self.streams.get_mut(&key) {
+            self.l.legs.remove(&(conn, seq));
+            if let Some(s) = self.l.streams.get_mut(&key) {
                 s.open_legs = 0;
             }
             self.forget_stream(key);
@@ -110,7 +120,7 @@ impl Ledger {
     }
 
     pub fn on_body(&mut self, now: Instant, conn: u64, seq: u64, body: Option<Bytes>) {
-        let Some(key) = self.legs.get(&(conn, seq)).map(|l| l.stream) else {
+        let Some(key) = self.l.legs.get(&(conn, seq)).map(|l| l.stream) else {
             return;
         };
         if let Some(b) = body {
@@ -120,7 +130,7 @@ impl Ledger {
     }
 
     pub fn on_event(&mut self, now: Instant, conn: u64, seq: u64, ev: EventFacts) {
-        let Some(leg) = self.legs.get_mut(&(conn, seq)) else {
+        let Some(leg) = self.l.legs.get_mut(&(conn, seq)) else {
             return;
         };
         let key = leg.stream;
@@ -129,20 +139,21 @@ impl Ledger {
         let since = now.saturating_duration_since(leg.requested_at);
         let is_resume = leg.resume.is_some();
         if first && !leg.late {
-            self.histos.record("first-event", since);
+            self.l.histos.record("first-event", since);
             if is_resume {
-                self.histos.record("server-replay", since);
+                self.l.histos.record("server-replay", since);
             }
         }
         let class = if is_resume {
-            self.classify(key, conn, seq, &ev)
+            self.l.classify(key, conn, seq, &ev)
         } else {
             None
         };
         // A byte-identical copy of an event already delivered under the same id: any response
         // in it is a replay artefact (`replay-duplicate` or the client's `cursor-behind`).
         let copy = ev.id.as_ref().is_some_and(|id| {
-            self.streams
+            self.l
+                .streams
                 .get(&key)
                 .and_then(|s| s.entry_of(id))
                 .is_some_and(|e| e.dispatched && e.hash == ev.data_hash)
@@ -153,6 +164,7 @@ impl Ledger {
         };
         let cross = cross_id.is_some();
         if let Some(r) = self
+            .l
             .legs
             .get_mut(&(conn, seq))
             .and_then(|l| l.resume.as_mut())
@@ -165,25 +177,169 @@ impl Ledger {
             }
         }
         if !cross {
-            self.sequence(key, conn, seq, &ev, is_resume);
-            self.push_event(key, ev.id.clone(), ev.data_hash, ev.data_len, true);
-            if let Some(s) = self.streams.get_mut(&key) {
+            self.l.sequence(key, conn, seq, &ev, is_resume);
+            self.l
+                .push_event(key, ev.id.clone(), ev.data_hash, ev.data_len, true);
+            if let Some(s) = self.l.streams.get_mut(&key) {
                 s.last_event_id = ev.last_event_id.clone().or(ev.id.clone());
             }
         }
         if let Some(data) = &ev.data {
             let whole = data.len() as u64 >= ev.data_len;
             if let Some(id) = &cross_id {
-                self.cross_response(now, key, id, (data, ev.data_hash, ev.data_len), whole);
+                self.l
+                    .cross_response(now, key, id, (data, ev.data_hash, ev.data_len), whole);
             }
             self.on_server_messages(now, key, data, whole, copy);
         }
     }
 
+    /// A clean body end ends the leg. An unclean one only marks it: the wire observer reports
+    /// `StreamEnd { clean: false }` just before the proxy's `Cut` (and a server's broken
+    /// framing always closes the connection), so the leg ends at the `Cut` or `ConnClosed`
+    /// that follows, and a cut leg is judged as cut.
+    pub fn on_stream_end(&mut self, now: Instant, conn: u64, seq: u64, clean: bool) {
+        if clean {
+            self.end_leg(now, conn, seq, false, true);
+        } else if let Some(leg) = self.l.legs.get_mut(&(conn, seq)) {
+            leg.body_broken = true;
+        }
+    }
+
+    pub fn on_conn_closed(&mut self, now: Instant, conn: u64) {
+        let seqs: Vec<u64> = self
+            .l
+            .legs
+            .range((conn, 0)..=(conn, u64::MAX))
+            .map(|(k, _)| k.1)
+            .collect();
+        for seq in seqs {
+            self.end_leg(now, conn, seq, false, false);
+        }
+    }
+
+    pub fn on_cut(
+        &mut self,
+        now: Instant,
+        conn: u64,
+        direction: Direction,
+        action: CutAction,
+        point: CutPoint,
+    ) {
+        let legs: Vec<(u64, bool)> = self
+            .l
+            .legs
+            .range((conn, 0)..=(conn, u64::MAX))
+            .map(|(k, l)| (k.1, l.status.is_some()))
+            .collect();
+        let body_seq = legs
+            .iter()
+            .find(|(_, responded)| *responded)
+            .map(|(s, _)| *s);
+        for (seq, _) in &legs {
+            let Some(key) = self.l.legs.get(&(conn, *seq)).map(|l| l.stream) else {
+                continue;
+            };
+            let in_flight = Some(*seq) == body_seq && direction == Direction::Downstream;
+            if in_flight {
+                self.l.tear(now, key, action, &point);
+            }
+            // What a reset may keep from the client: the events delivered on this leg after
+            // its own cursor (the stream's start for a first leg).
+            let from = self
+                .l
+                .legs
+                .get(&(conn, *seq))
+                .and_then(|l| l.resume.as_ref())
+                .and_then(|r| r.cursor_ordinal.or(r.snapshot));
+            let seen = CutSeen {
+                now,
+                key,
+                action,
+                point: &point,
+                in_flight,
+            };
+            self.rules.on_cut(&mut self.l, &seen);
+            if let Some(s) = self.l.streams.get_mut(&key) {
+                s.cut_at = Some(now);
+                s.awaiting_reconnect = true;
+                s.unread = (in_flight && action == CutAction::Reset)
+                    .then(|| s.last_ordinal().map(|through| (from, through)))
+                    .flatten();
+            }
+            self.end_leg(now, conn, *seq, true, false);
+        }
+    }
+
+    /// Ends one leg: judges a replay, checks pending calls, and arms a reconnect watch after a
+    /// cut.
+    pub fn end_leg(&mut self, now: Instant, conn: u64, seq: u64, cut: bool, clean: bool) {
+        let Some(leg) = self.l.legs.remove(&(conn, seq)) else {
+            return;
+        };
+        let key = leg.stream;
+        let Some(stream) = self.l.streams.get_mut(&key) else {
+            return;
+        };
+        stream.open_legs = stream.open_legs.saturating_sub(1);
+        if stream.open_legs == 0 {
+            stream.ended_at = Some(now);
+        }
+        let call_unanswered = stream.unanswered().next().is_some();
+        let tools_pending = stream
+            .unanswered()
+            .any(|c| c.method == TOOLS_CALL && !c.reported);
+        let mut signalled = leg.resume.as_ref().is_some_and(|r| r.explicit_reported);
+        let mut explicit = signalled;
+        if let Some(r) = leg.resume.as_ref().filter(|_| !leg.blind) {
+            let end = LegEnd {
+                cut,
+                clean,
+                status: leg.status,
+                call_unanswered,
+                tools_call_unanswered: tools_pending,
+            };
+            for (kind, ids, detail) in r.verdict(end) {
+                signalled |= matches!(kind, FindingKind::SilentEmpty | FindingKind::ExplicitLoss);
+                explicit |= kind == FindingKind::ExplicitLoss;
+                let f = self.l.finding(kind, key, now).ids(ids).detail(detail);
+                if kind == FindingKind::SilentEmpty {
+                    self.l.defer(key, f);
+                } else {
+                    self.l.emit(f);
+                }
+            }
+        }
+        let pending = clean && !cut && !signalled && !leg.blind && leg.status == Some(200);
+        if pending {
+            self.l.defer_pending(now, key);
+        }
+        let last = self.l.streams.get(&key).is_some_and(|s| s.open_legs == 0);
+        // A cut leaves the calls waiting (rule `abandoned`); so does a resume of a cut stream that
+        // the server refused (`explicit-loss`) or whose connection closed without a clean end.
+        // A clean 200 end is `pending-call`'s or `silent-empty`'s.
+        let failed_resume = leg.resume.is_some() && (explicit || (!clean && !self.l.finishing));
+        let ended = LegEnded {
+            now,
+            key,
+            cut,
+            clean,
+            last,
+            blind: leg.blind,
+            failed_resume,
+        };
+        self.rules.on_leg_end(&mut self.l, &ended);
+        if last {
+            self.stream_ended(now, key);
+        }
+    }
+}
+
+impl Ledger {
     /// Feeds a delivered event of stream `key` to its order and gap state if it is a first
     /// delivery (its id never delivered with data before), and hands what it proves to the
     /// resume leg being judged.
-    fn sequence(&mut self, key: StreamKey, conn: u64, seq: u64, ev: &EventFacts, resume: bool) {
+    pub fn sequence(&mut self, key: StreamKey, conn: u64, seq: u64, ev: &EventFacts, resume: bool) {
         let Some(stream) = self.streams.get_mut(&key) else {
             return;
         };
@@ -229,7 +385,7 @@ impl Ledger {
 
     /// A response event another stream delivered to its own client came again here: one
     /// response reached clients twice (`duplicate-response`, besides `cross-stream`).
-    fn cross_response(
+    pub fn cross_response(
         &mut self,
         now: Instant,
         key: StreamKey,
@@ -287,7 +443,7 @@ impl Ledger {
     }
 
     /// Classifies one replayed event against the stream (rules in the `judge` module doc).
-    fn classify(
+    pub fn classify(
         &self,
         key: StreamKey,
         conn: u64,
@@ -366,18 +522,6 @@ impl Ledger {
         })
     }
 
-    /// A clean body end ends the leg. An unclean one only marks it: the wire observer reports
-    /// `StreamEnd { clean: false }` just before the proxy's `Cut` (and a server's broken
-    /// framing always closes the connection), so the leg ends at the `Cut` or `ConnClosed`
-    /// that follows, and a cut leg is judged as cut.
-    pub fn on_stream_end(&mut self, now: Instant, conn: u64, seq: u64, clean: bool) {
-        if clean {
-            self.end_leg(now, conn, seq, false, true);
-        } else if let Some(leg) = self.legs.get_mut(&(conn, seq)) {
-            leg.body_broken = true;
-        }
-    }
-
     /// The observer stopped following the body of `(conn, seq)` at `raw_offset`.
     pub fn on_observer_gave_up(
         &mut self,
@@ -406,64 +550,8 @@ impl Ledger {
         self.emit(f);
     }
 
-    pub fn on_conn_closed(&mut self, now: Instant, conn: u64) {
-        let seqs: Vec<u64> = self
-            .legs
-            .range((conn, 0)..=(conn, u64::MAX))
-            .map(|(k, _)| k.1)
-            .collect();
-        for seq in seqs {
-            self.end_leg(now, conn, seq, false, false);
-        }
-    }
-
-    pub fn on_cut(
-        &mut self,
-        now: Instant,
-        conn: u64,
-        direction: Direction,
-        action: CutAction,
-        point: CutPoint,
-    ) {
-        let legs: Vec<(u64, bool)> = self
-            .legs
-            .range((conn, 0)..=(conn, u64::MAX))
-            .map(|(k, l)| (k.1, l.status.is_some()))
-            .collect();
-        let body_seq = legs
-            .iter()
-            .find(|(_, responded)| *responded)
-            .map(|(s, _)| *s);
-        for (seq, _) in &legs {
-            let Some(key) = self.legs.get(&(conn, *seq)).map(|l| l.stream) else {
-                continue;
-            };
-            let in_flight = Some(*seq) == body_seq && direction == Direction::Downstream;
-            if in_flight {
-                self.tear(now, key, action, &point);
-                self.arm_truncation(now, key, action, &point);
-            }
-            // What a reset may keep from the client: the events delivered on this leg after
-            // its own cursor (the stream's start for a first leg).
-            let from = self
-                .legs
-                .get(&(conn, *seq))
-                .and_then(|l| l.resume.as_ref())
-                .and_then(|r| r.cursor_ordinal.or(r.snapshot));
-            self.lost.count_cut(key);
-            if let Some(s) = self.streams.get_mut(&key) {
-                s.cut_at = Some(now);
-                s.awaiting_reconnect = true;
-                s.unread = (in_flight && action == CutAction::Reset)
-                    .then(|| s.last_ordinal().map(|through| (from, through)))
-                    .flatten();
-            }
-            self.end_leg(now, conn, *seq, true, false);
-        }
-    }
-
     /// Records what the cut did to the event in progress on stream `key`.
-    fn tear(&mut self, now: Instant, key: StreamKey, action: CutAction, p: &CutPoint) {
+    pub fn tear(&mut self, now: Instant, key: StreamKey, action: CutAction, p: &CutPoint) {
         if let Some(lc) = &p.last_committed_id
             && self
                 .streams
@@ -531,75 +619,15 @@ impl Ledger {
         self.emit(f);
     }
 
-    /// Ends one leg: judges a replay, checks pending calls, and arms a reconnect watch after a
-    /// cut.
-    pub fn end_leg(&mut self, now: Instant, conn: u64, seq: u64, cut: bool, clean: bool) {
-        let Some(leg) = self.legs.remove(&(conn, seq)) else {
-            return;
-        };
-        let key = leg.stream;
-        let Some(stream) = self.streams.get_mut(&key) else {
-            return;
-        };
-        stream.open_legs = stream.open_legs.saturating_sub(1);
-        if stream.open_legs == 0 {
-            stream.ended_at = Some(now);
-        }
-        let call_unanswered = stream.unanswered().next().is_some();
-        let tools_pending = stream
-            .unanswered()
-            .any(|c| c.method == TOOLS_CALL && !c.reported);
-        let mut signalled = leg.resume.as_ref().is_some_and(|r| r.explicit_reported);
-        let mut explicit = signalled;
-        if let Some(r) = leg.resume.as_ref().filter(|_| !leg.blind) {
-            let end = LegEnd {
-                cut,
-                clean,
-                status: leg.status,
-                call_unanswered,
-                tools_call_unanswered: tools_pending,
-            };
-            for (kind, ids, detail) in r.verdict(end) {
-                signalled |= matches!(kind, FindingKind::SilentEmpty | FindingKind::ExplicitLoss);
-                explicit |= kind == FindingKind::ExplicitLoss;
-                let f = self.finding(kind, key, now).ids(ids).detail(detail);
-                if kind == FindingKind::SilentEmpty {
-                    self.defer(key, f);
-                } else {
-                    self.emit(f);
-                }
-            }
-        }
-        let pending = clean && !cut && !signalled && !leg.blind && leg.status == Some(200);
-        if pending {
-            self.defer_pending(now, key);
-        }
-        let last = self.streams.get(&key).is_some_and(|s| s.open_legs == 0);
-        // A cut leaves the calls waiting (`unanswered`); so does a resume of a cut stream that
-        // the server refused (`explicit-loss`) or whose connection closed without a clean end.
-        // A clean 200 end is `pending-call`'s or `silent-empty`'s.
-        let failed_resume = leg.resume.is_some() && (explicit || (!clean && !self.finishing));
-        if last && !leg.blind && (cut || failed_resume) {
-            self.arm_lost(now, key);
-        }
-        self.modern_closed(now, key, clean);
-        if cut {
-            self.arm_watch(now, key);
-        }
-        if last {
-            self.stream_ended(now, key);
-        }
-    }
-
-    fn defer(&mut self, key: StreamKey, f: Finding) {
+    pub fn defer(&mut self, key: StreamKey, f: Finding) {
         if let Some(s) = self.streams.get_mut(&key) {
             s.deferred.push(f);
-            self.lost.deferring(key);
+            self.deferring.insert(key);
         }
     }
 
     /// Defers `pending-call` for every unanswered `tools/call` of stream `key`.
-    fn defer_pending(&mut self, now: Instant, key: StreamKey) {
+    pub fn defer_pending(&mut self, now: Instant, key: StreamKey) {
         let Some(stream) = self.streams.get(&key) else {
             return;
         };
@@ -635,7 +663,7 @@ impl Ledger {
             return;
         };
         let deferred = std::mem::take(&mut stream.deferred);
-        self.lost.settled(key);
+        self.deferring.remove(&key);
         let mut out = Vec::new();
         for f in deferred {
             if f.kind == FindingKind::PendingCall {

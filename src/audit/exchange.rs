@@ -13,14 +13,14 @@
 //!   a byte-identical copy of an event already delivered under the same id (a replay artefact,
 //!   reported as `replay-duplicate` or explained by `cursor-behind`).
 
+use super::engine::Engine;
 use super::finding::FindingKind;
 use super::finding::StreamRef;
 use super::judge::Resume;
 use super::ledger::{Ledger, Leg};
-use super::reissue::Candidate;
 use super::rpc::{self, RpcMessage};
+use super::rule::{NewCall, RequestView};
 use super::stream::{Call, Origin, Stream, StreamKey};
-use super::watch::WatchKind;
 use bytes::Bytes;
 use tokio::time::Instant;
 
@@ -41,7 +41,7 @@ pub struct RequestFacts {
     pub idempotency_key: Option<String>,
 }
 
-impl Ledger {
+impl Engine {
     pub fn on_request(&mut self, now: Instant, r: RequestFacts) {
         let msgs = match (&r.body, r.method.as_str()) {
             (Some(b), "POST") => rpc::parse(b),
@@ -55,13 +55,24 @@ impl Ledger {
             } if method == "initialize" => protocol_version.clone(),
             _ => None,
         });
-        let session = self.session_mut(&r.session, now);
+        let session = self.l.session_mut(&r.session, now);
         if let Some(v) = r.protocol_version.clone().or(init_version) {
             session.version = Some(v);
         }
         let version = session.version.clone();
-        let cursor = r.last_event_id.as_deref().filter(|_| r.method == "GET");
-        self.note_after_truncation(&r.session, cursor, &msgs);
+        let view = RequestView {
+            now,
+            conn: r.conn,
+            seq: r.seq,
+            method: &r.method,
+            path: &r.path,
+            session: &r.session,
+            last_event_id: r.last_event_id.as_deref(),
+            msgs: &msgs,
+            body: r.body.as_ref(),
+            idempotency_key: r.idempotency_key.as_deref(),
+        };
+        self.rules.on_request(&mut self.l, &view);
         let reference = StreamRef {
             request: format!("{} {}", r.method, r.path),
             rpc_ids: Vec::new(),
@@ -71,26 +82,18 @@ impl Ledger {
         match (r.method.as_str(), &r.last_event_id) {
             ("GET", Some(cursor)) => self.on_resume(now, &r, cursor.clone(), reference, version),
             ("GET", None) => {
-                self.note_reopen(
-                    now,
-                    &r.session,
-                    None,
-                    Some(&r.path),
-                    &[format!("GET {} seq {}", r.path, r.seq)],
-                );
                 let s = Stream::new(
                     r.session.clone(),
                     reference,
                     Origin::Get,
                     version,
                     now,
-                    self.cfg.ids_per_stream,
+                    self.l.cfg.ids_per_stream,
                 );
-                let key = self.add_stream(s, now);
-                self.open_leg(&r, key, now, None, false);
+                let key = self.l.add_stream(s, now);
+                self.l.open_leg(&r, key, now, None, false);
             }
             ("POST", _) => {
-                self.note_post(now, &r.session, &msgs);
                 let calls: Vec<Call> = msgs
                     .iter()
                     .filter_map(|m| match m {
@@ -134,51 +137,269 @@ impl Ledger {
                     Origin::Post,
                     version,
                     now,
-                    self.cfg.ids_per_stream,
+                    self.l.cfg.ids_per_stream,
                 );
                 s.calls = calls;
                 let ids: Vec<String> = s.calls.iter().map(|c| c.id.clone()).collect();
                 let seen = r.body.is_some();
                 for c in s.calls.iter().filter(|_| seen) {
-                    let linked = self.link_reissue(
+                    let call = NewCall {
                         now,
-                        Candidate {
-                            session: &r.session,
-                            id: &c.id,
-                            method: &c.method,
-                            params_hash: c.params_hash,
-                            key: r.idempotency_key.as_deref(),
-                        },
-                    );
-                    if linked.is_none() {
-                        self.note_candidate(
-                            now,
-                            &r.session,
-                            (&c.id, &c.method, c.params_hash),
-                            (r.conn, r.seq),
-                        );
-                    }
+                        session: &r.session,
+                        id: &c.id,
+                        method: &c.method,
+                        params_hash: c.params_hash,
+                        key: r.idempotency_key.as_deref(),
+                        conn: r.conn,
+                        seq: r.seq,
+                    };
+                    self.rules.on_call(&mut self.l, &call);
                 }
-                let key = self.add_stream(s, now);
-                if let Some(k) = &r.idempotency_key {
-                    for id in &ids {
-                        self.resends.remember(k, key, id);
-                    }
-                }
-                if let Some(b) = &r.body {
-                    self.modern_request(key, b);
-                }
-                let session = self.session_mut(&r.session, now);
+                let key = self.l.add_stream(s, now);
+                self.rules.on_stream_opened(&mut self.l, key, &view);
+                let session = self.l.session_mut(&r.session, now);
                 for id in ids {
                     session.calls.insert(id, key);
                 }
-                self.open_leg(&r, key, now, None, false);
+                self.l.open_leg(&r, key, now, None, false);
             }
             _ => {}
         }
     }
 
-    fn open_leg(
+    /// A resume GET: map the cursor, judge it, open the replay leg.
+    fn on_resume(
+        &mut self,
+        now: Instant,
+        r: &RequestFacts,
+        cursor: String,
+        reference: StreamRef,
+        version: Option<String>,
+    ) {
+        let owners = self
+            .l
+            .sessions
+            .get(&r.session)
+            .and_then(|s| s.ids.get(&cursor))
+            .cloned()
+            .unwrap_or_default();
+        let key = match owners.as_slice() {
+            [k] => Some(*k),
+            [] => None,
+            many => self.l.pick_owner(many, &r.path, &cursor),
+        };
+        let Some(key) = key.filter(|k| self.l.streams.contains_key(k)) else {
+            let reason = if owners.len() > 1 {
+                format!(
+                    "{} streams of this session delivered id {cursor}",
+                    owners.len()
+                )
+            } else if let Some(other) = self
+                .l
+                .opaque
+                .get(&cursor)
+                .and_then(|k| self.l.streams.get(k))
+            {
+                format!(
+                    "id {cursor} was delivered on session {:?}, not on this one",
+                    other.session
+                )
+            } else {
+                format!(
+                    "id {cursor} was never delivered on this session as far as the proxy saw \
+                     (traffic before it started, an id beyond the {}-id window, or an invented id)",
+                    self.l.cfg.ids_per_stream
+                )
+            };
+            let s = Stream::new(
+                r.session.clone(),
+                reference,
+                Origin::Get,
+                version,
+                now,
+                self.l.cfg.ids_per_stream,
+            );
+            let key = self.l.add_stream(s, now);
+            let f = self
+                .l
+                .finding(FindingKind::Unknown, key, now)
+                .ids(vec![cursor])
+                .detail(format!("resume not judged: {reason}"));
+            self.l.emit(f);
+            self.l.open_leg(r, key, now, None, true);
+            return;
+        };
+        self.rules.on_resume(&mut self.l, key, &r.session);
+        let Some(stream) = self.l.streams.get_mut(&key) else {
+            return;
+        };
+        stream.deferred.clear();
+        self.l.deferring.remove(&key);
+        let unread = stream.unread.take();
+        if stream.awaiting_reconnect {
+            stream.awaiting_reconnect = false;
+            if let Some(cut) = stream.cut_at {
+                self.l
+                    .histos
+                    .record("client-reconnect", now.saturating_duration_since(cut));
+            }
+        }
+        let Some(stream) = self.l.streams.get(&key) else {
+            return;
+        };
+        let snapshot = stream.last_ordinal();
+        let last = stream.last_event_id.clone();
+        let torn = stream.torn.clone();
+        let entry = stream.entry_of(&cursor).cloned();
+        let mut finding = None;
+        let resume = match entry {
+            None => {
+                // The id is owned by this stream but not delivered: it is the torn event's.
+                let t = torn.clone().unwrap_or_else(|| super::stream::Torn {
+                    id: Some(cursor.clone()),
+                    class: None,
+                    bytes: 0,
+                    data_line: None,
+                    raw_offset: 0,
+                });
+                let mut f = self
+                    .l
+                    .finding(FindingKind::CursorAhead, key, now)
+                    .ids(vec![cursor.clone()])
+                    .offsets(vec![t.raw_offset])
+                    .detail(format!(
+                        "Last-Event-ID {cursor} names an event cut after {} byte(s); the last \
+                         fully delivered id was {}",
+                        t.bytes,
+                        last.as_deref().unwrap_or("(none)")
+                    ));
+                f.cut_class = t.class.map(|c| c.as_str().to_string());
+                f.torn_bytes = Some(t.bytes);
+                f.data_line = t.data_line;
+                finding = Some(f);
+                let mut r = Resume::new(cursor, None, snapshot, Vec::new());
+                r.cursor_wrong = true;
+                r
+            }
+            Some(e) => {
+                let after = stream.ids_between(Some(e.ordinal), snapshot);
+                let mut owed = stream.owed_between(e.ordinal, snapshot);
+                // After a reset cut the client may never have read what the cut leg delivered
+                // (its kernel may discard unread bytes): a cursor inside that window is not
+                // behind; the replay is judged from it.
+                let unread_ok = unread.is_some_and(|(from, through)| {
+                    from.is_none_or(|f| e.ordinal >= f) && e.ordinal <= through
+                });
+                if !after.is_empty() && !unread_ok {
+                    finding = Some(
+                        self.l
+                            .finding(FindingKind::CursorBehind, key, now)
+                            .ids(vec![cursor.clone(), last.clone().unwrap_or_default()])
+                            .detail(format!(
+                                "Last-Event-ID {cursor} is {} delivered event(s) behind the last \
+                                 delivered id {}",
+                                after.len(),
+                                last.as_deref().unwrap_or("-")
+                            )),
+                    );
+                }
+                // A torn priming event (empty data) is never dispatched, so never owed.
+                if let Some(tid) = torn
+                    .filter(|t| t.class != Some(crate::wire::SseClass::Priming))
+                    .and_then(|t| t.id)
+                {
+                    owed.push(tid);
+                }
+                let mut r = Resume::new(cursor, Some(e.ordinal), snapshot, owed);
+                r.cursor_wrong = !after.is_empty() && !unread_ok;
+                r
+            }
+        };
+        if let Some(f) = finding {
+            self.l.emit(f);
+        }
+        self.l.open_leg(r, key, now, Some(resume), false);
+    }
+
+    /// Matches JSON-RPC messages from the server (SSE data or a JSON body) to calls.
+    pub fn on_server_messages(
+        &mut self,
+        now: Instant,
+        key: StreamKey,
+        data: &[u8],
+        whole: bool,
+        replayed_copy: bool,
+    ) {
+        let Some(session) = self.l.streams.get(&key).map(|s| s.session.clone()) else {
+            return;
+        };
+        self.rules.on_delivery(&mut self.l, now, key, data, whole);
+        let messages = if whole {
+            rpc::parse(data)
+        } else {
+            rpc::parse_head(data).into_iter().collect()
+        };
+        for m in messages {
+            let RpcMessage::Response {
+                id,
+                protocol_version,
+                ..
+            } = m
+            else {
+                continue;
+            };
+            // The stream's own call first: session-less clients reuse ids across streams.
+            let own = self
+                .l
+                .streams
+                .get(&key)
+                .is_some_and(|s| s.calls.iter().any(|c| c.id == id));
+            let owner = if own {
+                Some(key)
+            } else {
+                self.l
+                    .sessions
+                    .get(&session)
+                    .and_then(|s| s.calls.get(&id))
+                    .copied()
+            };
+            let Some(owner) = owner else { continue };
+            let Some(stream) = self.l.streams.get_mut(&owner) else {
+                continue;
+            };
+            let opened = stream.opened_at;
+            let Some(call) = stream.calls.iter_mut().find(|c| c.id == id) else {
+                continue;
+            };
+            call.answers = call.answers.saturating_add(1);
+            let answers = call.answers;
+            let initialize = call.method == "initialize";
+            if answers == 1 {
+                // A request seen after its response (see `order`) has no latency to give.
+                if let Some(d) = now.checked_duration_since(opened) {
+                    self.l.histos.record("final-response", d);
+                }
+            } else if answers >= 2 && !replayed_copy {
+                let f = self
+                    .l
+                    .finding(FindingKind::DuplicateResponse, owner, now)
+                    .ids(vec![id.clone()])
+                    .detail(format!("response #{answers} for request id {id}"));
+                self.l.emit(f);
+            }
+            if initialize && let Some(v) = protocol_version {
+                self.l.session_mut(&session, now).version = Some(v.clone());
+                if let Some(s) = self.l.streams.get_mut(&owner) {
+                    s.version = Some(v);
+                }
+            }
+            self.rules.on_answer(&mut self.l, owner, &id);
+        }
+    }
+}
+
+impl Ledger {
+    pub fn open_leg(
         &mut self,
         r: &RequestFacts,
         key: StreamKey,
@@ -208,160 +429,11 @@ impl Ledger {
         self.legs.insert((r.conn, r.seq), leg);
     }
 
-    /// A resume GET: map the cursor, judge it, open the replay leg.
-    fn on_resume(
-        &mut self,
-        now: Instant,
-        r: &RequestFacts,
-        cursor: String,
-        reference: StreamRef,
-        version: Option<String>,
-    ) {
-        let owners = self
-            .sessions
-            .get(&r.session)
-            .and_then(|s| s.ids.get(&cursor))
-            .cloned()
-            .unwrap_or_default();
-        let key = match owners.as_slice() {
-            [k] => Some(*k),
-            [] => None,
-            many => self.pick_owner(many, &r.path, &cursor),
-        };
-        let Some(key) = key.filter(|k| self.streams.contains_key(k)) else {
-            let reason = if owners.len() > 1 {
-                format!(
-                    "{} streams of this session delivered id {cursor}",
-                    owners.len()
-                )
-            } else if let Some(other) = self.opaque.get(&cursor).and_then(|k| self.streams.get(k)) {
-                format!(
-                    "id {cursor} was delivered on session {:?}, not on this one",
-                    other.session
-                )
-            } else {
-                format!(
-                    "id {cursor} was never delivered on this session as far as the proxy saw \
-                     (traffic before it started, an id beyond the {}-id window, or an invented id)",
-                    self.cfg.ids_per_stream
-                )
-            };
-            let s = Stream::new(
-                r.session.clone(),
-                reference,
-                Origin::Get,
-                version,
-                now,
-                self.cfg.ids_per_stream,
-            );
-            let key = self.add_stream(s, now);
-            let f = self
-                .finding(FindingKind::Unknown, key, now)
-                .ids(vec![cursor])
-                .detail(format!("resume not judged: {reason}"));
-            self.emit(f);
-            self.open_leg(r, key, now, None, true);
-            return;
-        };
-        if let Some(session) = self.sessions.get_mut(&r.session) {
-            session
-                .watches
-                .retain(|w| !(w.stream == key && matches!(w.kind, WatchKind::Resume { .. })));
-        }
-        self.lost.pause(key);
-        let Some(stream) = self.streams.get_mut(&key) else {
-            return;
-        };
-        stream.deferred.clear();
-        self.lost.settled(key);
-        let unread = stream.unread.take();
-        if stream.awaiting_reconnect {
-            stream.awaiting_reconnect = false;
-            if let Some(cut) = stream.cut_at {
-                self.histos
-                    .record("client-reconnect", now.saturating_duration_since(cut));
-            }
-        }
-        let Some(stream) = self.streams.get(&key) else {
-            return;
-        };
-        let snapshot = stream.last_ordinal();
-        let last = stream.last_event_id.clone();
-        let torn = stream.torn.clone();
-        let entry = stream.entry_of(&cursor).cloned();
-        let mut finding = None;
-        let resume = match entry {
-            None => {
-                // The id is owned by this stream but not delivered: it is the torn event's.
-                let t = torn.clone().unwrap_or_else(|| super::stream::Torn {
-                    id: Some(cursor.clone()),
-                    class: None,
-                    bytes: 0,
-                    data_line: None,
-                    raw_offset: 0,
-                });
-                let mut f = self
-                    .finding(FindingKind::CursorAhead, key, now)
-                    .ids(vec![cursor.clone()])
-                    .offsets(vec![t.raw_offset])
-                    .detail(format!(
-                        "Last-Event-ID {cursor} names an event cut after {} byte(s); the last \
-                         fully delivered id was {}",
-                        t.bytes,
-                        last.as_deref().unwrap_or("(none)")
-                    ));
-                f.cut_class = t.class.map(|c| c.as_str().to_string());
-                f.torn_bytes = Some(t.bytes);
-                f.data_line = t.data_line;
-                finding = Some(f);
-                let mut r = Resume::new(cursor, None, snapshot, Vec::new());
-                r.cursor_wrong = true;
-                r
-            }
-            Some(e) => {
-                let after = stream.ids_between(Some(e.ordinal), snapshot);
-                let mut owed = stream.owed_between(e.ordinal, snapshot);
-                // After a reset cut the client may never have read what the cut leg delivered
-                // (its kernel may discard unread bytes): a cursor inside that window is not
-                // behind; the replay is judged from it.
-                let unread_ok = unread.is_some_and(|(from, through)| {
-                    from.is_none_or(|f| e.ordinal >= f) && e.ordinal <= through
-                });
-                if !after.is_empty() && !unread_ok {
-                    finding = Some(
-                        self.finding(FindingKind::CursorBehind, key, now)
-                            .ids(vec![cursor.clone(), last.clone().unwrap_or_default()])
-                            .detail(format!(
-                                "Last-Event-ID {cursor} is {} delivered event(s) behind the last \
-                                 delivered id {}",
-                                after.len(),
-                                last.as_deref().unwrap_or("-")
-                            )),
-                    );
-                }
-                // A torn priming event (empty data) is never dispatched, so never owed.
-                if let Some(tid) = torn
-                    .filter(|t| t.class != Some(crate::wire::SseClass::Priming))
-                    .and_then(|t| t.id)
-                {
-                    owed.push(tid);
-                }
-                let mut r = Resume::new(cursor, Some(e.ordinal), snapshot, owed);
-                r.cursor_wrong = !after.is_empty() && !unread_ok;
-                r
-            }
-        };
-        if let Some(f) = finding {
-            self.emit(f);
-        }
-        self.open_leg(r, key, now, Some(resume), false);
-    }
-
     /// Several streams of one session delivered the cursor's id (plain EventSource streams have
     /// no session, and counter ids repeat in every stream): the resume continues the stream of
     /// the same URL whose client holds that id as its cursor, preferring one awaiting a
     /// reconnect, then the one cut last. `None` when that leaves more than one.
-    fn pick_owner(&self, owners: &[StreamKey], path: &str, cursor: &str) -> Option<StreamKey> {
+    pub fn pick_owner(&self, owners: &[StreamKey], path: &str, cursor: &str) -> Option<StreamKey> {
         let path_of = |k: &StreamKey| {
             self.streams
                 .get(k)
@@ -425,79 +497,6 @@ impl Ledger {
                     .then(|| ties.iter().copied().min())
                     .flatten()
             }
-        }
-    }
-
-    /// Matches JSON-RPC messages from the server (SSE data or a JSON body) to calls.
-    pub fn on_server_messages(
-        &mut self,
-        now: Instant,
-        key: StreamKey,
-        data: &[u8],
-        whole: bool,
-        replayed_copy: bool,
-    ) {
-        let Some(session) = self.streams.get(&key).map(|s| s.session.clone()) else {
-            return;
-        };
-        self.modern_delivery(now, key, data, whole);
-        let messages = if whole {
-            rpc::parse(data)
-        } else {
-            rpc::parse_head(data).into_iter().collect()
-        };
-        for m in messages {
-            let RpcMessage::Response {
-                id,
-                protocol_version,
-                ..
-            } = m
-            else {
-                continue;
-            };
-            // The stream's own call first: session-less clients reuse ids across streams.
-            let own = self
-                .streams
-                .get(&key)
-                .is_some_and(|s| s.calls.iter().any(|c| c.id == id));
-            let owner = if own {
-                Some(key)
-            } else {
-                self.sessions
-                    .get(&session)
-                    .and_then(|s| s.calls.get(&id))
-                    .copied()
-            };
-            let Some(owner) = owner else { continue };
-            let Some(stream) = self.streams.get_mut(&owner) else {
-                continue;
-            };
-            let opened = stream.opened_at;
-            let Some(call) = stream.calls.iter_mut().find(|c| c.id == id) else {
-                continue;
-            };
-            call.answers = call.answers.saturating_add(1);
-            let answers = call.answers;
-            let initialize = call.method == "initialize";
-            if answers == 1 {
-                // A request seen after its response (see `order`) has no latency to give.
-                if let Some(d) = now.checked_duration_since(opened) {
-                    self.histos.record("final-response", d);
-                }
-            } else if answers >= 2 && !replayed_copy {
-                let f = self
-                    .finding(FindingKind::DuplicateResponse, owner, now)
-                    .ids(vec![id.clone()])
-                    .detail(format!("response #{answers} for request id {id}"));
-                self.emit(f);
-            }
-            if initialize && let Some(v) = protocol_version {
-                self.session_mut(&session, now).version = Some(v.clone());
-                if let Some(s) = self.streams.get_mut(&owner) {
-                    s.version = Some(v);
-                }
-            }
-            self.lost.resolved(owner, &id);
         }
     }
 

@@ -9,13 +9,11 @@
 //! only what is due anyway (the caller sweeps first, as every other query does).
 //!
 //! An emptied hash map keeps its table: after a burst of 70,000 streams the `streams` table
-//! alone held tens of MiB with 0 entries. [`Ledger::shrink_stores`] (run at each sweep) shrinks
+//! alone held tens of MiB with 0 entries. `Engine::shrink_stores` (run at each sweep) shrinks
 //! each map's table to room for twice its entries, so the memory follows the gauges.
 
 use std::collections::HashMap;
 use std::hash::Hash;
-
-use super::ledger::Ledger;
 
 /// Tables are never shrunk below room for this many entries.
 const SHRINK_FLOOR: usize = 1024;
@@ -31,62 +29,6 @@ pub(crate) fn shrink<K: Eq + Hash, V>(map: &mut HashMap<K, V>) {
 /// [`SHRINK_FLOOR`] (the rule for every table and queue the sweep shrinks).
 pub(crate) fn room_for(len: usize) -> usize {
     (len * 2).max(SHRINK_FLOOR)
-}
-
-impl Ledger {
-    /// Gives back the table capacity of the per-connection and per-stream maps that emptied
-    /// (see the module doc).
-    pub fn shrink_stores(&mut self) {
-        shrink(&mut self.streams);
-        shrink(&mut self.sessions);
-        shrink(&mut self.order);
-        shrink(&mut self.opaque);
-        self.shared_ids.shrink();
-        self.modern.shrink();
-        self.lost.shrink();
-        self.resends.shrink();
-        self.ended.shrink();
-        for s in self.sessions.values_mut() {
-            shrink(&mut s.ids);
-            shrink(&mut s.calls);
-        }
-    }
-
-    /// Entries per store, by store name, in a fixed order.
-    pub fn store_sizes(&self) -> Vec<(&'static str, u64)> {
-        let n = |v: usize| u64::try_from(v).unwrap_or(u64::MAX);
-        let sessions = self.sessions.values();
-        let (mut ids, mut calls, mut watches, mut truncations) = (0, 0, 0, 0);
-        for s in sessions {
-            ids += s.ids.len();
-            calls += s.calls.len();
-            watches += s.watches.len();
-            truncations += s.truncations.len();
-        }
-        let events: usize = self.streams.values().map(|s| s.remembered()).sum();
-        let (modern_calls, cancelled, hints) = self.modern.sizes();
-        vec![
-            ("streams", n(self.streams.len())),
-            ("sessions", n(self.sessions.len())),
-            ("exchanges", n(self.legs.len())),
-            ("connections", n(self.order.len())),
-            ("events", n(events)),
-            ("event_ids", n(ids)),
-            ("opaque_ids", n(self.opaque.len())),
-            ("shared_ids", n(self.shared_ids.len())),
-            ("calls", n(calls)),
-            ("watches", n(watches)),
-            ("truncations", n(truncations)),
-            ("modern_calls", n(modern_calls)),
-            ("cancelled_calls", n(cancelled)),
-            ("tool_hints", n(hints)),
-            ("lost_calls", n(self.lost.len())),
-            ("idempotency_keys", n(self.resends.len())),
-            ("ended_streams", n(self.ended.live())),
-            ("loss_keys", n(self.loss.remembered())),
-            ("findings", n(self.findings.len())),
-        ]
-    }
 }
 
 #[cfg(test)]

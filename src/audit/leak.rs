@@ -16,8 +16,7 @@
 //! - A candidate is always re-checked against the live stream (its entry for the id is
 //!   dispatched with the same hash), so a stale or colliding key can never produce a finding.
 
-use super::ledger::{Ledger, is_globally_unique};
-use super::stream::{Stream, StreamKey};
+use super::stream::{Stream, StreamKey, is_globally_unique};
 use std::collections::HashMap;
 
 fn id_key(id: &str, hash: u64) -> (u64, u64) {
@@ -98,56 +97,58 @@ pub struct Leak {
     pub diverged_at: String,
 }
 
-impl Ledger {
-    /// Session-less evidence that stream `key` replays stream `other`'s event (`id`, `hash`):
-    /// `other` delivered it with that data and the two streams are known to differ (an id both
-    /// delivered with different data). Twins (a broadcast feed) never qualify.
-    pub fn differing_twin(
-        &self,
-        key: StreamKey,
-        other: StreamKey,
-        id: &str,
-        hash: u64,
-        len: u64,
-    ) -> bool {
-        if len == 0 {
-            return false;
-        }
-        let (Some(home), Some(o)) = (self.streams.get(&key), self.streams.get(&other)) else {
-            return false;
-        };
-        if home.has_hash(hash) {
-            return false;
-        }
-        o.entry_of(id)
-            .is_some_and(|e| e.dispatched && e.hash == hash)
-            && divergence(home, o).is_some()
+/// Session-less evidence that stream `key` replays stream `other`'s event (`id`, `hash`):
+/// `other` delivered it with that data and the two streams are known to differ (an id both
+/// delivered with different data). Twins (a broadcast feed) never qualify.
+pub fn differing_twin(
+    streams: &HashMap<StreamKey, Stream>,
+    (key, other): (StreamKey, StreamKey),
+    id: &str,
+    hash: u64,
+    len: u64,
+) -> bool {
+    if len == 0 {
+        return false;
     }
+    let (Some(home), Some(o)) = (streams.get(&key), streams.get(&other)) else {
+        return false;
+    };
+    if home.has_hash(hash) {
+        return false;
+    }
+    o.entry_of(id)
+        .is_some_and(|e| e.dispatched && e.hash == hash)
+        && divergence(home, o).is_some()
+}
 
-    /// The stream of another session whose event (`id`, `hash`) stream `key` is replaying, if
-    /// the evidence of the module doc holds.
-    pub fn leak_source(&self, key: StreamKey, id: &str, hash: u64, len: u64) -> Option<Leak> {
-        if len == 0 || is_globally_unique(id) {
-            return None;
-        }
-        let home = self.streams.get(&key)?;
-        if home.has_hash(hash) {
-            return None;
-        }
-        let source = self.shared_ids.get(id, hash).filter(|k| *k != key)?;
-        let other = self.streams.get(&source)?;
-        if other.session == home.session {
-            return None;
-        }
-        other
-            .entry_of(id)
-            .filter(|e| e.dispatched && e.hash == hash)?;
-        let diverged_at = divergence(home, other)?;
-        Some(Leak {
-            source,
-            diverged_at,
-        })
+/// The stream of another session whose event (`id`, `hash`) stream `key` is replaying, if
+/// the evidence of the module doc holds.
+pub fn leak_source(
+    streams: &HashMap<StreamKey, Stream>,
+    shared: &SharedIds,
+    key: StreamKey,
+    (id, hash, len): (&str, u64, u64),
+) -> Option<Leak> {
+    if len == 0 || is_globally_unique(id) {
+        return None;
     }
+    let home = streams.get(&key)?;
+    if home.has_hash(hash) {
+        return None;
+    }
+    let source = shared.get(id, hash).filter(|k| *k != key)?;
+    let other = streams.get(&source)?;
+    if other.session == home.session {
+        return None;
+    }
+    other
+        .entry_of(id)
+        .filter(|e| e.dispatched && e.hash == hash)?;
+    let diverged_at = divergence(home, other)?;
+    Some(Leak {
+        source,
+        diverged_at,
+    })
 }
 
 #[cfg(test)]
@@ -155,6 +156,7 @@ mod tests {
     use super::*;
     use crate::audit::AuditConfig;
     use crate::audit::finding::StreamRef;
+    use crate::audit::ledger::Ledger;
     use crate::audit::stream::Origin;
     use tokio::time::Instant;
 
@@ -210,7 +212,7 @@ mod tests {
         let (mut l, k) = ledger(&[("a", a), ("b", &[("1-1", 21)])]);
         assert_eq!(l.shared_ids.len(), 3);
         for key in k {
-            l.forget_stream(key);
+            l.remove_stream(key);
         }
         assert!(l.shared_ids.is_empty());
     }

@@ -11,16 +11,15 @@
 //!   watch, and was idle for `grace`. A leg is forgotten when it ends (or its connection does).
 //! - Findings are kept in memory up to `max_findings` (counters and the log see all of them).
 
-use super::AuditConfig;
+use super::config::AuditConfig;
 use super::finding::{Finding, FindingClass, FindingKind};
+use super::grace::Ended;
 use super::histo::Histos;
 use super::judge::Resume;
-use super::leak::SharedIds;
+use super::leak::{self, Leak, SharedIds};
 use super::log::FindingsLog;
-use super::order::ConnOrder;
 use super::stream::{Stream, StreamKey};
-use super::truncation::Truncation;
-use super::watch::Watch;
+pub use super::stream::{is_decimal, is_globally_unique};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use tokio::time::Instant;
 
@@ -33,9 +32,6 @@ pub struct Session {
     /// JSON-RPC request id → the stream whose POST carried it.
     pub calls: HashMap<String, StreamKey>,
     pub streams: u32,
-    pub watches: Vec<Watch>,
-    /// Truncated TLS cuts waiting for what the client does next (see `truncation`).
-    pub truncations: Vec<Truncation>,
     pub last_active: Instant,
 }
 
@@ -46,8 +42,6 @@ impl Session {
             ids: HashMap::new(),
             calls: HashMap::new(),
             streams: 0,
-            watches: Vec::new(),
-            truncations: Vec::new(),
             last_active: now,
         }
     }
@@ -116,6 +110,40 @@ impl LossTally {
     }
 }
 
+/// What proves that a later request re-sends an earlier call (decided by the re-send rule,
+/// `rules::reissue`; read by the rules that a re-send settles).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proof {
+    /// The same `Idempotency-Key`.
+    IdempotencyKey,
+    /// The same JSON-RPC id, method and params from the same client.
+    SameId,
+}
+
+impl Proof {
+    /// The name in findings (`proof` field).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Proof::IdempotencyKey => "idempotency-key",
+            Proof::SameId => "same-id",
+        }
+    }
+}
+
+/// A ledger event: call `old_id` of stream `key` was provably re-sent as `new_id`. The re-send
+/// rule marks the call replaced and queues this; the registry hands it to every rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resent {
+    /// When the re-send was seen.
+    pub at: Instant,
+    pub key: StreamKey,
+    pub old_id: String,
+    pub new_id: String,
+    pub proof: Proof,
+    /// The old call's stream is MCP 2026-07-28 (no resumption: a re-send is the only recovery).
+    pub stateless: bool,
+}
+
 /// One exchange (request/response) that belongs to a stream.
 #[derive(Debug)]
 pub struct Leg {
@@ -157,36 +185,22 @@ pub struct Ledger {
     pub log: Option<FindingsLog>,
     /// Calls affected by `loss` findings (the summary's first line).
     pub loss: LossTally,
-    /// Ordering state per connection (see `order`).
-    pub order: HashMap<u64, ConnOrder>,
-    /// MCP 2026-07-28 state: tool annotations, calls, cancellations (see `stateless`).
-    pub modern: super::stateless::Modern,
-    /// Idempotency keys and the session-less shared-id evidence (see `reissue`).
-    pub resends: super::reissue::Resends,
-    /// Lost-call watches (see `unanswered`).
-    pub lost: super::unanswered::Lost,
+    /// Streams holding deferred findings (`Stream::deferred`).
+    pub deferring: HashSet<StreamKey>,
+    /// Re-sends proven since the registry last dispatched them (see [`Resent`]).
+    pub resent: Vec<Resent>,
+    /// Why session-less JSON-RPC ids prove nothing any more (the re-send rule found them shared
+    /// by several clients); `None` while they still identify a client.
+    pub ids_shared: Option<String>,
     /// Ended streams in their grace, oldest first (see `grace`).
-    pub ended: super::grace::Ended,
+    pub ended: Ended,
     /// The receipt time of the latest observation or query.
     pub clock: Instant,
     /// True while `finish` closes the legs still open (a resume cut short by the end of the run
     /// is not a failed resume).
     pub finishing: bool,
-    last_sweep: Instant,
-}
-
-/// True if and only if `id` looks globally unique: at least 16 characters and not a plain
-/// counter (uuids, `<uuid>_<ms>_<random>`). MCP requires ids to be unique only within a session,
-/// so short ids such as `<stream>-<seq>` may repeat in every session and are never compared
-/// across sessions.
-pub fn is_globally_unique(id: &str) -> bool {
-    id.len() >= 16 && !is_decimal(id)
-}
-
-/// True if and only if `id` is made of ASCII digits only (a per-stream or per-session counter
-/// that may collide across sessions).
-pub fn is_decimal(id: &str) -> bool {
-    !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit())
+    /// When the engine last swept.
+    pub last_sweep: Instant,
 }
 
 impl Ledger {
@@ -205,10 +219,9 @@ impl Ledger {
             histos: Histos::default(),
             log: None,
             loss: LossTally::default(),
-            order: HashMap::new(),
-            modern: Default::default(),
-            resends: Default::default(),
-            lost: Default::default(),
+            deferring: HashSet::new(),
+            resent: Vec::new(),
+            ids_shared: None,
             ended: Default::default(),
             clock: now,
             finishing: false,
@@ -324,74 +337,16 @@ impl Ledger {
         }
     }
 
-    /// Runs the periodic sweep if it is due.
-    pub fn maybe_sweep(&mut self, now: Instant) {
-        let every = self.cfg.grace.min(self.cfg.abandon_after) / 4;
-        if now.saturating_duration_since(self.last_sweep) >= every {
-            self.sweep(now);
-        }
-    }
-
-    /// Forgets ended streams and idle sessions past the grace period, and settles watches that
-    /// are due.
-    pub fn sweep(&mut self, now: Instant) {
-        self.last_sweep = now;
-        self.clock = self.clock.max(now);
-        let grace = self.cfg.grace;
-        let due: Vec<StreamKey> = self
-            .streams
-            .iter()
-            .filter(|(_, s)| {
-                s.open_legs == 0
-                    && s.ended_at
-                        .is_some_and(|t| now.saturating_duration_since(t) >= grace)
-            })
-            .map(|(k, _)| *k)
-            .collect();
-        self.settle_watches(now, false);
-        // A call whose stream ended without its response is `pending-call` once no resume and
-        // no re-issue came for `abandon_after`.
-        let settle = self.cfg.abandon_after.min(grace);
-        let pending: Vec<StreamKey> = self
-            .streams
-            .iter()
-            .filter(|(_, s)| {
-                s.open_legs == 0
-                    && !s.deferred.is_empty()
-                    && s.ended_at
-                        .is_some_and(|t| now.saturating_duration_since(t) >= settle)
-            })
-            .map(|(k, _)| *k)
-            .collect();
-        for key in pending {
-            self.settle_deferred(key);
-        }
-        for key in due {
-            self.forget_stream(key);
-        }
-        self.sessions.retain(|_, s| {
-            s.streams > 0
-                || !s.watches.is_empty()
-                || !s.truncations.is_empty()
-                || now.saturating_duration_since(s.last_active) < grace
-        });
-        self.shrink_stores();
-    }
-
-    /// Forgets stream `key` now (after settling what it deferred and what waits on it).
-    pub fn forget_stream(&mut self, key: StreamKey) {
-        self.settle_deferred(key);
-        let now = self.clock;
-        self.report_lost(now, key, "its stream was forgotten");
-        self.lost.forget(key);
+    /// Forgets stream `key`: its indexes, its session's count and calls. The engine calls it
+    /// after every rule settled what waits on the stream (`Engine::forget_stream`).
+    pub fn remove_stream(&mut self, key: StreamKey) {
+        self.deferring.remove(&key);
         let Some(stream) = self.streams.remove(&key) else {
             return;
         };
         if stream.open_legs == 0 && stream.ended_at.is_some() {
             self.ended.left();
         }
-        self.resends
-            .forget(key, stream.calls.iter().filter_map(|c| c.key.clone()));
         self.shared_ids.remove_stream(key, &stream);
         let mut ids: Vec<String> = stream.remembered_ids().cloned().collect();
         if let Some(t) = stream.torn.as_ref().and_then(|t| t.id.clone()) {
@@ -408,6 +363,47 @@ impl Ledger {
                 }
             }
         }
+    }
+
+    /// Forgets the oldest event stream `key` remembers (compacting an ended stream).
+    pub fn evict_oldest_event(&mut self, key: StreamKey) {
+        let Some(stream) = self.streams.get_mut(&key) else {
+            return;
+        };
+        let session = stream.session.clone();
+        let Some(old) = stream.pop_oldest() else {
+            return;
+        };
+        let Some(id) = old.id else {
+            return;
+        };
+        self.shared_ids.remove(&id, old.hash, key);
+        let gone = self
+            .streams
+            .get(&key)
+            .is_some_and(|s| s.entry_of(&id).is_none());
+        if gone {
+            self.unindex_id(key, &session, &id);
+        }
+    }
+
+    /// Session-less evidence that stream `key` replays stream `other`'s event (see
+    /// [`leak::differing_twin`]).
+    pub fn differing_twin(
+        &self,
+        key: StreamKey,
+        other: StreamKey,
+        id: &str,
+        hash: u64,
+        len: u64,
+    ) -> bool {
+        leak::differing_twin(&self.streams, (key, other), id, hash, len)
+    }
+
+    /// The stream of another session whose event stream `key` is replaying (see
+    /// [`leak::leak_source`]).
+    pub fn leak_source(&self, key: StreamKey, id: &str, hash: u64, len: u64) -> Option<Leak> {
+        leak::leak_source(&self.streams, &self.shared_ids, key, (id, hash, len))
     }
 }
 

@@ -24,92 +24,84 @@
 //!   holds them until their request, so every judgement sees request, response, events, cut in
 //!   that order.
 //!
-//! Files: [`ledger`] (state, indexes, forgetting), [`order`] (ordering), [`exchange`]
-//! (requests, resumes, JSON-RPC answers), [`events`] (responses, SSE events, cuts, leg ends),
-//! [`judge`] (replay rules), [`sequence`] (order and gaps across all legs of a logical stream,
-//! from counter ids and MCP progress values; pure), [`reissue`] (linking a call sent again to
-//! the call it replaces: only on proof — the same `Idempotency-Key`, or the same JSON-RPC id,
-//! method and params from the same client), [`unanswered`] (a cut call with no answer, no
-//! resume and no proven re-send is `abandoned`, class loss, in both eras), [`watch`] (what the
-//! client does after a cut: `cursor-missing`), [`stateless`] (MCP 2026-07-28: `reexecuted`,
-//! `sent-after-cancel`), [`truncation`] (whether a client took a TLS truncation for the end of
-//! its call), [`leak`] (content evidence for `cross-stream` across sessions and between
-//! session-less streams), [`grace`] (ended streams: compact, capped), [`stream`] (one stream's
-//! bounded ledger), [`gauges`] (store sizes for `/metrics`), [`rpc`], [`histo`], [`log`],
-//! [`finding`] (kinds and their class: loss, duplicate, order, client-bug, server-bug, info).
+//! The audit's shape: a shared [`ledger`] of facts, an [`engine`] that applies observations to
+//! it, and judgements written as rules ([`rule::Rule`], one file each under `rules/`, run by
+//! the registry [`rules`] in a fixed order). A rule owns its state, reads the ledger, emits
+//! findings through it, and imports nothing of another rule; where one rule's conclusion
+//! matters to another, it records a fact in the ledger (a proven re-send: the call is marked
+//! replaced and a `Resent` event is queued, which the registry hands to every rule). The unit
+//! test in `imports.rs` fails on an import circle among these files or a rule importing
+//! another.
+//!
+//! Files:
+//! - Base types (import nothing of the audit but each other, no circle): [`config`]
+//!   ([`AuditConfig`]), [`finding`] (kinds and their class: loss, duplicate, order, client-bug,
+//!   server-bug, info), [`stream`] (one stream's bounded ledger, call shapes, id helpers),
+//!   [`sequence`] (order and gaps across all legs of a logical stream, from counter ids and MCP
+//!   progress values; pure), [`judge`] (the replay rules of a resume leg; pure), [`leak`] (the
+//!   content index and evidence for `cross-stream` between sessions and session-less streams),
+//!   [`grace`] (the ended-stream queue), [`gauges`] (table shrinking), [`rpc`], [`histo`],
+//!   [`log`], [`intake`].
+//! - [`ledger`]: the shared facts — sessions, streams, legs (exchanges), calls, the event-id
+//!   index, deferred findings, findings emission (counts, log, loss tally), histograms, clock,
+//!   and the ledger events rules leave for each other ([`ledger::Resent`], `ids_shared`).
+//! - [`rule`]: the [`rule::Rule`] trait (hooks: request, call, re-send, stream opened, resume,
+//!   delivery, answer, cut, leg end, sweep, forget) and the views its hooks are given.
+//! - [`engine`] (with [`order`]: exchange order; [`exchange`]: requests, resumes, cursor
+//!   judgement, JSON-RPC answers, `duplicate-response`; [`events`]: responses, SSE events, cuts
+//!   and `torn-cut`, leg ends with the replay verdict (`replay-*`, `fresh-stream`,
+//!   `cross-stream`, `explicit-loss`, `silent-empty`) and `pending-call`): applies observations
+//!   to the ledger and calls the registry's hooks; forgets streams and settles the rules.
+//! - [`rules`] (the registry) and its rules: `cursor_missing` (`cursor-missing`: a re-open or
+//!   re-send without `Last-Event-ID` and no resume), `reissue` (`reissued`: linking a call sent
+//!   again to the call it replaces, only on proof — the same `Idempotency-Key`, or the same
+//!   JSON-RPC id, method and params from the same client), `abandoned` (a cut call with no
+//!   answer, no resume and no proven re-send is `abandoned`, class loss, in both eras; its
+//!   candidates), `stateless` (MCP 2026-07-28: `reexecuted`, `sent-after-cancel`),
+//!   `truncation` (`truncation-accepted`: a client that took a TLS truncation for the end of
+//!   its call).
+//! - Still judged inside the engine (not yet rules of their own): torn cut, cursor
+//!   (`cursor-ahead`/`cursor-behind`), replay order/gaps/duplicates, fresh stream,
+//!   cross-stream, pending-call.
 //!
 //! The summary opens with "silent loss observed: yes/no (N calls affected)", counted from the
 //! `loss` findings (`abandoned` included); judgements still awaiting a resume or a re-send are
 //! listed under it, and settle `abandon_after` after the cut or stream end, or at
 //! [`Auditor::finish`] (the end of a run), whatever the wait.
 
+pub mod config;
+pub mod engine;
 pub mod events;
 pub mod exchange;
 pub mod finding;
 pub mod gauges;
 pub mod grace;
 pub mod histo;
+#[cfg(test)]
+mod imports;
 pub mod intake;
 pub mod judge;
 pub mod leak;
 pub mod ledger;
 pub mod log;
 pub mod order;
-pub mod reissue;
 pub mod rpc;
+pub mod rule;
+pub mod rules;
 pub mod sequence;
-pub mod stateless;
 pub mod stream;
-pub mod truncation;
-pub mod unanswered;
-pub mod watch;
 
+pub use config::AuditConfig;
 pub use finding::{CandidateCall, Finding, FindingClass, FindingKind, StreamRef};
 
 use crate::wire::{Observation, ObservationSink};
+use engine::Engine;
 use hdrhistogram::Histogram;
-use ledger::Ledger;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::time::Duration;
 use tokio::time::Instant;
-
-/// Settings of the auditor.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AuditConfig {
-    /// How long an ended stream (and an idle session) is remembered, so a late resume can still
-    /// be mapped; also how long after a cut a re-open without cursor may be followed by a real
-    /// resume before it counts as `cursor-missing`.
-    pub grace: Duration,
-    /// How long after its last cut (or failed resume) a call may wait for an answer, a resume
-    /// or a proven re-send before it is `abandoned` (both eras; `--abandon-after`). At
-    /// [`Auditor::finish`] every such call is reported whatever it waited.
-    pub abandon_after: Duration,
-    /// Delivered events remembered per stream (oldest forgotten first).
-    pub ids_per_stream: usize,
-    /// Findings kept in memory for [`Auditor::findings`].
-    pub max_findings: usize,
-    /// Delivered events an ended stream keeps for its grace (the newest; see [`grace`]).
-    pub ended_events: usize,
-    /// Ended streams kept for their grace, at most; beyond, the oldest are forgotten early and
-    /// counted (see [`grace`]).
-    pub max_ended_streams: usize,
-}
-
-impl Default for AuditConfig {
-    fn default() -> Self {
-        AuditConfig {
-            grace: Duration::from_secs(60),
-            abandon_after: Duration::from_secs(30),
-            ids_per_stream: 4096,
-            max_findings: 100_000,
-            ended_events: 64,
-            max_ended_streams: 100_000,
-        }
-    }
-}
 
 /// Errors of the audit.
 #[derive(Debug, thiserror::Error)]
@@ -133,18 +125,18 @@ pub struct Auditor {
 
 #[derive(Debug)]
 struct Inner {
-    ledger: Mutex<Ledger>,
+    engine: Mutex<Engine>,
     intake: intake::Intake,
 }
 
 impl Inner {
-    fn lock_ledger(&self) -> MutexGuard<'_, Ledger> {
-        self.ledger.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock_engine(&self) -> MutexGuard<'_, Engine> {
+        self.engine.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Applies everything queued, in order; returns the ledger, locked.
-    fn drain(&self) -> MutexGuard<'_, Ledger> {
-        let mut l = self.lock_ledger();
+    /// Applies everything queued, in order; returns the engine (and its ledger), locked.
+    fn drain(&self) -> MutexGuard<'_, Engine> {
+        let mut l = self.lock_engine();
         for (at, obs) in self.intake.take() {
             l.arrive(at, obs);
             l.maybe_sweep(at);
@@ -177,14 +169,14 @@ impl Auditor {
     pub fn with_queue_limit(config: AuditConfig, limit: usize) -> Self {
         Auditor {
             inner: Arc::new(Inner {
-                ledger: Mutex::new(Ledger::new(config, Instant::now())),
+                engine: Mutex::new(Engine::new(config, Instant::now())),
                 intake: intake::Intake::new(limit),
             }),
         }
     }
 
-    /// The ledger with everything recorded so far applied.
-    fn lock(&self) -> MutexGuard<'_, Ledger> {
+    /// The engine with everything recorded so far applied.
+    fn lock(&self) -> MutexGuard<'_, Engine> {
         self.inner.drain()
     }
 
@@ -196,7 +188,7 @@ impl Auditor {
     /// Ended streams forgotten before their grace because of `max_ended_streams` (see
     /// [`grace`]).
     pub fn evicted(&self) -> u64 {
-        self.lock().ended.evicted
+        self.lock().l.ended.evicted
     }
 
     /// Stops (`true`) or resumes the worker that applies observations to the ledger; queries
@@ -231,13 +223,13 @@ impl Auditor {
 
     /// Writes every finding from now on as one JSON line to `out`.
     pub fn log_to(&self, out: Box<dyn std::io::Write + Send>) {
-        self.lock().log = Some(log::FindingsLog::new(out));
+        self.lock().l.log = Some(log::FindingsLog::new(out));
     }
 
     /// Waits until every finding reported so far is written to the findings log.
     pub fn flush_log(&self) {
-        let l = self.lock();
-        if let Some(log) = &l.log {
+        let e = self.lock();
+        if let Some(log) = &e.l.log {
             log.sync();
         }
     }
@@ -246,56 +238,56 @@ impl Auditor {
     /// judgements that are due (a `pending-call` appears here once `abandon_after` passed
     /// without a resume or re-issue).
     pub fn findings(&self) -> Vec<Finding> {
-        let mut l = self.lock();
-        l.sweep(Instant::now());
-        l.findings.clone()
+        let mut e = self.lock();
+        e.sweep(Instant::now());
+        e.l.findings.clone()
     }
 
     /// Calls (or call-less streams) affected by `loss` findings so far.
     pub fn loss_affected(&self) -> u64 {
-        self.lock().loss.affected()
+        self.lock().l.loss.affected()
     }
 
     /// "silent loss observed: yes/no (N calls affected)", from the `loss` findings so far.
     pub fn silent_loss(&self) -> String {
-        self.lock().loss.headline()
+        self.lock().l.loss.headline()
     }
 
     /// Number of findings by kind name (every finding, also those beyond `max_findings`).
     pub fn counts(&self) -> BTreeMap<String, u64> {
-        self.lock().counts.clone()
+        self.lock().l.counts.clone()
     }
 
     /// Copies of the latency histograms (µs), by name (see [`histo`]).
     pub fn histograms(&self) -> BTreeMap<&'static str, Histogram<u64>> {
-        self.lock().histos.snapshot()
+        self.lock().l.histos.snapshot()
     }
 
     /// Streams currently remembered, after forgetting those past the grace period.
     pub fn tracked_streams(&self) -> usize {
-        let mut l = self.lock();
-        l.sweep(Instant::now());
-        l.streams.len()
+        let mut e = self.lock();
+        e.sweep(Instant::now());
+        e.l.streams.len()
     }
 
     /// Sessions currently remembered, after forgetting those past the grace period.
     pub fn tracked_sessions(&self) -> usize {
-        let mut l = self.lock();
-        l.sweep(Instant::now());
-        l.sessions.len()
+        let mut e = self.lock();
+        e.sweep(Instant::now());
+        e.l.sessions.len()
     }
 
     /// Entries held in each store of the ledger (see [`gauges`]), after forgetting what is past
     /// the grace period.
     pub fn store_sizes(&self) -> Vec<(&'static str, u64)> {
-        let mut l = self.lock();
-        l.sweep(Instant::now());
-        l.store_sizes()
+        let mut e = self.lock();
+        e.sweep(Instant::now());
+        e.store_sizes()
     }
 
     /// Delivered events remembered over all streams (bounded by `ids_per_stream` each).
     pub fn remembered_events(&self) -> usize {
-        self.lock().streams.values().map(|s| s.remembered()).sum()
+        self.lock().l.streams.values().map(|s| s.remembered()).sum()
     }
 
     /// Closes pending judgements: open replay legs are judged with what they delivered (as if
@@ -305,24 +297,24 @@ impl Auditor {
     /// finding says how long). Call it once, at the end of a run.
     pub fn finish(&self) {
         let now = Instant::now();
-        let mut l = self.lock();
-        let open: Vec<(u64, u64)> = l
-            .legs
-            .iter()
-            .filter(|(_, leg)| leg.resume.is_some())
-            .map(|(k, _)| *k)
-            .collect();
-        l.finishing = true;
+        let mut e = self.lock();
+        let open: Vec<(u64, u64)> =
+            e.l.legs
+                .iter()
+                .filter(|(_, leg)| leg.resume.is_some())
+                .map(|(k, _)| *k)
+                .collect();
+        e.l.finishing = true;
         for (conn, seq) in open {
-            l.end_leg(now, conn, seq, false, false);
+            e.end_leg(now, conn, seq, false, false);
         }
-        l.finishing = false;
-        let keys: Vec<u64> = l.streams.keys().copied().collect();
+        e.l.finishing = false;
+        let keys: Vec<u64> = e.l.streams.keys().copied().collect();
         for key in keys {
-            l.settle_deferred(key);
+            e.l.settle_deferred(key);
         }
-        l.settle_watches(now, true);
-        if let Some(log) = &l.log {
+        e.settle(now, true);
+        if let Some(log) = &e.l.log {
             log.sync();
         }
     }
@@ -330,8 +322,10 @@ impl Auditor {
     /// A human-readable summary: counts by kind, histograms, ledger size.
     pub fn summary(&self) -> String {
         let now = Instant::now();
-        let mut l = self.lock();
-        l.sweep(now);
+        let mut e = self.lock();
+        e.sweep(now);
+        let lost_calls = e.rules.size("lost_calls");
+        let l = &e.l;
         let mut out = format!(
             "{}\ntearline audit after {} ms\n findings:\n",
             l.loss.headline(),
@@ -383,7 +377,7 @@ impl Auditor {
             l.ended.live(),
             l.sessions.len(),
             l.legs.len(),
-            l.lost.len()
+            lost_calls
         ));
         if l.ended.evicted > 0 {
             out.push_str(&format!(

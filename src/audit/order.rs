@@ -15,26 +15,15 @@
 //!   `unknown`, never guessed.
 //! - Latencies measured from a request that arrived after its response are not recorded.
 
+use super::engine::Engine;
 use super::events::EventFacts;
 use super::exchange::RequestFacts;
 use super::finding::{Finding, FindingKind, StreamRef};
-use super::ledger::Ledger;
 use crate::wire::{CutPoint, Observation};
 use tokio::time::Instant;
 
 /// Held observations per connection, at most.
 pub const MAX_EARLY_PER_CONN: usize = 4096;
-
-/// Per-connection ordering state.
-#[derive(Debug, Default)]
-pub struct ConnOrder {
-    /// Requests seen (sequence numbers below this were seen).
-    requests: u64,
-    /// Observations waiting for their request: (receipt time, observation).
-    early: Vec<(Instant, Observation)>,
-    /// Observations dropped because `early` was full.
-    dropped: u64,
-}
 
 fn seq_of(obs: &Observation) -> Option<(u64, u64)> {
     match obs {
@@ -47,10 +36,10 @@ fn seq_of(obs: &Observation) -> Option<(u64, u64)> {
     }
 }
 
-impl Ledger {
+impl Engine {
     /// Receives one observation at `now`, holding it if its request was not seen yet.
     pub fn arrive(&mut self, now: Instant, obs: Observation) {
-        self.clock = self.clock.max(now);
+        self.l.clock = self.l.clock.max(now);
         if let Some((conn, seq)) = seq_of(&obs) {
             let c = self.order.entry(conn).or_default();
             if seq >= c.requests {
@@ -153,7 +142,9 @@ impl Ledger {
                 seq,
                 raw_offset,
                 reason,
-            } => self.on_observer_gave_up(now, conn, seq, raw_offset, &reason),
+            } => self
+                .l
+                .on_observer_gave_up(now, conn, seq, raw_offset, &reason),
             _ => {}
         }
     }
@@ -173,7 +164,7 @@ impl Ledger {
         if mine.is_empty() {
             return;
         }
-        if let Some(leg) = self.legs.get_mut(&(conn, seq)) {
+        if let Some(leg) = self.l.legs.get_mut(&(conn, seq)) {
             leg.late = true;
         }
         for (t, o) in mine {
@@ -205,7 +196,7 @@ impl Ledger {
         c.requests = c.requests.max(seq.saturating_add(1));
         let f = Finding::new(
             FindingKind::Unknown,
-            self.ms(now),
+            self.l.ms(now),
             p.session.clone(),
             StreamRef {
                 request: format!("{method} {path}"),
@@ -219,7 +210,7 @@ impl Ledger {
              and params are unknown, so pending-call, silent-empty and re-issues are not judged \
              for it",
         );
-        self.emit(f);
+        self.l.emit(f);
         self.on_request(
             now,
             RequestFacts {
@@ -255,7 +246,7 @@ impl Ledger {
         }
         let f = Finding::new(
             FindingKind::Unknown,
-            self.ms(now),
+            self.l.ms(now),
             None,
             StreamRef {
                 conn,
@@ -269,6 +260,6 @@ impl Ledger {
             c.early.len(),
             c.dropped
         ));
-        self.emit(f);
+        self.l.emit(f);
     }
 }

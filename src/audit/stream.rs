@@ -72,6 +72,28 @@ pub struct Call {
     pub key: Option<String>,
 }
 
+/// The shape of an unanswered call (what a re-send must repeat): id, method, params hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallShape {
+    pub id: String,
+    pub method: String,
+    pub params_hash: u64,
+}
+
+/// True if and only if `id` looks globally unique: at least 16 characters and not a plain
+/// counter (uuids, `<uuid>_<ms>_<random>`). MCP requires ids to be unique only within a session,
+/// so short ids such as `<stream>-<seq>` may repeat in every session and are never compared
+/// across sessions.
+pub fn is_globally_unique(id: &str) -> bool {
+    id.len() >= 16 && !is_decimal(id)
+}
+
+/// True if and only if `id` is made of ASCII digits only (a per-stream or per-session counter
+/// that may collide across sessions).
+pub fn is_decimal(id: &str) -> bool {
+    !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit())
+}
+
 /// Whether the stream was opened by a POST or a standalone GET.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Origin {
@@ -285,6 +307,17 @@ impl Stream {
     /// Calls without any answer that no re-issue replaced.
     pub fn unanswered(&self) -> impl Iterator<Item = &Call> {
         self.calls.iter().filter(|c| c.answers == 0 && !c.replaced)
+    }
+
+    /// The shapes of the calls still waiting for an answer (no proven re-send replaced them).
+    pub fn unanswered_shapes(&self) -> Vec<CallShape> {
+        self.unanswered()
+            .map(|c| CallShape {
+                id: c.id.clone(),
+                method: c.method.clone(),
+                params_hash: c.params_hash,
+            })
+            .collect()
     }
 
     /// Ids of the opening POST's unanswered calls, as JSON text.

@@ -1,8 +1,8 @@
-//! MCP 2026-07-28: the two judgements a stateless stream adds — a repeated side effect
+//! Rules `reexecuted` and `sent-after-cancel` — MCP 2026-07-28: the two judgements a stateless stream adds — a repeated side effect
 //! (`reexecuted`) and output after cancellation (`sent-after-cancel`).
 //!
 //! Why: a 2026-07-28 stream cannot be resumed; a client recovers a cut call only by sending it
-//! again (`reissued`: only a proven re-send counts, see `reissue`). That is safe for a tool whose annotations
+//! again (`reissued`: only a proven re-send counts, see rule `reissue`). That is safe for a tool whose annotations
 //! declare it repeat-safe, and a likely double side effect otherwise. And closing a response
 //! stream cancels its request: the server must send nothing more for it, on any stream.
 //!
@@ -17,7 +17,7 @@
 //!   closed, that stream delivered a progress notification or any bytes of a response (a whole
 //!   event, or the head of a long one), or the cut tore an event after at least one byte.
 //! - `reexecuted` (class duplicate) iff a call that visibly started is provably re-sent (the
-//!   `reissued` rule of `reissue`: both the re-send and the first execution are then proven)
+//!   `reissued` rule, handed over as a `Resent` ledger event: both the re-send and the first execution are then proven)
 //!   and its tool's annotations seen say it is not repeat-safe.
 //!   Evidence: both ids, the tool, what was delivered first. A call cut before any byte
 //!   reached the client is never `reexecuted`: from the wire, its first execution is not
@@ -39,10 +39,11 @@ use std::collections::{HashMap, VecDeque};
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::finding::{FindingKind, StreamRef};
-use super::ledger::Ledger;
-use super::rpc::{self, RpcMessage, TOOLS_CALL, is_stateless_version};
-use super::stream::{Origin, StreamKey};
+use crate::audit::finding::{Finding, FindingKind, StreamRef};
+use crate::audit::ledger::{Ledger, Resent};
+use crate::audit::rpc::{self, RpcMessage, TOOLS_CALL, is_stateless_version};
+use crate::audit::rule::{LegEnded, RequestView, Rule};
+use crate::audit::stream::{Origin, StreamKey};
 
 /// Tools whose annotations are remembered, at most.
 pub const MAX_TOOLS: usize = 4096;
@@ -90,27 +91,15 @@ struct Cancelled {
     reported: bool,
 }
 
-/// The 2026-07-28 state of the ledger.
+/// The 2026-07-28 rules' state (one state: the calls' tools and tokens serve both judgements).
 #[derive(Debug, Default)]
-pub struct Modern {
+pub struct Stateless {
     hints: HashMap<String, Hints>,
     calls: HashMap<StreamKey, Vec<ModernCall>>,
     cancelled: VecDeque<Cancelled>,
 }
 
-impl Modern {
-    /// Entries held: (streams with tool calls, cancelled calls, tools with annotations).
-    pub fn sizes(&self) -> (usize, usize, usize) {
-        (self.calls.len(), self.cancelled.len(), self.hints.len())
-    }
-
-    /// Gives back table capacity once most entries are gone.
-    pub fn shrink(&mut self) {
-        super::gauges::shrink(&mut self.calls);
-        self.cancelled
-            .shrink_to(super::gauges::room_for(self.cancelled.len()));
-    }
-
+impl Stateless {
     /// The annotations seen for `tool`, if any.
     pub fn hints(&self, tool: &str) -> Option<Hints> {
         self.hints.get(tool).copied()
@@ -173,38 +162,45 @@ fn tool_calls(body: &[u8]) -> Vec<ModernCall> {
         .collect()
 }
 
-impl Ledger {
-    fn is_modern_post(&self, key: StreamKey) -> bool {
-        self.streams.get(&key).is_some_and(|s| {
+impl Stateless {
+    fn is_modern_post(l: &Ledger, key: StreamKey) -> bool {
+        l.streams.get(&key).is_some_and(|s| {
             s.origin == Origin::Post && s.version.as_deref().is_some_and(is_stateless_version)
         })
     }
 
     /// A POST opened stream `key`: remembers its 2026-07-28 tool calls (tool and token).
-    pub fn modern_request(&mut self, key: StreamKey, body: &[u8]) {
-        if !self.is_modern_post(key) {
+    fn modern_request(&mut self, l: &Ledger, key: StreamKey, body: &[u8]) {
+        if !Self::is_modern_post(l, key) {
             return;
         }
         let calls = tool_calls(body);
         if calls.is_empty() {
             return;
         }
-        if self.modern.calls.len() >= MAX_CALL_STREAMS {
-            let live = &self.streams;
-            self.modern.calls.retain(|k, _| live.contains_key(k));
-            if self.modern.calls.len() >= MAX_CALL_STREAMS
-                && let Some(oldest) = self.modern.calls.keys().min().copied()
+        if self.calls.len() >= MAX_CALL_STREAMS {
+            let live = &l.streams;
+            self.calls.retain(|k, _| live.contains_key(k));
+            if self.calls.len() >= MAX_CALL_STREAMS
+                && let Some(oldest) = self.calls.keys().min().copied()
             {
-                self.modern.calls.remove(&oldest);
+                self.calls.remove(&oldest);
             }
         }
-        self.modern.calls.insert(key, calls);
+        self.calls.insert(key, calls);
     }
 
     /// Server messages delivered on stream `key` (`whole`: `data` is the whole message, else
     /// its head): reads `tools/list` annotations, marks the stream's calls as visibly started,
     /// and judges `sent-after-cancel`.
-    pub fn modern_delivery(&mut self, now: Instant, key: StreamKey, data: &[u8], whole: bool) {
+    fn modern_delivery(
+        &mut self,
+        l: &mut Ledger,
+        now: Instant,
+        key: StreamKey,
+        data: &[u8],
+        whole: bool,
+    ) {
         let parsed: Option<Value> = if whole {
             serde_json::from_slice(data).ok()
         } else {
@@ -212,8 +208,8 @@ impl Ledger {
         };
         if let Some(v) = &parsed {
             for (name, hints) in listed_tools(v) {
-                if self.modern.hints.len() < MAX_TOOLS || self.modern.hints.contains_key(&name) {
-                    self.modern.hints.insert(name, hints);
+                if self.hints.len() < MAX_TOOLS || self.hints.contains_key(&name) {
+                    self.hints.insert(name, hints);
                 }
             }
         }
@@ -242,12 +238,12 @@ impl Ledger {
         } else {
             None
         };
-        if let (Some(what), Some(calls)) = (what, self.modern.calls.get_mut(&key)) {
+        if let (Some(what), Some(calls)) = (what, self.calls.get_mut(&key)) {
             for c in calls.iter_mut().filter(|c| c.started.is_none()) {
                 c.started = Some(what);
             }
         }
-        if self.modern.cancelled.is_empty() {
+        if self.cancelled.is_empty() {
             return;
         }
         for m in msgs {
@@ -259,22 +255,22 @@ impl Ledger {
                 } => (None, Some(token)),
                 _ => continue,
             };
-            self.judge_sent_after_cancel(now, key, id, token);
+            self.judge_sent_after_cancel(l, now, key, id, token);
         }
     }
 
     fn judge_sent_after_cancel(
         &mut self,
+        l: &mut Ledger,
         now: Instant,
         key: StreamKey,
         id: Option<String>,
         token: Option<String>,
     ) {
-        let own = self.modern.calls.get(&key);
+        let own = self.calls.get(&key);
         let owns_id = |i: &String| {
             own.is_some_and(|cs| cs.iter().any(|c| &c.id == i))
-                || self
-                    .streams
+                || l.streams
                     .get(&key)
                     .is_some_and(|s| s.calls.iter().any(|c| &c.id == i))
         };
@@ -283,7 +279,7 @@ impl Ledger {
         if id.as_ref().is_some_and(owns_id) || token.as_ref().is_some_and(owns_token) {
             return;
         }
-        let Some(c) = self.modern.cancelled.iter_mut().find(|c| {
+        let Some(c) = self.cancelled.iter_mut().find(|c| {
             !c.reported
                 && c.stream != key
                 && (id.as_ref().is_some_and(|i| *i == c.id) || token.is_some() && c.token == token)
@@ -292,7 +288,7 @@ impl Ledger {
         };
         c.reported = true;
         let c = c.clone();
-        let on = self
+        let on = l
             .streams
             .get(&key)
             .map_or("another stream".to_owned(), |s| {
@@ -303,9 +299,9 @@ impl Ledger {
             (_, Some(t)) => format!("a progress notification for its token {t}"),
             _ => "a message".to_owned(),
         };
-        let f = super::finding::Finding::new(
+        let f = Finding::new(
             FindingKind::SentAfterCancel,
-            self.ms(now),
+            l.ms(now),
             c.session,
             c.reference,
         )
@@ -315,18 +311,18 @@ impl Ledger {
              server then sent {what} on {on} (connection {})",
             c.id,
             now.saturating_duration_since(c.at).as_millis(),
-            self.streams.get(&key).map_or(0, |s| s.reference.conn),
+            l.streams.get(&key).map_or(0, |s| s.reference.conn),
         ));
-        self.emit(f);
+        l.emit(f);
     }
 
     /// The last leg of stream `key` ended; `clean` if its body ended cleanly. A 2026-07-28
     /// stream closed otherwise cancels its unanswered calls (and a torn event started them).
-    pub fn modern_closed(&mut self, now: Instant, key: StreamKey, clean: bool) {
-        if clean || !self.is_modern_post(key) {
+    fn modern_closed(&mut self, l: &Ledger, now: Instant, key: StreamKey, clean: bool) {
+        if clean || !Self::is_modern_post(l, key) {
             return;
         }
-        let Some(stream) = self.streams.get(&key) else {
+        let Some(stream) = l.streams.get(&key) else {
             return;
         };
         if stream.open_legs > 0 {
@@ -335,7 +331,7 @@ impl Ledger {
         let torn = stream.torn.as_ref().is_some_and(|t| t.bytes > 0);
         let unanswered: Vec<String> = stream.unanswered_ids();
         let (session, reference) = (stream.session.clone(), stream.reference.clone());
-        let calls = self.modern.calls.get_mut(&key);
+        let calls = self.calls.get_mut(&key);
         let mut tokens: HashMap<String, Option<String>> = HashMap::new();
         if let Some(calls) = calls {
             for c in calls.iter_mut() {
@@ -345,16 +341,15 @@ impl Ledger {
                 tokens.insert(c.id.clone(), c.token.clone());
             }
         }
-        let grace = self.cfg.grace;
-        self.modern
-            .cancelled
+        let grace = l.cfg.grace;
+        self.cancelled
             .retain(|c| now.saturating_duration_since(c.at) < grace);
         for id in unanswered {
-            if self.modern.cancelled.len() >= MAX_CANCELLED {
-                self.modern.cancelled.pop_front();
+            if self.cancelled.len() >= MAX_CANCELLED {
+                self.cancelled.pop_front();
             }
             let token = tokens.get(&id).cloned().flatten();
-            self.modern.cancelled.push_back(Cancelled {
+            self.cancelled.push_back(Cancelled {
                 stream: key,
                 session: session.clone(),
                 reference: reference.clone(),
@@ -368,16 +363,9 @@ impl Ledger {
 
     /// Call `old_id` of stream `key` was re-issued as `new_id`: `reexecuted` if it had
     /// visibly started and its tool is not repeat-safe.
-    pub fn judge_reexecution(
-        &mut self,
-        now: Instant,
-        key: StreamKey,
-        old_id: &str,
-        new_id: &str,
-        proof: super::reissue::Proof,
-    ) {
+    fn judge_reexecution(&mut self, l: &mut Ledger, now: Instant, r: &Resent) {
+        let (key, old_id, new_id, proof) = (r.key, r.old_id.as_str(), r.new_id.as_str(), r.proof);
         let Some(call) = self
-            .modern
             .calls
             .get(&key)
             .and_then(|cs| cs.iter().find(|c| c.id == old_id))
@@ -389,12 +377,12 @@ impl Ledger {
             return;
         };
         let tool = call.tool.as_deref().unwrap_or("(unnamed)");
-        let hints = self.modern.hints(tool);
+        let hints = self.hints(tool);
         if hints.is_some_and(Hints::repeat_safe) {
             return;
         }
         if hints.is_none() {
-            let f = self
+            let f = l
                 .finding(FindingKind::Unknown, key, now)
                 .ids(vec![old_id.to_owned(), new_id.to_owned()])
                 .detail(format!(
@@ -403,11 +391,11 @@ impl Ledger {
                      no tools/list seen on the wire named the tool; by the spec's defaults \
                      (readOnlyHint and idempotentHint false) its side effect may have run twice"
                 ));
-            self.emit(f);
+            l.emit(f);
             return;
         }
         let why = "its tools/list annotations declare it neither readOnlyHint nor idempotentHint";
-        let mut f = self
+        let mut f = l
             .finding(FindingKind::Reexecuted, key, now)
             .ids(vec![old_id.to_owned(), new_id.to_owned()])
             .detail(format!(
@@ -417,7 +405,55 @@ impl Ledger {
                 proof.as_str()
             ));
         f.proof = Some(proof.as_str().to_owned());
-        self.emit(f);
+        l.emit(f);
+    }
+}
+
+impl Rule for Stateless {
+    fn name(&self) -> &'static str {
+        "stateless"
+    }
+
+    fn on_resent(&mut self, l: &mut Ledger, r: &Resent) {
+        if r.stateless {
+            self.judge_reexecution(l, r.at, r);
+        }
+    }
+
+    fn on_stream_opened(&mut self, l: &mut Ledger, key: StreamKey, r: &RequestView<'_>) {
+        if let Some(b) = r.body {
+            self.modern_request(l, key, b);
+        }
+    }
+
+    fn on_delivery(
+        &mut self,
+        l: &mut Ledger,
+        now: Instant,
+        key: StreamKey,
+        data: &[u8],
+        whole: bool,
+    ) {
+        self.modern_delivery(l, now, key, data, whole);
+    }
+
+    fn on_leg_end(&mut self, l: &mut Ledger, e: &LegEnded) {
+        self.modern_closed(l, e.now, e.key, e.clean);
+    }
+
+    fn shrink(&mut self) {
+        crate::audit::gauges::shrink(&mut self.calls);
+        self.cancelled
+            .shrink_to(crate::audit::gauges::room_for(self.cancelled.len()));
+    }
+
+    fn sizes(&self) -> Vec<(&'static str, u64)> {
+        let n = |v: usize| u64::try_from(v).unwrap_or(u64::MAX);
+        vec![
+            ("modern_calls", n(self.calls.len())),
+            ("cancelled_calls", n(self.cancelled.len())),
+            ("tool_hints", n(self.hints.len())),
+        ]
     }
 }
 

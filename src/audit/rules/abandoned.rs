@@ -1,4 +1,4 @@
-//! Unanswered means lost: a call the proxy cut that nobody answered, resumed or provably re-sent
+//! Rule `abandoned` — unanswered means lost: a call the proxy cut that nobody answered, resumed or provably re-sent
 //! is reported `abandoned` (class loss), in both MCP eras, when its wait ends.
 //!
 //! Why: a cut call that hangs is the silent loss this proxy exists to show. A legacy client may
@@ -8,10 +8,10 @@
 //!
 //! Precise rules:
 //! - A *lost-call watch* is armed on a stream, for each of its calls without an answer, a
-//!   proven re-send (`reissue`) or a cancellation, when its last open leg ends by a proxy cut,
+//!   proven re-send (rule `reissue`, handed over as a `Resent` ledger event) or a cancellation, when its last open leg ends by a proxy cut,
 //!   or when a resume of a stream cut before ends without the answer and not cleanly (a refused
 //!   resume — `explicit-loss` — or a connection that closed). A resume that ends cleanly without
-//!   the answer is `pending-call`'s (`events`), never both.
+//!   the answer is `pending-call`'s (the engine's `events`), never both.
 //! - Opening a resume of the stream pauses the watch (removes it); the resume's end arms it
 //!   again, its clock restarting at that end.
 //! - A call leaves the watch when it is answered (result or error), provably re-sent,
@@ -33,9 +33,11 @@ use std::collections::HashMap;
 
 use tokio::time::Instant;
 
-use super::finding::{CandidateCall, Finding, FindingKind, StreamRef};
-use super::ledger::Ledger;
-use super::stream::StreamKey;
+use crate::audit::finding::{CandidateCall, Finding, FindingKind, StreamRef};
+use crate::audit::ledger::{Ledger, Resent};
+use crate::audit::rpc::RpcMessage;
+use crate::audit::rule::{CutSeen, LegEnded, NewCall, RequestView, Rule};
+use crate::audit::stream::StreamKey;
 
 /// Candidates named per lost call, at most.
 pub const MAX_CANDIDATES: usize = 8;
@@ -59,29 +61,17 @@ struct LostWatch {
     calls: Vec<LostCall>,
 }
 
-/// Every armed lost-call watch.
+/// The `abandoned` rule: every armed lost-call watch.
 #[derive(Debug, Default)]
-pub struct Lost {
+pub struct Abandoned {
     watches: HashMap<StreamKey, LostWatch>,
     /// Times each stream was cut (kept while the stream is remembered).
     cuts: HashMap<StreamKey, u32>,
-    /// Streams holding deferred findings (a `pending-call` may name candidates too).
-    deferring: std::collections::HashSet<StreamKey>,
 }
 
-impl Lost {
-    /// Watches armed.
-    pub fn len(&self) -> usize {
-        self.watches.len()
-    }
-
-    /// True if no watch is armed.
-    pub fn is_empty(&self) -> bool {
-        self.watches.is_empty()
-    }
-
+impl Abandoned {
     /// Call `id` of stream `key` was answered, re-sent or cancelled: it is not waited for.
-    pub fn resolved(&mut self, key: StreamKey, id: &str) {
+    fn resolved(&mut self, key: StreamKey, id: &str) {
         if let Some(w) = self.watches.get_mut(&key) {
             w.calls.retain(|c| c.id != id);
             if w.calls.is_empty() {
@@ -89,51 +79,13 @@ impl Lost {
             }
         }
     }
-
-    /// A resume of stream `key` opened: its wait pauses until the resume ends.
-    pub fn pause(&mut self, key: StreamKey) {
-        self.watches.remove(&key);
-    }
-
-    /// Stream `key` is forgotten.
-    pub fn forget(&mut self, key: StreamKey) {
-        self.watches.remove(&key);
-        self.cuts.remove(&key);
-        self.deferring.remove(&key);
-    }
-
-    /// Stream `key` holds deferred findings.
-    pub fn deferring(&mut self, key: StreamKey) {
-        self.deferring.insert(key);
-    }
-
-    /// Stream `key`'s deferred findings were reported or dropped.
-    pub fn settled(&mut self, key: StreamKey) {
-        self.deferring.remove(&key);
-    }
-
-    /// Notes a cut of stream `key`.
-    pub fn count_cut(&mut self, key: StreamKey) {
-        *self.cuts.entry(key).or_insert(0) += 1;
-    }
-
-    /// Gives back capacity once most entries are gone.
-    pub fn shrink(&mut self) {
-        super::gauges::shrink(&mut self.watches);
-        super::gauges::shrink(&mut self.cuts);
-        self.deferring
-            .shrink_to(super::gauges::room_for(self.deferring.len()));
-    }
-}
-
-impl Ledger {
     /// Arms (or re-arms, its clock at `now`) the lost-call watch of stream `key` for every call
     /// still unanswered; a stream with none has no watch.
-    pub fn arm_lost(&mut self, now: Instant, key: StreamKey) {
-        let Some(stream) = self.streams.get(&key) else {
+    fn arm_lost(&mut self, l: &Ledger, now: Instant, key: StreamKey) {
+        let Some(stream) = l.streams.get(&key) else {
             return;
         };
-        let old = self.lost.watches.remove(&key);
+        let old = self.watches.remove(&key);
         let calls: Vec<LostCall> = stream
             .unanswered()
             .filter(|c| !c.reported)
@@ -151,8 +103,8 @@ impl Ledger {
         if calls.is_empty() {
             return;
         }
-        let cuts = self.lost.cuts.get(&key).copied().unwrap_or(0);
-        self.lost.watches.insert(
+        let cuts = self.cuts.get(&key).copied().unwrap_or(0);
+        self.watches.insert(
             key,
             LostWatch {
                 session: stream.session.clone(),
@@ -166,27 +118,22 @@ impl Ledger {
 
     /// A new call that proved no re-send: it is a candidate of every waiting call with the same
     /// method and params.
-    pub fn note_candidate(
-        &mut self,
-        now: Instant,
-        session: &Option<String>,
-        (id, method, params_hash): (&str, &str, u64),
-        (conn, seq): (u64, u64),
-    ) {
-        if self.lost.watches.is_empty() && self.lost.deferring.is_empty() {
+    fn note_candidate(&mut self, l: &mut Ledger, new: &NewCall<'_>) {
+        let (id, method, params_hash) = (new.id, new.method, new.params_hash);
+        if self.watches.is_empty() && l.deferring.is_empty() {
             return;
         }
-        let at_ms = self.ms(now);
+        let at_ms = l.ms(new.now);
         let candidate = CandidateCall {
             id: id.to_owned(),
-            session: session.clone(),
-            conn,
-            seq,
+            session: new.session.clone(),
+            conn: new.conn,
+            seq: new.seq,
             at_ms,
         };
-        let keys: Vec<StreamKey> = self.lost.deferring.iter().copied().collect();
+        let keys: Vec<StreamKey> = l.deferring.iter().copied().collect();
         for key in keys {
-            let Some(stream) = self.streams.get_mut(&key) else {
+            let Some(stream) = l.streams.get_mut(&key) else {
                 continue;
             };
             let calls = &stream.calls;
@@ -210,7 +157,7 @@ impl Ledger {
                 }
             }
         }
-        for w in self.lost.watches.values_mut() {
+        for w in self.watches.values_mut() {
             for c in w
                 .calls
                 .iter_mut()
@@ -224,8 +171,8 @@ impl Ledger {
     }
 
     /// Call `id` of `session` was cancelled by the client or answered with an error.
-    pub fn lost_resolved_by_id(&mut self, session: &Option<String>, id: &str) {
-        let Some(key) = self
+    fn resolved_by_id(&mut self, l: &Ledger, session: &Option<String>, id: &str) {
+        let Some(key) = l
             .sessions
             .get(session)
             .and_then(|s| s.calls.get(id))
@@ -233,19 +180,18 @@ impl Ledger {
         else {
             return;
         };
-        self.lost.resolved(key, id);
+        self.resolved(key, id);
     }
 
     /// Reports `abandoned` for watches `abandon_after` old whose stream is not reopened, or for
     /// all of them at `finish`.
-    pub fn settle_lost(&mut self, now: Instant, finish: bool) {
-        let abandon = self.cfg.abandon_after;
+    fn settle_lost(&mut self, l: &mut Ledger, now: Instant, finish: bool) {
+        let abandon = l.cfg.abandon_after;
         let due: Vec<StreamKey> = self
-            .lost
             .watches
             .iter()
             .filter(|(k, w)| {
-                let open = self.streams.get(k).is_some_and(|s| s.open_legs > 0);
+                let open = l.streams.get(k).is_some_and(|s| s.open_legs > 0);
                 !open && (finish || now.saturating_duration_since(w.since) >= abandon)
             })
             .map(|(k, _)| *k)
@@ -256,21 +202,21 @@ impl Ledger {
             "abandon_after passed"
         };
         for key in due {
-            self.report_lost(now, key, why);
+            self.report_lost(l, now, key, why);
         }
     }
 
     /// Reports the watch of stream `key` now (its stream is being forgotten, or its wait ended).
-    pub fn report_lost(&mut self, now: Instant, key: StreamKey, why: &str) {
-        let Some(w) = self.lost.watches.remove(&key) else {
+    fn report_lost(&mut self, l: &mut Ledger, now: Instant, key: StreamKey, why: &str) {
+        let Some(w) = self.watches.remove(&key) else {
             return;
         };
         let waited = now.saturating_duration_since(w.since);
         let waited_ms = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX);
-        let shared = self.resends.ids_shared.clone();
+        let shared = l.ids_shared.clone();
         let mut out = Vec::new();
         for c in w.calls {
-            let Some(call) = self
+            let Some(call) = l
                 .streams
                 .get_mut(&key)
                 .and_then(|s| s.calls.iter_mut().find(|x| x.id == c.id))
@@ -288,7 +234,7 @@ impl Ledger {
                 c.method,
                 c.id,
                 w.cuts.max(1),
-                self.cfg.abandon_after.as_millis()
+                l.cfg.abandon_after.as_millis()
             );
             if !c.candidates.is_empty() {
                 let ids: Vec<String> = c
@@ -317,7 +263,7 @@ impl Ledger {
             }
             let mut f = Finding::new(
                 FindingKind::Abandoned,
-                self.ms(now),
+                l.ms(now),
                 w.session.clone(),
                 w.reference.clone(),
             )
@@ -328,7 +274,78 @@ impl Ledger {
             out.push(f);
         }
         for f in out {
-            self.emit(f);
+            l.emit(f);
         }
+    }
+}
+
+impl Rule for Abandoned {
+    fn name(&self) -> &'static str {
+        "abandoned"
+    }
+
+    /// A `notifications/cancelled` ends the wait of the call it names.
+    fn on_request(&mut self, l: &mut Ledger, r: &RequestView<'_>) {
+        if r.method != "POST" {
+            return;
+        }
+        for m in r.msgs {
+            if let RpcMessage::Notification {
+                cancelled: Some(id),
+                ..
+            } = m
+            {
+                self.resolved_by_id(l, r.session, id);
+            }
+        }
+    }
+
+    fn on_resent(&mut self, _l: &mut Ledger, r: &Resent) {
+        self.resolved(r.key, &r.old_id);
+    }
+
+    fn on_unproven(&mut self, l: &mut Ledger, c: &NewCall<'_>) {
+        self.note_candidate(l, c);
+    }
+
+    /// A resume opened: the wait pauses until the resume ends.
+    fn on_resume(&mut self, _l: &mut Ledger, key: StreamKey, _session: &Option<String>) {
+        self.watches.remove(&key);
+    }
+
+    fn on_answer(&mut self, _l: &mut Ledger, key: StreamKey, id: &str) {
+        self.resolved(key, id);
+    }
+
+    fn on_cut(&mut self, _l: &mut Ledger, c: &CutSeen<'_>) {
+        *self.cuts.entry(c.key).or_insert(0) += 1;
+    }
+
+    fn on_leg_end(&mut self, l: &mut Ledger, e: &LegEnded) {
+        if e.last && !e.blind && (e.cut || e.failed_resume) {
+            self.arm_lost(l, e.now, e.key);
+        }
+    }
+
+    fn on_sweep(&mut self, l: &mut Ledger, now: Instant, finish: bool) {
+        self.settle_lost(l, now, finish);
+    }
+
+    fn on_forget(&mut self, l: &mut Ledger, now: Instant, key: StreamKey) {
+        self.report_lost(l, now, key, "its stream was forgotten");
+        self.watches.remove(&key);
+        self.cuts.remove(&key);
+    }
+
+    fn shrink(&mut self) {
+        crate::audit::gauges::shrink(&mut self.watches);
+        crate::audit::gauges::shrink(&mut self.cuts);
+    }
+
+    fn sizes(&self) -> Vec<(&'static str, u64)> {
+        vec![(
+            "lost_calls",
+            u64::try_from(self.watches.len()).unwrap_or(u64::MAX),
+        )]
     }
 }

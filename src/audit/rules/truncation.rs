@@ -1,4 +1,4 @@
-//! Whether a client took a TLS truncation for the end of its call.
+//! Rule `truncation-accepted`: whether a client took a TLS truncation for the end of its call.
 //!
 //! A `fin` cut on a TLS client side without `close_notify` ([`TlsEnd::Truncated`]) is a
 //! truncation: the TCP stream ends, but the TLS session never said so. A careful client treats
@@ -28,14 +28,15 @@
 //! - A watch settles `grace` after the cut, or at `finish` (a client that re-sends and resumes
 //!   concurrently is not reported).
 
-use super::finding::{Finding, FindingKind, StreamRef};
-use super::ledger::Ledger;
-use super::rpc::RpcMessage;
-use super::stream::StreamKey;
-use super::watch::WatchCall;
+use crate::audit::finding::{Finding, FindingKind, StreamRef};
+use crate::audit::ledger::Ledger;
+use crate::audit::rpc::RpcMessage;
+use crate::audit::rule::{CutSeen, RequestView, Rule};
+use crate::audit::stream::{CallShape, StreamKey};
 use crate::tls::TlsEnd;
 use crate::vocab::CutAction;
 use crate::wire::CutPoint;
+use std::collections::HashMap;
 use tokio::time::Instant;
 
 /// Requests remembered per watch as evidence that the client moved on, at most.
@@ -47,7 +48,7 @@ pub struct Truncation {
     pub stream: StreamKey,
     pub reference: StreamRef,
     pub session: Option<String>,
-    pub calls: Vec<WatchCall>,
+    pub calls: Vec<CallShape>,
     pub cut_at: Instant,
     pub raw_offset: u64,
     pub class: Option<&'static str>,
@@ -57,25 +58,32 @@ pub struct Truncation {
     pub recovered: bool,
 }
 
-impl Ledger {
+/// The `truncation-accepted` rule: the truncation watches, per session (a session with a
+/// watch is not forgotten).
+#[derive(Debug, Default)]
+pub struct TruncationAccepted {
+    watches: HashMap<Option<String>, Vec<Truncation>>,
+}
+
+impl TruncationAccepted {
     /// Arms a truncation watch for stream `key` if the cut qualifies (see the module doc).
-    pub fn arm_truncation(
+    fn arm_truncation(
         &mut self,
+        l: &mut Ledger,
         now: Instant,
         key: StreamKey,
-        action: CutAction,
-        p: &CutPoint,
+        (action, p): (CutAction, &CutPoint),
     ) {
         if action != CutAction::Fin || p.tls_end != Some(TlsEnd::Truncated) {
             return;
         }
-        let Some(stream) = self.streams.get(&key) else {
+        let Some(stream) = l.streams.get(&key) else {
             return;
         };
         if stream.session.is_none() {
             return;
         }
-        let calls = WatchCall::unanswered(stream);
+        let calls = stream.unanswered_shapes();
         if calls.is_empty() {
             return;
         }
@@ -91,11 +99,12 @@ impl Ledger {
             recovered: false,
         };
         let session = stream.session.clone();
-        let s = self.session_mut(&session, now);
+        l.session_mut(&session, now);
+        let s = self.watches.entry(session).or_default();
         // A client already recovering this stream or call (a cut resume, a re-sent call that
         // was cut again) did not take the first truncation for an end; giving up later is
         // not judged.
-        t.recovered = s.truncations.iter().any(|w| {
+        t.recovered = s.iter().any(|w| {
             w.recovered
                 && (w.stream == key
                     || w.calls.iter().any(|c| {
@@ -104,30 +113,31 @@ impl Ledger {
                             .any(|n| n.method == c.method && n.params_hash == c.params_hash)
                     }))
         });
-        s.truncations.retain(|w| w.stream != key);
-        s.truncations.push(t);
+        s.retain(|w| w.stream != key);
+        s.push(t);
     }
 
     /// A request of `session` after a truncation: a resume GET (`cursor`) or a POST's
     /// messages. Other requests (a standalone GET, a DELETE) are neither recovery nor a new
     /// call.
-    pub fn note_after_truncation(
+    fn note_after_truncation(
         &mut self,
+        l: &Ledger,
         session: &Option<String>,
         cursor: Option<&str>,
         msgs: &[RpcMessage],
     ) {
-        let Some(s) = self.sessions.get_mut(session) else {
+        let Some(s) = l.sessions.get(session) else {
             return;
         };
-        if s.truncations.is_empty() {
+        let Some(ws) = self.watches.get_mut(session).filter(|ws| !ws.is_empty()) else {
             return;
-        }
+        };
         let owners = cursor
             .and_then(|c| s.ids.get(c))
             .cloned()
             .unwrap_or_default();
-        for w in s.truncations.iter_mut().filter(|w| !w.recovered) {
+        for w in ws.iter_mut().filter(|w| !w.recovered) {
             if owners.contains(&w.stream) {
                 w.recovered = true;
                 continue;
@@ -160,11 +170,11 @@ impl Ledger {
     }
 
     /// Settles truncation watches older than `grace` (all of them at `finish`).
-    pub fn settle_truncations(&mut self, now: Instant, finish: bool) {
-        let grace = self.cfg.grace;
+    fn settle_truncations(&mut self, l: &mut Ledger, now: Instant, finish: bool) {
+        let grace = l.cfg.grace;
         let mut due = Vec::new();
-        for s in self.sessions.values_mut() {
-            s.truncations.retain(|w| {
+        for ws in self.watches.values_mut() {
+            ws.retain(|w| {
                 let settle = finish || now.saturating_duration_since(w.cut_at) >= grace;
                 if settle {
                     due.push(w.clone());
@@ -172,8 +182,9 @@ impl Ledger {
                 !settle
             });
         }
+        self.watches.retain(|_, ws| !ws.is_empty());
         for w in due {
-            let answered = self.streams.get(&w.stream).is_some_and(|st| {
+            let answered = l.streams.get(&w.stream).is_some_and(|st| {
                 st.calls
                     .iter()
                     .filter(|c| w.calls.iter().any(|wc| wc.id == c.id))
@@ -194,7 +205,7 @@ impl Ledger {
             );
             let mut f = Finding::new(
                 FindingKind::TruncationAccepted,
-                self.ms(now),
+                l.ms(now),
                 w.session,
                 w.reference,
             )
@@ -203,7 +214,42 @@ impl Ledger {
             .detail(detail);
             f.cut_class = w.class.map(str::to_string);
             f.tls_end = Some(TlsEnd::Truncated.as_str().to_string());
-            self.emit(f);
+            l.emit(f);
         }
+    }
+}
+
+impl Rule for TruncationAccepted {
+    fn name(&self) -> &'static str {
+        "truncation"
+    }
+
+    /// A resume GET (its cursor) or a POST's messages may recover or move on.
+    fn on_request(&mut self, l: &mut Ledger, r: &RequestView<'_>) {
+        let cursor = r.last_event_id.filter(|_| r.method == "GET");
+        self.note_after_truncation(l, r.session, cursor, r.msgs);
+    }
+
+    fn on_cut(&mut self, l: &mut Ledger, c: &CutSeen<'_>) {
+        if c.in_flight {
+            self.arm_truncation(l, c.now, c.key, (c.action, c.point));
+        }
+    }
+
+    fn on_sweep(&mut self, l: &mut Ledger, now: Instant, finish: bool) {
+        self.settle_truncations(l, now, finish);
+    }
+
+    fn holds_session(&self, session: &Option<String>) -> bool {
+        self.watches.get(session).is_some_and(|ws| !ws.is_empty())
+    }
+
+    fn shrink(&mut self) {
+        crate::audit::gauges::shrink(&mut self.watches);
+    }
+
+    fn sizes(&self) -> Vec<(&'static str, u64)> {
+        let n: usize = self.watches.values().map(Vec::len).sum();
+        vec![("truncations", u64::try_from(n).unwrap_or(u64::MAX))]
     }
 }

@@ -1,0 +1,39 @@
+//! The auditor's settings (a base type: every part of the audit may read it, it reads nothing
+//! of the audit).
+
+use std::time::Duration;
+
+/// Settings of the auditor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditConfig {
+    /// How long an ended stream (and an idle session) is remembered, so a late resume can still
+    /// be mapped; also how long after a cut a re-open without cursor may be followed by a real
+    /// resume before it counts as `cursor-missing`.
+    pub grace: Duration,
+    /// How long after its last cut (or failed resume) a call may wait for an answer, a resume
+    /// or a proven re-send before it is `abandoned` (both eras; `--abandon-after`). At
+    /// [`Auditor::finish`](super::Auditor::finish) every such call is reported whatever it waited.
+    pub abandon_after: Duration,
+    /// Delivered events remembered per stream (oldest forgotten first).
+    pub ids_per_stream: usize,
+    /// Findings kept in memory for [`Auditor::findings`](super::Auditor::findings).
+    pub max_findings: usize,
+    /// Delivered events an ended stream keeps for its grace (the newest; see [`grace`](super::grace)).
+    pub ended_events: usize,
+    /// Ended streams kept for their grace, at most; beyond, the oldest are forgotten early and
+    /// counted (see [`grace`](super::grace)).
+    pub max_ended_streams: usize,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        AuditConfig {
+            grace: Duration::from_secs(60),
+            abandon_after: Duration::from_secs(30),
+            ids_per_stream: 4096,
+            max_findings: 100_000,
+            ended_events: 64,
+            max_ended_streams: 100_000,
+        }
+    }
+}

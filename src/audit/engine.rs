@@ -1,0 +1,232 @@
+//! The engine: applies observations to the shared [`Ledger`] and calls the rules' hooks
+//! ([`Rules`], the registry) at the points where a judgement may start, change or settle.
+//!
+//! Why: the ledger holds facts every judgement shares (sessions, streams, legs, calls, the
+//! event-id index, findings); each judgement is a rule with its own state (`rules/`). Something
+//! has to update the facts and tell the rules, in one fixed order: that is this type, spread
+//! over `order` (exchange order), `exchange` (requests, resumes, answers) and `events`
+//! (responses, events, cuts, leg ends), plus the forgetting and settling here.
+//!
+//! Invariants:
+//! - A rule hook always sees the ledger as it is at that point of today's processing (the
+//!   facts of the observation applied up to the hook), and hooks run in the registry's order.
+//! - A stream is forgotten only through [`Engine::forget_stream`]: its deferred findings are
+//!   settled, then every rule's `on_forget` runs (a lost call is reported then), then the
+//!   ledger drops it.
+
+use super::config::AuditConfig;
+use super::gauges::shrink;
+use super::ledger::Ledger;
+use super::rules::Rules;
+use super::stream::StreamKey;
+use crate::wire::Observation;
+use std::collections::HashMap;
+use tokio::time::Instant;
+
+/// Per-connection ordering state (see `order`).
+#[derive(Debug, Default)]
+pub struct ConnOrder {
+    /// Requests seen (sequence numbers below this were seen).
+    pub requests: u64,
+    /// Observations waiting for their request: (receipt time, observation).
+    pub early: Vec<(Instant, Observation)>,
+    /// Observations dropped because `early` was full.
+    pub dropped: u64,
+}
+
+/// The ledger, the ordering state and the rules, behind the auditor's mutex.
+#[derive(Debug)]
+pub struct Engine {
+    /// The shared facts.
+    pub l: Ledger,
+    /// Ordering state per connection (see `order`).
+    pub order: HashMap<u64, ConnOrder>,
+    /// The rules, in the order they run.
+    pub rules: Rules,
+}
+
+impl Engine {
+    pub fn new(cfg: AuditConfig, now: Instant) -> Self {
+        Engine {
+            l: Ledger::new(cfg, now),
+            order: HashMap::new(),
+            rules: Rules::default(),
+        }
+    }
+
+    /// Runs the periodic sweep if it is due.
+    pub fn maybe_sweep(&mut self, now: Instant) {
+        let every = self.l.cfg.grace.min(self.l.cfg.abandon_after) / 4;
+        if now.saturating_duration_since(self.l.last_sweep) >= every {
+            self.sweep(now);
+        }
+    }
+
+    /// Forgets ended streams and idle sessions past the grace period, and settles the rules'
+    /// judgements that are due.
+    pub fn sweep(&mut self, now: Instant) {
+        self.l.last_sweep = now;
+        self.l.clock = self.l.clock.max(now);
+        let grace = self.l.cfg.grace;
+        let due: Vec<StreamKey> = self
+            .l
+            .streams
+            .iter()
+            .filter(|(_, s)| {
+                s.open_legs == 0
+                    && s.ended_at
+                        .is_some_and(|t| now.saturating_duration_since(t) >= grace)
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        self.settle(now, false);
+        // A call whose stream ended without its response is `pending-call` once no resume and
+        // no re-issue came for `abandon_after`.
+        let settle = self.l.cfg.abandon_after.min(grace);
+        let pending: Vec<StreamKey> = self
+            .l
+            .streams
+            .iter()
+            .filter(|(_, s)| {
+                s.open_legs == 0
+                    && !s.deferred.is_empty()
+                    && s.ended_at
+                        .is_some_and(|t| now.saturating_duration_since(t) >= settle)
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        for key in pending {
+            self.l.settle_deferred(key);
+        }
+        for key in due {
+            self.forget_stream(key);
+        }
+        let rules = &self.rules;
+        self.l.sessions.retain(|key, s| {
+            s.streams > 0
+                || rules.holds_session(key)
+                || now.saturating_duration_since(s.last_active) < grace
+        });
+        self.shrink_stores();
+    }
+
+    /// Settles the rules' waits that are due (all of them when `finish`).
+    pub fn settle(&mut self, now: Instant, finish: bool) {
+        self.rules.on_sweep(&mut self.l, now, finish);
+    }
+
+    /// Forgets stream `key` now (after settling what it deferred and what waits on it).
+    pub fn forget_stream(&mut self, key: StreamKey) {
+        self.l.settle_deferred(key);
+        let now = self.l.clock;
+        self.rules.on_forget(&mut self.l, now, key);
+        self.l.remove_stream(key);
+    }
+
+    /// The last leg of stream `key` ended: forget it at once if no judgement can use it, else
+    /// compact it and keep it for its grace, within the cap (rules in `grace`).
+    pub fn stream_ended(&mut self, now: Instant, key: StreamKey) {
+        let Some(stream) = self.l.streams.get(&key) else {
+            return;
+        };
+        if stream.open_legs > 0 {
+            return;
+        }
+        let useless = stream.calls.is_empty()
+            && stream.entries().all(|e| e.id.is_none())
+            && stream.torn.as_ref().is_none_or(|t| t.id.is_none());
+        if useless {
+            self.forget_stream(key);
+            return;
+        }
+        let keep = self.l.cfg.ended_events.max(1);
+        while self
+            .l
+            .streams
+            .get(&key)
+            .is_some_and(|s| s.remembered() > keep)
+        {
+            self.l.evict_oldest_event(key);
+        }
+        if let Some(s) = self.l.streams.get_mut(&key) {
+            s.compact();
+        }
+        self.l.ended.queue.push_back((now, key));
+        self.l.ended.live += 1;
+        while self.l.ended.live > self.l.cfg.max_ended_streams {
+            let Some((at, old)) = self.l.ended.queue.pop_front() else {
+                break;
+            };
+            let still = self
+                .l
+                .streams
+                .get(&old)
+                .is_some_and(|s| s.open_legs == 0 && s.ended_at == Some(at));
+            if still {
+                self.l.ended.evicted += 1;
+                self.forget_stream(old);
+            }
+        }
+        if self.l.ended.queue.len() > 2 * self.l.ended.live + 1024 {
+            let streams = &self.l.streams;
+            self.l.ended.queue.retain(|(at, k)| {
+                streams
+                    .get(k)
+                    .is_some_and(|s| s.open_legs == 0 && s.ended_at == Some(*at))
+            });
+        }
+    }
+
+    /// Gives back the table capacity of the per-connection and per-stream maps that emptied
+    /// (see `gauges`).
+    pub fn shrink_stores(&mut self) {
+        let l = &mut self.l;
+        shrink(&mut l.streams);
+        shrink(&mut l.sessions);
+        shrink(&mut self.order);
+        shrink(&mut l.opaque);
+        l.shared_ids.shrink();
+        self.rules.shrink();
+        l.ended.shrink();
+        l.deferring
+            .shrink_to(super::gauges::room_for(l.deferring.len()));
+        for s in l.sessions.values_mut() {
+            shrink(&mut s.ids);
+            shrink(&mut s.calls);
+        }
+    }
+
+    /// Entries per store, by store name, in a fixed order (the ledger's, then the rules').
+    pub fn store_sizes(&self) -> Vec<(&'static str, u64)> {
+        let n = |v: usize| u64::try_from(v).unwrap_or(u64::MAX);
+        let l = &self.l;
+        let (mut ids, mut calls) = (0, 0);
+        for s in l.sessions.values() {
+            ids += s.ids.len();
+            calls += s.calls.len();
+        }
+        let events: usize = l.streams.values().map(|s| s.remembered()).sum();
+        let rule = |name: &str| self.rules.size(name);
+        vec![
+            ("streams", n(l.streams.len())),
+            ("sessions", n(l.sessions.len())),
+            ("exchanges", n(l.legs.len())),
+            ("connections", n(self.order.len())),
+            ("events", n(events)),
+            ("event_ids", n(ids)),
+            ("opaque_ids", n(l.opaque.len())),
+            ("shared_ids", n(l.shared_ids.len())),
+            ("calls", n(calls)),
+            ("watches", rule("watches")),
+            ("truncations", rule("truncations")),
+            ("modern_calls", rule("modern_calls")),
+            ("cancelled_calls", rule("cancelled_calls")),
+            ("tool_hints", rule("tool_hints")),
+            ("lost_calls", rule("lost_calls")),
+            ("idempotency_keys", rule("idempotency_keys")),
+            ("ended_streams", n(l.ended.live())),
+            ("loss_keys", n(l.loss.remembered())),
+            ("findings", n(l.findings.len())),
+        ]
+    }
+}

@@ -1,0 +1,150 @@
+//! The one interface every rule is fed through: [`Rule`], a set of hooks the engine calls, in
+//! the registry's order, as it applies observations to the ledger.
+//!
+//! Why: a judgement ("what counts as a re-send", "when is a cut call lost") must be readable in
+//! one file, with its own state, and must not reach into another judgement. A rule sees the
+//! shared facts ([`Ledger`]: sessions, streams, legs, calls, the event-id index) and emits
+//! findings through it; where one rule's conclusion matters to another (a proven re-send
+//! settles the lost-call wait and starts the re-execution judgement), the deciding rule records
+//! the fact in the ledger ([`super::ledger::Resent`]) and the registry hands it to every rule.
+//!
+//! Invariants: every hook has a no-op default, so a rule implements only what it judges; a
+//! hook never calls another rule; hooks run after the ledger holds the facts named in their
+//! doc and before the engine goes on.
+
+use super::ledger::{Ledger, Resent};
+use super::rpc::RpcMessage;
+use super::stream::StreamKey;
+use crate::vocab::CutAction;
+use crate::wire::CutPoint;
+use bytes::Bytes;
+use tokio::time::Instant;
+
+/// A request head (and its JSON-RPC messages), before the engine opens or continues a stream
+/// for it.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestView<'a> {
+    pub now: Instant,
+    pub conn: u64,
+    pub seq: u64,
+    /// `GET`, `POST`, …
+    pub method: &'a str,
+    pub path: &'a str,
+    pub session: &'a Option<String>,
+    pub last_event_id: Option<&'a str>,
+    /// The JSON-RPC messages of a POST body (empty otherwise).
+    pub msgs: &'a [RpcMessage],
+    pub body: Option<&'a Bytes>,
+    /// The `Idempotency-Key` header, if any.
+    pub idempotency_key: Option<&'a str>,
+}
+
+/// A call of a new POST whose body was seen, before the call is indexed in its session.
+#[derive(Debug, Clone, Copy)]
+pub struct NewCall<'a> {
+    pub now: Instant,
+    pub session: &'a Option<String>,
+    /// Its JSON-RPC id (JSON text).
+    pub id: &'a str,
+    pub method: &'a str,
+    /// Hash of its params without `_meta`.
+    pub params_hash: u64,
+    /// Its POST's `Idempotency-Key`, if any.
+    pub key: Option<&'a str>,
+    /// Its exchange.
+    pub conn: u64,
+    pub seq: u64,
+}
+
+/// A proxy cut that ends a leg of stream `key` (the ledger's torn event already updated).
+#[derive(Debug, Clone, Copy)]
+pub struct CutSeen<'a> {
+    pub now: Instant,
+    pub key: StreamKey,
+    pub action: CutAction,
+    pub point: &'a CutPoint,
+    /// The leg whose downstream body was in flight (the one the cut tore).
+    pub in_flight: bool,
+}
+
+/// A leg of stream `key` ended (the replay verdict and deferred findings already made).
+#[derive(Debug, Clone, Copy)]
+pub struct LegEnded {
+    pub now: Instant,
+    pub key: StreamKey,
+    /// Ended by a proxy cut.
+    pub cut: bool,
+    /// Its body ended cleanly.
+    pub clean: bool,
+    /// It was the stream's last open leg.
+    pub last: bool,
+    /// The wire observer gave up on its body.
+    pub blind: bool,
+    /// A resume that the server refused or whose connection closed without a clean end.
+    pub failed_resume: bool,
+}
+
+/// One judgement: its own state, fed through these hooks.
+pub trait Rule: std::fmt::Debug + Send {
+    /// The rule's name (its file under `rules/`).
+    fn name(&self) -> &'static str;
+
+    /// A request head arrived (its session exists and is marked active).
+    fn on_request(&mut self, _l: &mut Ledger, _r: &RequestView<'_>) {}
+
+    /// A new call may re-send an earlier one; a rule that proves it pushes a
+    /// [`Resent`] onto `l.resent`.
+    fn on_call(&mut self, _l: &mut Ledger, _c: &NewCall<'_>) {}
+
+    /// A re-send was proven (by the rule that pushed it in `on_call`).
+    fn on_resent(&mut self, _l: &mut Ledger, _r: &Resent) {}
+
+    /// No rule proved that the new call re-sends anything.
+    fn on_unproven(&mut self, _l: &mut Ledger, _c: &NewCall<'_>) {}
+
+    /// A POST opened stream `key` (its calls are in the ledger, not yet in the session index).
+    fn on_stream_opened(&mut self, _l: &mut Ledger, _key: StreamKey, _r: &RequestView<'_>) {}
+
+    /// A resume of stream `key` (of `session`) opened.
+    fn on_resume(&mut self, _l: &mut Ledger, _key: StreamKey, _session: &Option<String>) {}
+
+    /// Server messages reached the client on stream `key` (`whole`: `data` is a whole message,
+    /// else the head of a long one), before they are matched to calls.
+    fn on_delivery(
+        &mut self,
+        _l: &mut Ledger,
+        _now: Instant,
+        _key: StreamKey,
+        _data: &[u8],
+        _whole: bool,
+    ) {
+    }
+
+    /// Call `id` of stream `key` got an answer (result or error).
+    fn on_answer(&mut self, _l: &mut Ledger, _key: StreamKey, _id: &str) {}
+
+    /// A proxy cut ended a leg.
+    fn on_cut(&mut self, _l: &mut Ledger, _c: &CutSeen<'_>) {}
+
+    /// A leg ended.
+    fn on_leg_end(&mut self, _l: &mut Ledger, _e: &LegEnded) {}
+
+    /// Settle what is due at `now` (everything when `finish`: the end of the run).
+    fn on_sweep(&mut self, _l: &mut Ledger, _now: Instant, _finish: bool) {}
+
+    /// Stream `key` is about to be forgotten (it is still in the ledger).
+    fn on_forget(&mut self, _l: &mut Ledger, _now: Instant, _key: StreamKey) {}
+
+    /// True if the rule still waits on something of `session` (it must not be forgotten).
+    fn holds_session(&self, _session: &Option<String>) -> bool {
+        false
+    }
+
+    /// Gives back table capacity once most entries are gone.
+    fn shrink(&mut self) {}
+
+    /// Entries held, by store name (for `/metrics`).
+    fn sizes(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+}

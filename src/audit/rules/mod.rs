@@ -1,0 +1,146 @@
+//! The registry of rules: the only importer of the rule files, one line per rule, in the order
+//! they run (every hook runs the rules in this order; where two rules emit findings from the
+//! same hook, this order is the order of their findings).
+//!
+//! The judgements still made by the engine itself (`events`, `exchange`: torn cut, cursor,
+//! replay order/gaps/duplicates, fresh stream, cross-stream, pending-call) are listed in the
+//! module doc of `audit`.
+
+mod abandoned;
+mod cursor_missing;
+mod reissue;
+mod stateless;
+mod truncation;
+
+use crate::audit::ledger::Ledger;
+use crate::audit::rule::{CutSeen, LegEnded, NewCall, RequestView, Rule};
+use crate::audit::stream::StreamKey;
+use tokio::time::Instant;
+
+/// Every rule, in the order it runs.
+#[derive(Debug)]
+pub struct Rules {
+    rules: Vec<Box<dyn Rule>>,
+}
+
+impl Default for Rules {
+    fn default() -> Self {
+        Rules {
+            rules: vec![
+                Box::new(cursor_missing::CursorMissing::default()),
+                Box::new(reissue::Reissue::default()),
+                Box::new(abandoned::Abandoned::default()),
+                Box::new(stateless::Stateless::default()),
+                Box::new(truncation::TruncationAccepted::default()),
+            ],
+        }
+    }
+}
+
+impl Rules {
+    /// The rules' names, in order.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.rules.iter().map(|r| r.name()).collect()
+    }
+
+    pub fn on_request(&mut self, l: &mut Ledger, r: &RequestView<'_>) {
+        for rule in &mut self.rules {
+            rule.on_request(l, r);
+        }
+    }
+
+    /// A new call: the rules that prove re-sends run; then each re-send proven is handed to
+    /// every rule (`on_resent`), or, if none was, the call is `on_unproven`.
+    pub fn on_call(&mut self, l: &mut Ledger, c: &NewCall<'_>) {
+        for rule in &mut self.rules {
+            rule.on_call(l, c);
+        }
+        let resent = std::mem::take(&mut l.resent);
+        if resent.is_empty() {
+            for rule in &mut self.rules {
+                rule.on_unproven(l, c);
+            }
+        }
+        for r in &resent {
+            for rule in &mut self.rules {
+                rule.on_resent(l, r);
+            }
+        }
+    }
+
+    pub fn on_stream_opened(&mut self, l: &mut Ledger, key: StreamKey, r: &RequestView<'_>) {
+        for rule in &mut self.rules {
+            rule.on_stream_opened(l, key, r);
+        }
+    }
+
+    pub fn on_resume(&mut self, l: &mut Ledger, key: StreamKey, session: &Option<String>) {
+        for rule in &mut self.rules {
+            rule.on_resume(l, key, session);
+        }
+    }
+
+    pub fn on_delivery(
+        &mut self,
+        l: &mut Ledger,
+        now: Instant,
+        key: StreamKey,
+        data: &[u8],
+        whole: bool,
+    ) {
+        for rule in &mut self.rules {
+            rule.on_delivery(l, now, key, data, whole);
+        }
+    }
+
+    pub fn on_answer(&mut self, l: &mut Ledger, key: StreamKey, id: &str) {
+        for rule in &mut self.rules {
+            rule.on_answer(l, key, id);
+        }
+    }
+
+    pub fn on_cut(&mut self, l: &mut Ledger, c: &CutSeen<'_>) {
+        for rule in &mut self.rules {
+            rule.on_cut(l, c);
+        }
+    }
+
+    pub fn on_leg_end(&mut self, l: &mut Ledger, e: &LegEnded) {
+        for rule in &mut self.rules {
+            rule.on_leg_end(l, e);
+        }
+    }
+
+    pub fn on_sweep(&mut self, l: &mut Ledger, now: Instant, finish: bool) {
+        for rule in &mut self.rules {
+            rule.on_sweep(l, now, finish);
+        }
+    }
+
+    pub fn on_forget(&mut self, l: &mut Ledger, now: Instant, key: StreamKey) {
+        for rule in &mut self.rules {
+            rule.on_forget(l, now, key);
+        }
+    }
+
+    /// True if any rule still waits on something of `session`.
+    pub fn holds_session(&self, session: &Option<String>) -> bool {
+        self.rules.iter().any(|r| r.holds_session(session))
+    }
+
+    pub fn shrink(&mut self) {
+        for rule in &mut self.rules {
+            rule.shrink();
+        }
+    }
+
+    /// Entries of store `name` over all rules (0 if no rule keeps such a store).
+    pub fn size(&self, name: &str) -> u64 {
+        self.rules
+            .iter()
+            .flat_map(|r| r.sizes())
+            .filter(|(n, _)| *n == name)
+            .map(|(_, v)| v)
+            .sum()
+    }
+}
