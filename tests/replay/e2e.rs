@@ -134,6 +134,40 @@ async fn small_replay_reproduces_the_failure_and_its_fix_and_writes_readable_rep
     assert!(naive_findings.get("cursor-ahead").copied().unwrap_or(0) > 0);
     assert!(naive_findings.get("fresh-stream").copied().unwrap_or(0) > 0);
 
+    // The client's and the audit's counts of the same facts agree, or the report says, call by
+    // call, why they do not.
+    assert_eq!(
+        report.reconciliation.keys().collect::<Vec<_>>(),
+        ["naive", "strict"]
+    );
+    for (policy, r) in &report.reconciliation {
+        assert!(r.calls_compared > 0, "{policy}: no call compared");
+        for (fact, n) in &r.facts {
+            if n.client != n.audit {
+                assert!(
+                    n.calls_differ > 0 && !r.notes.is_empty(),
+                    "{policy} {fact}: client {} / audit {} without a per-call note: {r:#?}",
+                    n.client,
+                    n.audit
+                );
+            }
+        }
+        let differing: u64 = r.facts.values().map(|n| n.calls_differ).sum();
+        if differing == 0 {
+            assert!(
+                r.notes.is_empty(),
+                "{policy}: notes without a difference: {r:#?}"
+            );
+        }
+    }
+    let torn = &report.reconciliation["strict"].facts["torn-cut"];
+    assert_eq!((torn.client, torn.calls_differ), (strict_torn, 0));
+    let summary = tearline::report::summary::render(report);
+    assert!(
+        summary.contains("Client and audit, same facts"),
+        "{summary}"
+    );
+
     let dir = tempfile::tempdir().expect("tempdir");
     let written = tearline::report::write_all(report, dir.path()).expect("reports written");
     let json: serde_json::Value =
