@@ -4,8 +4,7 @@
 //! Invariants:
 //! - Only events the observer reports as delivered enter a ledger; a cut that tears an event
 //!   records it as torn (its id, if its `id:` line was complete, becomes a cursor-ahead
-//!   candidate) and is a `torn-cut` if and only if the class tears the event and at least one
-//!   byte of it was delivered.
+//!   candidate); whether that is a `torn-cut` is rule `torn`'s.
 //! - A cut ends every leg of its connection; the leg whose body was in flight (the lowest
 //!   sequence number with a response head) is the one torn.
 //! - An id committed without a dispatched event (`last_committed_id` at the cut) counts as
@@ -13,12 +12,11 @@
 //! - `observer-gave-up` (class info) is reported once per leg whose body the wire observer
 //!   stopped following; that leg is then blind: no replay verdict and no `pending-call` is
 //!   derived from it, since events after the offset were relayed unseen.
-//! - `pending-call` is armed when a leg's body ends cleanly without a proxy cut (the proxy's
-//!   own clean-end cut is reported to the auditor before the body end, so it never counts) and
-//!   deferred with `silent-empty` until the stream is forgotten or `finish` (see `watch`).
+//! - A leg's end hands the rules what they need (`rule::LegEnded`): `pending-call` (rule
+//!   `pending`) is deferred with `silent-empty` until the stream is forgotten or `finish`.
 
 use super::engine::Engine;
-use super::finding::{Finding, FindingKind};
+use super::finding::FindingKind;
 use super::judge::{LegEnd, ReplayClass};
 use super::ledger::Ledger;
 use super::rpc::{self, RpcMessage, TOOLS_CALL};
@@ -242,7 +240,7 @@ impl Engine {
             };
             let in_flight = Some(*seq) == body_seq && direction == Direction::Downstream;
             if in_flight {
-                self.l.tear(now, key, action, &point);
+                self.l.tear(key, &point);
             }
             // What a reset may keep from the client: the events delivered on this leg after
             // its own cursor (the stream's start for a first leg).
@@ -310,10 +308,6 @@ impl Engine {
                 }
             }
         }
-        let pending = clean && !cut && !signalled && !leg.blind && leg.status == Some(200);
-        if pending {
-            self.l.defer_pending(now, key);
-        }
         let last = self.l.streams.get(&key).is_some_and(|s| s.open_legs == 0);
         // A cut leaves the calls waiting (rule `abandoned`); so does a resume of a cut stream that
         // the server refused (`explicit-loss`) or whose connection closed without a clean end.
@@ -327,6 +321,8 @@ impl Engine {
             last,
             blind: leg.blind,
             failed_resume,
+            status: leg.status,
+            signalled,
         };
         self.rules.on_leg_end(&mut self.l, &ended);
         if last {
@@ -550,8 +546,9 @@ impl Ledger {
         self.emit(f);
     }
 
-    /// Records what the cut did to the event in progress on stream `key`.
-    pub fn tear(&mut self, now: Instant, key: StreamKey, action: CutAction, p: &CutPoint) {
+    /// Records what the cut did to the event in progress on stream `key` (the `torn-cut`
+    /// finding is rule `torn`'s).
+    pub fn tear(&mut self, key: StreamKey, p: &CutPoint) {
         if let Some(lc) = &p.last_committed_id
             && self
                 .streams
@@ -590,99 +587,6 @@ impl Ledger {
         }
         if let Some(id) = &p.pending_id {
             self.index_id(key, id);
-        }
-        let class = p.class.map_or("-", |c| c.as_str());
-        let mut f = self
-            .finding(FindingKind::TornCut, key, now)
-            .ids(
-                p.pending_id
-                    .iter()
-                    .chain(p.last_committed_id.iter())
-                    .cloned()
-                    .collect(),
-            )
-            .offsets(vec![p.raw_offset])
-            .detail(format!(
-                "{} cut in {class} of event #{} (id {}) after {} byte(s){}; last committed id {}",
-                action.as_str(),
-                p.event_index.map_or("-".to_string(), |i| i.to_string()),
-                p.pending_id.as_deref().unwrap_or("not yet sent"),
-                p.torn_bytes,
-                p.data_line
-                    .map_or(String::new(), |l| format!(", in data line {l}")),
-                p.last_committed_id.as_deref().unwrap_or("(none)"),
-            ));
-        f.cut_class = p.class.map(|c| c.as_str().to_string());
-        f.torn_bytes = Some(p.torn_bytes);
-        f.data_line = p.data_line;
-        f.tls_end = p.tls_end.map(|e| e.as_str().to_string());
-        self.emit(f);
-    }
-
-    pub fn defer(&mut self, key: StreamKey, f: Finding) {
-        if let Some(s) = self.streams.get_mut(&key) {
-            s.deferred.push(f);
-            self.deferring.insert(key);
-        }
-    }
-
-    /// Defers `pending-call` for every unanswered `tools/call` of stream `key`.
-    pub fn defer_pending(&mut self, now: Instant, key: StreamKey) {
-        let Some(stream) = self.streams.get(&key) else {
-            return;
-        };
-        let deferred: Vec<&String> = stream
-            .deferred
-            .iter()
-            .filter(|f| f.kind == FindingKind::PendingCall)
-            .flat_map(|f| f.ids.iter())
-            .collect();
-        let ids: Vec<String> = stream
-            .unanswered()
-            .filter(|c| c.method == TOOLS_CALL && !c.reported && !deferred.contains(&&c.id))
-            .map(|c| c.id.clone())
-            .collect();
-        let last = stream.last_event_id.clone();
-        for id in ids {
-            let f = self
-                .finding(FindingKind::PendingCall, key, now)
-                .ids(vec![id.clone()])
-                .detail(format!(
-                    "the stream ended cleanly after id {} without a result or error for \
-                     tools/call {id}, and no resume followed",
-                    last.as_deref().unwrap_or("(none)")
-                ));
-            self.defer(key, f);
-        }
-    }
-
-    /// Reports the findings deferred on stream `key` that still hold (a `pending-call` whose
-    /// call got an answer meanwhile is dropped).
-    pub fn settle_deferred(&mut self, key: StreamKey) {
-        let Some(stream) = self.streams.get_mut(&key) else {
-            return;
-        };
-        let deferred = std::mem::take(&mut stream.deferred);
-        self.deferring.remove(&key);
-        let mut out = Vec::new();
-        for f in deferred {
-            if f.kind == FindingKind::PendingCall {
-                let Some(call) = f
-                    .ids
-                    .first()
-                    .and_then(|id| stream.calls.iter_mut().find(|c| &c.id == id))
-                else {
-                    continue;
-                };
-                if call.answers > 0 || call.reported || call.replaced {
-                    continue;
-                }
-                call.reported = true;
-            }
-            out.push(f);
-        }
-        for f in out {
-            self.emit(f);
         }
     }
 }

@@ -5,9 +5,8 @@
 //! - A POST carrying requests (or a body too large to read) opens a stream that owns its calls;
 //!   a GET without `Last-Event-ID` opens a standalone stream; a GET with it is a resume leg of
 //!   the stream that delivered or tore that id, or `unknown` when no single stream did.
-//! - The cursor is judged once, at the resume request: `cursor-ahead` if the id was torn and
-//!   never delivered, `cursor-behind` if an id after it was delivered, nothing if it is the
-//!   stream's last id.
+//! - The cursor is judged once, at the resume request, by rule `cursor` (`cursor-ahead`,
+//!   `cursor-behind`), after the resume leg is open with what the replay owes.
 //! - A response is matched to its call by JSON-RPC id within the session; the first answer
 //!   records `final-response` latency, a second one is `duplicate-response` unless it came in
 //!   a byte-identical copy of an event already delivered under the same id (a replay artefact,
@@ -19,7 +18,7 @@ use super::finding::StreamRef;
 use super::judge::Resume;
 use super::ledger::{Ledger, Leg};
 use super::rpc::{self, RpcMessage};
-use super::rule::{NewCall, RequestView};
+use super::rule::{NewCall, RequestView, ResumeOpened};
 use super::stream::{Call, Origin, Stream, StreamKey};
 use bytes::Bytes;
 use tokio::time::Instant;
@@ -248,61 +247,14 @@ impl Engine {
             return;
         };
         let snapshot = stream.last_ordinal();
-        let last = stream.last_event_id.clone();
         let torn = stream.torn.clone();
-        let entry = stream.entry_of(&cursor).cloned();
-        let mut finding = None;
+        let entry = stream.entry_of(&cursor).map(|e| e.ordinal);
         let resume = match entry {
-            None => {
-                // The id is owned by this stream but not delivered: it is the torn event's.
-                let t = torn.clone().unwrap_or_else(|| super::stream::Torn {
-                    id: Some(cursor.clone()),
-                    class: None,
-                    bytes: 0,
-                    data_line: None,
-                    raw_offset: 0,
-                });
-                let mut f = self
-                    .l
-                    .finding(FindingKind::CursorAhead, key, now)
-                    .ids(vec![cursor.clone()])
-                    .offsets(vec![t.raw_offset])
-                    .detail(format!(
-                        "Last-Event-ID {cursor} names an event cut after {} byte(s); the last \
-                         fully delivered id was {}",
-                        t.bytes,
-                        last.as_deref().unwrap_or("(none)")
-                    ));
-                f.cut_class = t.class.map(|c| c.as_str().to_string());
-                f.torn_bytes = Some(t.bytes);
-                f.data_line = t.data_line;
-                finding = Some(f);
-                let mut r = Resume::new(cursor, None, snapshot, Vec::new());
-                r.cursor_wrong = true;
-                r
-            }
-            Some(e) => {
-                let after = stream.ids_between(Some(e.ordinal), snapshot);
-                let mut owed = stream.owed_between(e.ordinal, snapshot);
-                // After a reset cut the client may never have read what the cut leg delivered
-                // (its kernel may discard unread bytes): a cursor inside that window is not
-                // behind; the replay is judged from it.
-                let unread_ok = unread.is_some_and(|(from, through)| {
-                    from.is_none_or(|f| e.ordinal >= f) && e.ordinal <= through
-                });
-                if !after.is_empty() && !unread_ok {
-                    finding = Some(
-                        self.l
-                            .finding(FindingKind::CursorBehind, key, now)
-                            .ids(vec![cursor.clone(), last.clone().unwrap_or_default()])
-                            .detail(format!(
-                                "Last-Event-ID {cursor} is {} delivered event(s) behind the last \
-                                 delivered id {}",
-                                after.len(),
-                                last.as_deref().unwrap_or("-")
-                            )),
-                    );
-                }
+            // The id is owned by this stream but not delivered: it is the torn event's (rule
+            // `cursor`: `cursor-ahead`); nothing is owed from an unknown position.
+            None => Resume::new(cursor.clone(), None, snapshot, Vec::new()),
+            Some(ordinal) => {
+                let mut owed = stream.owed_between(ordinal, snapshot);
                 // A torn priming event (empty data) is never dispatched, so never owed.
                 if let Some(tid) = torn
                     .filter(|t| t.class != Some(crate::wire::SseClass::Priming))
@@ -310,15 +262,21 @@ impl Engine {
                 {
                     owed.push(tid);
                 }
-                let mut r = Resume::new(cursor, Some(e.ordinal), snapshot, owed);
-                r.cursor_wrong = !after.is_empty() && !unread_ok;
-                r
+                Resume::new(cursor.clone(), Some(ordinal), snapshot, owed)
             }
         };
-        if let Some(f) = finding {
-            self.l.emit(f);
-        }
         self.l.open_leg(r, key, now, Some(resume), false);
+        let opened = ResumeOpened {
+            now,
+            key,
+            conn: r.conn,
+            seq: r.seq,
+            cursor: &cursor,
+            entry,
+            snapshot,
+            unread,
+        };
+        self.rules.on_resume_leg(&mut self.l, &opened);
     }
 
     /// Matches JSON-RPC messages from the server (SSE data or a JSON body) to calls.

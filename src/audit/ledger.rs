@@ -337,6 +337,45 @@ impl Ledger {
         }
     }
 
+    /// Holds finding `f` on stream `key` until the stream is forgotten or the run ends (a
+    /// resume of the stream drops it).
+    pub fn defer(&mut self, key: StreamKey, f: Finding) {
+        if let Some(s) = self.streams.get_mut(&key) {
+            s.deferred.push(f);
+            self.deferring.insert(key);
+        }
+    }
+
+    /// Reports the findings deferred on stream `key` that still hold (a `pending-call` whose
+    /// call got an answer meanwhile is dropped).
+    pub fn settle_deferred(&mut self, key: StreamKey) {
+        let Some(stream) = self.streams.get_mut(&key) else {
+            return;
+        };
+        let deferred = std::mem::take(&mut stream.deferred);
+        self.deferring.remove(&key);
+        let mut out = Vec::new();
+        for f in deferred {
+            if f.kind == FindingKind::PendingCall {
+                let Some(call) = f
+                    .ids
+                    .first()
+                    .and_then(|id| stream.calls.iter_mut().find(|c| &c.id == id))
+                else {
+                    continue;
+                };
+                if call.answers > 0 || call.reported || call.replaced {
+                    continue;
+                }
+                call.reported = true;
+            }
+            out.push(f);
+        }
+        for f in out {
+            self.emit(f);
+        }
+    }
+
     /// Forgets stream `key`: its indexes, its session's count and calls. The engine calls it
     /// after every rule settled what waits on the stream (`Engine::forget_stream`).
     pub fn remove_stream(&mut self, key: StreamKey) {

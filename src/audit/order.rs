@@ -51,6 +51,9 @@ impl Engine {
                 return;
             }
         }
+        if matches!(obs, Observation::Cut { .. }) {
+            self.rules.on_observation(&mut self.l, now, &obs);
+        }
         match obs {
             Observation::Request {
                 conn,
@@ -95,6 +98,7 @@ impl Engine {
             Observation::ConnClosed { conn } => {
                 self.drop_early(now, conn);
                 self.on_conn_closed(now, conn);
+                self.rules.on_conn_closed(&mut self.l, now, conn);
             }
             other => self.apply(now, other),
         }
@@ -102,6 +106,7 @@ impl Engine {
 
     /// Applies a response-side observation whose request was seen.
     fn apply(&mut self, now: Instant, obs: Observation) {
+        self.rules.on_observation(&mut self.l, now, &obs);
         match obs {
             Observation::Response {
                 conn,

@@ -16,7 +16,7 @@ use super::ledger::{Ledger, Resent};
 use super::rpc::RpcMessage;
 use super::stream::StreamKey;
 use crate::vocab::CutAction;
-use crate::wire::CutPoint;
+use crate::wire::{CutPoint, Observation};
 use bytes::Bytes;
 use tokio::time::Instant;
 
@@ -67,7 +67,7 @@ pub struct CutSeen<'a> {
     pub in_flight: bool,
 }
 
-/// A leg of stream `key` ended (the replay verdict and deferred findings already made).
+/// A leg of stream `key` ended (its replay verdict already made).
 #[derive(Debug, Clone, Copy)]
 pub struct LegEnded {
     pub now: Instant,
@@ -82,6 +82,29 @@ pub struct LegEnded {
     pub blind: bool,
     /// A resume that the server refused or whose connection closed without a clean end.
     pub failed_resume: bool,
+    /// The leg's response status, if its head was seen.
+    pub status: Option<u16>,
+    /// The leg's replay verdict signalled the loss (`silent-empty`, `explicit-loss`).
+    pub signalled: bool,
+}
+
+/// A resume leg of stream `key` opened on `(conn, seq)` (its cursor mapped to the stream; the
+/// leg's `Resume` is in the ledger).
+#[derive(Debug, Clone, Copy)]
+pub struct ResumeOpened<'a> {
+    pub now: Instant,
+    pub key: StreamKey,
+    pub conn: u64,
+    pub seq: u64,
+    /// The `Last-Event-ID`.
+    pub cursor: &'a str,
+    /// The ordinal of the cursor's delivered event; `None`: the stream owns the id but never
+    /// delivered it (the torn event's).
+    pub entry: Option<u64>,
+    /// The stream's last delivered ordinal when the resume opened.
+    pub snapshot: Option<u64>,
+    /// After a `reset` cut: the ordinals `(after, through]` the client may never have read.
+    pub unread: Option<(Option<u64>, u64)>,
 }
 
 /// One judgement: its own state, fed through these hooks.
@@ -105,8 +128,18 @@ pub trait Rule: std::fmt::Debug + Send {
     /// A POST opened stream `key` (its calls are in the ledger, not yet in the session index).
     fn on_stream_opened(&mut self, _l: &mut Ledger, _key: StreamKey, _r: &RequestView<'_>) {}
 
-    /// A resume of stream `key` (of `session`) opened.
+    /// A resume of stream `key` (of `session`) is opening (before its leg is).
     fn on_resume(&mut self, _l: &mut Ledger, _key: StreamKey, _session: &Option<String>) {}
+
+    /// A resume leg opened with its cursor mapped (see [`ResumeOpened`]).
+    fn on_resume_leg(&mut self, _l: &mut Ledger, _r: &ResumeOpened<'_>) {}
+
+    /// Any observation, as the engine is about to apply it (in exchange order; a cut as it
+    /// arrives). For rules that read observations the ledger does not keep.
+    fn on_observation(&mut self, _l: &mut Ledger, _now: Instant, _obs: &Observation) {}
+
+    /// Connection `conn` closed (after the engine ended its legs).
+    fn on_conn_closed(&mut self, _l: &mut Ledger, _now: Instant, _conn: u64) {}
 
     /// Server messages reached the client on stream `key` (`whole`: `data` is a whole message,
     /// else the head of a long one), before they are matched to calls.

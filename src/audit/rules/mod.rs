@@ -2,19 +2,22 @@
 //! they run (every hook runs the rules in this order; where two rules emit findings from the
 //! same hook, this order is the order of their findings).
 //!
-//! The judgements still made by the engine itself (`events`, `exchange`: torn cut, cursor,
-//! replay order/gaps/duplicates, fresh stream, cross-stream, pending-call) are listed in the
-//! module doc of `audit`.
+//! The judgements still made by the engine itself (`events`, `exchange`: replay
+//! order/gaps/duplicates, fresh stream, cross-stream) are listed in the module doc of `audit`.
 
 mod abandoned;
+mod cursor;
 mod cursor_missing;
+mod pending;
 mod reissue;
 mod stateless;
+mod torn;
 mod truncation;
 
 use crate::audit::ledger::Ledger;
-use crate::audit::rule::{CutSeen, LegEnded, NewCall, RequestView, Rule};
+use crate::audit::rule::{CutSeen, LegEnded, NewCall, RequestView, ResumeOpened, Rule};
 use crate::audit::stream::StreamKey;
+use crate::wire::Observation;
 use tokio::time::Instant;
 
 /// Every rule, in the order it runs.
@@ -27,6 +30,9 @@ impl Default for Rules {
     fn default() -> Self {
         Rules {
             rules: vec![
+                Box::new(torn::TornCut),
+                Box::new(pending::PendingCall),
+                Box::new(cursor::Cursor),
                 Box::new(cursor_missing::CursorMissing::default()),
                 Box::new(reissue::Reissue::default()),
                 Box::new(abandoned::Abandoned::default()),
@@ -77,6 +83,24 @@ impl Rules {
     pub fn on_resume(&mut self, l: &mut Ledger, key: StreamKey, session: &Option<String>) {
         for rule in &mut self.rules {
             rule.on_resume(l, key, session);
+        }
+    }
+
+    pub fn on_resume_leg(&mut self, l: &mut Ledger, r: &ResumeOpened<'_>) {
+        for rule in &mut self.rules {
+            rule.on_resume_leg(l, r);
+        }
+    }
+
+    pub fn on_observation(&mut self, l: &mut Ledger, now: Instant, obs: &Observation) {
+        for rule in &mut self.rules {
+            rule.on_observation(l, now, obs);
+        }
+    }
+
+    pub fn on_conn_closed(&mut self, l: &mut Ledger, now: Instant, conn: u64) {
+        for rule in &mut self.rules {
+            rule.on_conn_closed(l, now, conn);
         }
     }
 

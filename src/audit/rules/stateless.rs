@@ -1,10 +1,13 @@
-//! Rules `reexecuted` and `sent-after-cancel` — MCP 2026-07-28: the two judgements a stateless stream adds — a repeated side effect
-//! (`reexecuted`) and output after cancellation (`sent-after-cancel`).
+//! Rules `reexecuted` and `sent-after-cancel` (re-execution and cancel): the two judgements an
+//! MCP 2026-07-28 stream adds — a repeated side effect and output after cancellation. They
+//! share one state (each 2026-07-28 `tools/call`: its tool, its progress token, whether it
+//! visibly started), read from one parse of the POST and of each delivered message.
 //!
 //! Why: a 2026-07-28 stream cannot be resumed; a client recovers a cut call only by sending it
-//! again (`reissued`: only a proven re-send counts, see rule `reissue`). That is safe for a tool whose annotations
-//! declare it repeat-safe, and a likely double side effect otherwise. And closing a response
-//! stream cancels its request: the server must send nothing more for it, on any stream.
+//! again (`reissued`: only a proven re-send counts, see rule `reissue`). That is safe for a
+//! tool whose annotations declare it repeat-safe, and a likely double side effect otherwise.
+//! And closing a response stream cancels its request: the server must send nothing more for
+//! it, on any stream.
 //!
 //! Rules (precise):
 //! - Tool annotations are read from every `tools/list` result delivered on the wire (any era,
@@ -16,9 +19,9 @@
 //! - A 2026-07-28 call has *visibly started* if and only if, before its stream was cut or
 //!   closed, that stream delivered a progress notification or any bytes of a response (a whole
 //!   event, or the head of a long one), or the cut tore an event after at least one byte.
-//! - `reexecuted` (class duplicate) iff a call that visibly started is provably re-sent (the
-//!   `reissued` rule, handed over as a `Resent` ledger event: both the re-send and the first execution are then proven)
-//!   and its tool's annotations seen say it is not repeat-safe.
+//! - `reexecuted` (class duplicate) iff a call that visibly started is provably re-sent (rule
+//!   `reissue`, handed over as a `Resent` ledger event: both the re-send and the first
+//!   execution are then proven) and its tool's annotations seen say it is not repeat-safe.
 //!   Evidence: both ids, the tool, what was delivered first. A call cut before any byte
 //!   reached the client is never `reexecuted`: from the wire, its first execution is not
 //!   visible (the server may still have run it: a lost acknowledgement).
