@@ -19,8 +19,9 @@ use super::engine::Engine;
 use super::finding::FindingKind;
 use super::judge::{LegEnd, ReplayClass};
 use super::ledger::Ledger;
+use super::ledger::ReplaySignal;
 use super::rpc::{self, RpcMessage, TOOLS_CALL};
-use super::rule::{CutSeen, LegEnded};
+use super::rule::{CrossEvent, CutSeen, LegEnded, ReplayEnded, ResumeAnswered};
 use super::stream::{Origin, StreamKey, Torn};
 use crate::vocab::CutAction;
 use crate::vocab::Direction;
@@ -85,18 +86,15 @@ impl Engine {
         {
             self.l.rehome(key, session, now);
         }
-        if is_resume && status != 200 {
-            let f = self
-                .l
-                .finding(FindingKind::ExplicitLoss, key, now)
-                .detail(format!("resume answered with status {status}"));
-            self.l.emit(f);
-        } else if is_resume && !sse {
-            let f = self.l.finding(FindingKind::Unknown, key, now).detail(format!(
-                "replay not judged: resume answered 200 with content-type {:?}, not an event stream",
-                content_type
-            ));
-            self.l.emit(f);
+        if is_resume {
+            let answered = ResumeAnswered {
+                now,
+                key,
+                status,
+                content_type: content_type.as_deref(),
+                sse,
+            };
+            self.rules.on_resume_answered(&mut self.l, &answered);
         }
         if matches!(status, 202 | 204 | 304) || (is_resume && (status != 200 || !sse)) {
             self.end_leg(now, conn, seq, false, true);
@@ -185,8 +183,16 @@ impl Engine {
         if let Some(data) = &ev.data {
             let whole = data.len() as u64 >= ev.data_len;
             if let Some(id) = &cross_id {
-                self.l
-                    .cross_response(now, key, id, (data, ev.data_hash, ev.data_len), whole);
+                let c = CrossEvent {
+                    now,
+                    key,
+                    id,
+                    data,
+                    hash: ev.data_hash,
+                    len: ev.data_len,
+                    whole,
+                };
+                self.rules.on_cross_event(&mut self.l, &c);
             }
             self.on_server_messages(now, key, data, whole, copy);
         }
@@ -297,16 +303,17 @@ impl Engine {
                 call_unanswered,
                 tools_call_unanswered: tools_pending,
             };
-            for (kind, ids, detail) in r.verdict(end) {
-                signalled |= matches!(kind, FindingKind::SilentEmpty | FindingKind::ExplicitLoss);
-                explicit |= kind == FindingKind::ExplicitLoss;
-                let f = self.l.finding(kind, key, now).ids(ids).detail(detail);
-                if kind == FindingKind::SilentEmpty {
-                    self.l.defer(key, f);
-                } else {
-                    self.l.emit(f);
-                }
-            }
+            self.l.replay_signal = ReplaySignal::default();
+            let ended = ReplayEnded {
+                now,
+                key,
+                resume: r,
+                end,
+            };
+            self.rules.on_replay_end(&mut self.l, &ended);
+            let said = std::mem::take(&mut self.l.replay_signal);
+            signalled |= said.signalled;
+            explicit |= said.explicit;
         }
         let last = self.l.streams.get(&key).is_some_and(|s| s.open_legs == 0);
         // A cut leaves the calls waiting (rule `abandoned`); so does a resume of a cut stream that
@@ -377,65 +384,6 @@ impl Ledger {
                 }
             }
         }
-    }
-
-    /// A response event another stream delivered to its own client came again here: one
-    /// response reached clients twice (`duplicate-response`, besides `cross-stream`).
-    pub fn cross_response(
-        &mut self,
-        now: Instant,
-        key: StreamKey,
-        id: &str,
-        (data, hash, len): (&[u8], u64, u64),
-        whole: bool,
-    ) {
-        let msgs = if whole {
-            rpc::parse(data)
-        } else {
-            rpc::parse_head(data).into_iter().collect()
-        };
-        let Some(rpc_id) = msgs.into_iter().find_map(|m| match m {
-            RpcMessage::Response { id, .. } => Some(id),
-            _ => None,
-        }) else {
-            return;
-        };
-        let leak = self.leak_source(key, id, hash, len);
-        let owner = self.opaque.get(id).copied().or_else(|| {
-            let session = self.streams.get(&key)?.session.clone();
-            self.sessions
-                .get(&session)?
-                .ids
-                .get(id)?
-                .iter()
-                .copied()
-                .find(|k| *k != key)
-        });
-        let owner = leak.as_ref().map(|l| l.source).or(owner);
-        let Some(other) = owner.and_then(|k| self.streams.get(&k)) else {
-            return;
-        };
-        if other.entry_of(id).is_none_or(|e| !e.dispatched) {
-            return;
-        }
-        let why = leak.map_or(String::new(), |l| {
-            format!(
-                " (same id and data; the two streams differ at id {}, so this is that \
-                 session's event, not a twin of this one)",
-                l.diverged_at
-            )
-        });
-        let detail = format!(
-            "response event {id} (JSON-RPC id {rpc_id}) was delivered on stream {} of session {} \
-             and again on this stream{why}",
-            other.reference.request,
-            other.session.as_deref().unwrap_or("(none)")
-        );
-        let f = self
-            .finding(FindingKind::DuplicateResponse, key, now)
-            .ids(vec![rpc_id, id.to_string()])
-            .detail(detail);
-        self.emit(f);
     }
 
     /// Classifies one replayed event against the stream (rules in the `judge` module doc).

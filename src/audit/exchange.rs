@@ -8,9 +8,8 @@
 //! - The cursor is judged once, at the resume request, by rule `cursor` (`cursor-ahead`,
 //!   `cursor-behind`), after the resume leg is open with what the replay owes.
 //! - A response is matched to its call by JSON-RPC id within the session; the first answer
-//!   records `final-response` latency, a second one is `duplicate-response` unless it came in
-//!   a byte-identical copy of an event already delivered under the same id (a replay artefact,
-//!   reported as `replay-duplicate` or explained by `cursor-behind`).
+//!   records `final-response` latency; every answer is handed to the rules (a second one is
+//!   rule `duplicate_response`'s).
 
 use super::engine::Engine;
 use super::finding::FindingKind;
@@ -18,7 +17,7 @@ use super::finding::StreamRef;
 use super::judge::Resume;
 use super::ledger::{Ledger, Leg};
 use super::rpc::{self, RpcMessage};
-use super::rule::{NewCall, RequestView, ResumeOpened};
+use super::rule::{AnswerSeen, NewCall, RequestView, ResumeOpened};
 use super::stream::{Call, Origin, Stream, StreamKey};
 use bytes::Bytes;
 use tokio::time::Instant;
@@ -337,13 +336,6 @@ impl Engine {
                 if let Some(d) = now.checked_duration_since(opened) {
                     self.l.histos.record("final-response", d);
                 }
-            } else if answers >= 2 && !replayed_copy {
-                let f = self
-                    .l
-                    .finding(FindingKind::DuplicateResponse, owner, now)
-                    .ids(vec![id.clone()])
-                    .detail(format!("response #{answers} for request id {id}"));
-                self.l.emit(f);
             }
             if initialize && let Some(v) = protocol_version {
                 self.l.session_mut(&session, now).version = Some(v.clone());
@@ -351,7 +343,14 @@ impl Engine {
                     s.version = Some(v);
                 }
             }
-            self.rules.on_answer(&mut self.l, owner, &id);
+            let answer = AnswerSeen {
+                now,
+                key: owner,
+                id: &id,
+                answers,
+                replayed_copy,
+            };
+            self.rules.on_answer(&mut self.l, &answer);
         }
     }
 }

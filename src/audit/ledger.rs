@@ -144,6 +144,17 @@ pub struct Resent {
     pub stateless: bool,
 }
 
+/// What the replay verdict of the leg that just ended signalled (set by rule `replay`, read by
+/// the engine right after: a signalled loss is no `pending-call`, an explicit one makes the
+/// resume a failed one for rule `abandoned`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ReplaySignal {
+    /// `silent-empty` or `explicit-loss`.
+    pub signalled: bool,
+    /// `explicit-loss`.
+    pub explicit: bool,
+}
+
 /// One exchange (request/response) that belongs to a stream.
 #[derive(Debug)]
 pub struct Leg {
@@ -187,6 +198,8 @@ pub struct Ledger {
     pub loss: LossTally,
     /// Streams holding deferred findings (`Stream::deferred`).
     pub deferring: HashSet<StreamKey>,
+    /// The replay verdict's signal for the leg being ended (see [`ReplaySignal`]).
+    pub replay_signal: ReplaySignal,
     /// Re-sends proven since the registry last dispatched them (see [`Resent`]).
     pub resent: Vec<Resent>,
     /// Why session-less JSON-RPC ids prove nothing any more (the re-send rule found them shared
@@ -220,6 +233,7 @@ impl Ledger {
             log: None,
             loss: LossTally::default(),
             deferring: HashSet::new(),
+            replay_signal: ReplaySignal::default(),
             resent: Vec::new(),
             ids_shared: None,
             ended: Default::default(),

@@ -47,22 +47,25 @@
 //!   and the ledger events rules leave for each other ([`ledger::Resent`], `ids_shared`).
 //! - [`rule`]: the [`rule::Rule`] trait (hooks: request, call, re-send, stream opened, resume,
 //!   delivery, answer, cut, leg end, sweep, forget) and the views its hooks are given.
-//! - [`engine`] (with [`order`]: exchange order; [`exchange`]: requests, resumes, cursor
-//!   judgement, JSON-RPC answers, `duplicate-response`; [`events`]: responses, SSE events, cuts
-//!   and `torn-cut`, leg ends with the replay verdict (`replay-*`, `fresh-stream`,
-//!   `cross-stream`, `explicit-loss`, `silent-empty`) and `pending-call`): applies observations
-//!   to the ledger and calls the registry's hooks; forgets streams and settles the rules.
-//! - [`rules`] (the registry) and its rules: `cursor_missing` (`cursor-missing`: a re-open or
-//!   re-send without `Last-Event-ID` and no resume), `reissue` (`reissued`: linking a call sent
-//!   again to the call it replaces, only on proof — the same `Idempotency-Key`, or the same
-//!   JSON-RPC id, method and params from the same client), `abandoned` (a cut call with no
-//!   answer, no resume and no proven re-send is `abandoned`, class loss, in both eras; its
-//!   candidates), `stateless` (MCP 2026-07-28: `reexecuted`, `sent-after-cancel`),
-//!   `truncation` (`truncation-accepted`: a client that took a TLS truncation for the end of
-//!   its call).
-//! - Still judged inside the engine (not yet rules of their own): torn cut, cursor
-//!   (`cursor-ahead`/`cursor-behind`), replay order/gaps/duplicates, fresh stream,
-//!   cross-stream, pending-call.
+//! - [`engine`] (with [`order`]: exchange order; [`exchange`]: requests, streams and calls,
+//!   mapping a resume's cursor to its stream and fixing what the resume owes, matching
+//!   JSON-RPC answers; [`events`]: responses, SSE events (classified against the stream for
+//!   a replay: owed, duplicate, reused, another stream's, priming, unseen), cuts and the torn
+//!   event, leg ends): applies observations to the ledger and calls the registry's hooks;
+//!   forgets streams and settles the rules. Besides facts it reports only what is about the
+//!   audit itself: `unknown` (a request never seen, a cursor no single stream owns) and
+//!   `observer-gave-up`.
+//! - [`rules`] (the registry) and its rules, one judgement (or one family sharing one state)
+//!   each: `torn` (`torn-cut`), `pending` (`pending-call`, deferred), `cursor`
+//!   (`cursor-ahead`, `cursor-behind`), `replay` (the verdict of [`judge`] on a resume leg:
+//!   `replay-exact|gap|duplicate|reorder`, `fresh-stream`, `cross-stream`, `explicit-loss`,
+//!   `silent-empty`), `duplicate_response`, `cursor_missing` (a re-open or re-send without
+//!   `Last-Event-ID` and no resume), `reissue` (`reissued`: linking a call sent again to the
+//!   call it replaces, only on proof — the same `Idempotency-Key`, or the same JSON-RPC id,
+//!   method and params from the same client), `abandoned` (a cut call with no answer, no
+//!   resume and no proven re-send is `abandoned`, class loss, in both eras; its candidates),
+//!   `stateless` (MCP 2026-07-28: `reexecuted`, `sent-after-cancel`), `truncation`
+//!   (`truncation-accepted`: a client that took a TLS truncation for the end of its call).
 //!
 //! The summary opens with "silent loss observed: yes/no (N calls affected)", counted from the
 //! `loss` findings (`abandoned` included); judgements still awaiting a resume or a re-send are

@@ -12,6 +12,7 @@
 //! hook never calls another rule; hooks run after the ledger holds the facts named in their
 //! doc and before the engine goes on.
 
+use super::judge::{LegEnd, Resume};
 use super::ledger::{Ledger, Resent};
 use super::rpc::RpcMessage;
 use super::stream::StreamKey;
@@ -107,6 +108,53 @@ pub struct ResumeOpened<'a> {
     pub unread: Option<(Option<u64>, u64)>,
 }
 
+/// An answer (result or error) to call `id` of stream `key` reached the client.
+#[derive(Debug, Clone, Copy)]
+pub struct AnswerSeen<'a> {
+    pub now: Instant,
+    pub key: StreamKey,
+    pub id: &'a str,
+    /// Answers seen for the call, this one included.
+    pub answers: u32,
+    /// It came in a byte-identical copy of an event already delivered under the same id (a
+    /// replay artefact).
+    pub replayed_copy: bool,
+}
+
+/// A replayed event on stream `key` that the engine classified as another stream's (event
+/// `id`; its data, whole or the head of a long one).
+#[derive(Debug, Clone, Copy)]
+pub struct CrossEvent<'a> {
+    pub now: Instant,
+    pub key: StreamKey,
+    pub id: &'a str,
+    pub data: &'a [u8],
+    pub hash: u64,
+    pub len: u64,
+    pub whole: bool,
+}
+
+/// The response head of a resume leg of stream `key` (mapped or not).
+#[derive(Debug, Clone, Copy)]
+pub struct ResumeAnswered<'a> {
+    pub now: Instant,
+    pub key: StreamKey,
+    pub status: u16,
+    pub content_type: Option<&'a str>,
+    /// It is a `text/event-stream`.
+    pub sse: bool,
+}
+
+/// A resume leg of stream `key` ended, the observer having followed it: what it owed and
+/// delivered ([`Resume`]) and how it ended.
+#[derive(Debug, Clone, Copy)]
+pub struct ReplayEnded<'a> {
+    pub now: Instant,
+    pub key: StreamKey,
+    pub resume: &'a Resume,
+    pub end: LegEnd,
+}
+
 /// One judgement: its own state, fed through these hooks.
 pub trait Rule: std::fmt::Debug + Send {
     /// The rule's name (its file under `rules/`).
@@ -153,11 +201,21 @@ pub trait Rule: std::fmt::Debug + Send {
     ) {
     }
 
-    /// Call `id` of stream `key` got an answer (result or error).
-    fn on_answer(&mut self, _l: &mut Ledger, _key: StreamKey, _id: &str) {}
+    /// A call got an answer (result or error).
+    fn on_answer(&mut self, _l: &mut Ledger, _a: &AnswerSeen<'_>) {}
+
+    /// A replayed event belongs to another stream (see [`CrossEvent`]).
+    fn on_cross_event(&mut self, _l: &mut Ledger, _c: &CrossEvent<'_>) {}
 
     /// A proxy cut ended a leg.
     fn on_cut(&mut self, _l: &mut Ledger, _c: &CutSeen<'_>) {}
+
+    /// A resume leg's response head arrived.
+    fn on_resume_answered(&mut self, _l: &mut Ledger, _r: &ResumeAnswered<'_>) {}
+
+    /// A resume leg ended (before `on_leg_end`); a rule that judges the replay records what
+    /// its verdict signalled in `l.replay_signal`.
+    fn on_replay_end(&mut self, _l: &mut Ledger, _e: &ReplayEnded<'_>) {}
 
     /// A leg ended.
     fn on_leg_end(&mut self, _l: &mut Ledger, _e: &LegEnded) {}

@@ -36,7 +36,7 @@ use tokio::time::Instant;
 use crate::audit::finding::{CandidateCall, Finding, FindingKind, StreamRef};
 use crate::audit::ledger::{Ledger, Resent};
 use crate::audit::rpc::RpcMessage;
-use crate::audit::rule::{CutSeen, LegEnded, NewCall, RequestView, Rule};
+use crate::audit::rule::{AnswerSeen, CutSeen, LegEnded, NewCall, RequestView, Rule};
 use crate::audit::stream::StreamKey;
 
 /// Candidates named per lost call, at most.
@@ -313,8 +313,8 @@ impl Rule for Abandoned {
         self.watches.remove(&key);
     }
 
-    fn on_answer(&mut self, _l: &mut Ledger, key: StreamKey, id: &str) {
-        self.resolved(key, id);
+    fn on_answer(&mut self, _l: &mut Ledger, a: &AnswerSeen<'_>) {
+        self.resolved(a.key, a.id);
     }
 
     fn on_cut(&mut self, _l: &mut Ledger, c: &CutSeen<'_>) {

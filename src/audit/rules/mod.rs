@@ -2,20 +2,25 @@
 //! they run (every hook runs the rules in this order; where two rules emit findings from the
 //! same hook, this order is the order of their findings).
 //!
-//! The judgements still made by the engine itself (`events`, `exchange`: replay
-//! order/gaps/duplicates, fresh stream, cross-stream) are listed in the module doc of `audit`.
+//! What the engine itself still decides (which stream a replayed event belongs to, what a
+//! resume owes) is listed in the module doc of `audit`.
 
 mod abandoned;
 mod cursor;
 mod cursor_missing;
+mod duplicate_response;
 mod pending;
 mod reissue;
+mod replay;
 mod stateless;
 mod torn;
 mod truncation;
 
 use crate::audit::ledger::Ledger;
-use crate::audit::rule::{CutSeen, LegEnded, NewCall, RequestView, ResumeOpened, Rule};
+use crate::audit::rule::{
+    AnswerSeen, CrossEvent, CutSeen, LegEnded, NewCall, ReplayEnded, RequestView, ResumeAnswered,
+    ResumeOpened, Rule,
+};
 use crate::audit::stream::StreamKey;
 use crate::wire::Observation;
 use tokio::time::Instant;
@@ -33,6 +38,8 @@ impl Default for Rules {
                 Box::new(torn::TornCut),
                 Box::new(pending::PendingCall),
                 Box::new(cursor::Cursor),
+                Box::new(replay::Replay),
+                Box::new(duplicate_response::DuplicateResponse),
                 Box::new(cursor_missing::CursorMissing::default()),
                 Box::new(reissue::Reissue::default()),
                 Box::new(abandoned::Abandoned::default()),
@@ -117,15 +124,33 @@ impl Rules {
         }
     }
 
-    pub fn on_answer(&mut self, l: &mut Ledger, key: StreamKey, id: &str) {
+    pub fn on_answer(&mut self, l: &mut Ledger, a: &AnswerSeen<'_>) {
         for rule in &mut self.rules {
-            rule.on_answer(l, key, id);
+            rule.on_answer(l, a);
+        }
+    }
+
+    pub fn on_cross_event(&mut self, l: &mut Ledger, c: &CrossEvent<'_>) {
+        for rule in &mut self.rules {
+            rule.on_cross_event(l, c);
         }
     }
 
     pub fn on_cut(&mut self, l: &mut Ledger, c: &CutSeen<'_>) {
         for rule in &mut self.rules {
             rule.on_cut(l, c);
+        }
+    }
+
+    pub fn on_resume_answered(&mut self, l: &mut Ledger, r: &ResumeAnswered<'_>) {
+        for rule in &mut self.rules {
+            rule.on_resume_answered(l, r);
+        }
+    }
+
+    pub fn on_replay_end(&mut self, l: &mut Ledger, e: &ReplayEnded<'_>) {
+        for rule in &mut self.rules {
+            rule.on_replay_end(l, e);
         }
     }
 
