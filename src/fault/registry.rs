@@ -156,3 +156,56 @@ pub fn from_toxiproxy(
     r.finish()?;
     Ok(factory)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_names_and_toxiproxy_types_are_each_listed_once() {
+        let mut names: Vec<&str> = KINDS.iter().map(|k| k.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), KINDS.len(), "a kind name is listed twice");
+        let mut types: Vec<&str> = toxics().map(|t| t.type_).collect();
+        types.sort_unstable();
+        types.dedup();
+        assert_eq!(
+            types.len(),
+            toxics().count(),
+            "a toxic type is listed twice"
+        );
+        assert_eq!(
+            types,
+            [
+                "bandwidth",
+                "latency",
+                "limit_data",
+                "reset_peer",
+                "slicer",
+                "slow_close",
+                "timeout"
+            ],
+            "Toxiproxy's seven types with attributes (noop is the API's own)"
+        );
+    }
+
+    #[test]
+    fn an_unknown_kind_is_an_error_never_a_fallback() {
+        let def = FaultDef::from_pairs(vec![
+            ("kind", toml::Value::String("stal".into())),
+            ("duration_ms", toml::Value::Integer(5)),
+        ]);
+        let err = build(&def).expect_err("an unknown kind must not build");
+        assert!(err.message.contains("unknown fault kind 'stal'"), "{err:?}");
+        assert!(
+            from_toxiproxy(
+                "stall",
+                &serde_json::Value::Null,
+                Direction::Downstream,
+                1.0
+            )
+            .is_err()
+        );
+    }
+}
