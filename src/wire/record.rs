@@ -266,6 +266,7 @@ mod tests {
                 pending_id: Some("42".into()),
                 last_committed_id: Some("41".into()),
                 torn_bytes: 77,
+                body_bytes: None,
                 data_line: Some(1),
                 request: Some("POST /mcp".into()),
                 session: Some("s1".into()),
