@@ -327,7 +327,7 @@ impl Ledger {
     /// that reached the client show that the call ran (a server writes a JSON answer once it
     /// has the result), so its execution was visible, as a progress or result event would be.
     pub fn modern_body_cut(&mut self, key: StreamKey, p: &CutPoint) {
-        if p.class.is_some() || !p.body_bytes.is_some_and(|b| b > 0) || !self.is_modern_post(key) {
+        if p.class.is_some() || p.body_bytes.is_none_or(|b| b == 0) || !self.is_modern_post(key) {
             return;
         }
         if let Some(calls) = self.modern.calls.get_mut(&key) {
