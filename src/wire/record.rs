@@ -105,7 +105,7 @@ impl CutRecord {
         Some(CutRecord {
             time_ms: time
                 .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+                .map_or(0, crate::units::millis),
             proxy: proxy.to_string(),
             conn: *conn,
             direction: *direction,
