@@ -244,7 +244,7 @@ impl Ledger {
     }
 
     pub fn ms(&self, now: Instant) -> u64 {
-        u64::try_from(now.saturating_duration_since(self.start).as_millis()).unwrap_or(u64::MAX)
+        crate::units::millis(now.saturating_duration_since(self.start))
     }
 
     pub fn session_mut(&mut self, key: &Option<String>, now: Instant) -> &mut Session {

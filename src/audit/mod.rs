@@ -362,7 +362,7 @@ impl Auditor {
             out.push_str(&format!(
                 " awaiting judgement ({} ms for a resume or a proven re-send; reported at \
                  shutdown):\n",
-                l.cfg.abandon_after.min(l.cfg.grace).as_millis()
+                crate::units::millis(l.cfg.abandon_after.min(l.cfg.grace))
             ));
             for line in awaiting {
                 out.push_str(&line);

@@ -212,7 +212,7 @@ impl Abandoned {
             return;
         };
         let waited = now.saturating_duration_since(w.since);
-        let waited_ms = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX);
+        let waited_ms = crate::units::millis(waited);
         let shared = l.ids_shared.clone();
         let mut out = Vec::new();
         for c in w.calls {
@@ -234,7 +234,7 @@ impl Abandoned {
                 c.method,
                 c.id,
                 w.cuts.max(1),
-                l.cfg.abandon_after.as_millis()
+                crate::units::millis(l.cfg.abandon_after)
             );
             if !c.candidates.is_empty() {
                 let ids: Vec<String> = c

@@ -18,7 +18,8 @@
 //!   cannot know: the judgement is `unknown`, naming the tool and the spec's defaults.
 //! - A 2026-07-28 call has *visibly started* if and only if, before its stream was cut or
 //!   closed, that stream delivered a progress notification or any bytes of a response (a whole
-//!   event, or the head of a long one), or the cut tore an event after at least one byte.
+//!   event, or the head of a long one), or the cut tore an event after at least one byte, or
+//!   the cut fell inside its JSON (non-SSE) response body after some of it was delivered.
 //! - `reexecuted` (class duplicate) iff a call that visibly started is provably re-sent (rule
 //!   `reissue`, handed over as a `Resent` ledger event: both the re-send and the first
 //!   execution are then proven) and its tool's annotations seen say it is not repeat-safe.
@@ -39,13 +40,14 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use crate::wire::CutPoint;
 use serde_json::Value;
 use tokio::time::Instant;
 
 use crate::audit::finding::{Finding, FindingKind, StreamRef};
 use crate::audit::ledger::{Ledger, Resent};
 use crate::audit::rpc::{self, RpcMessage, TOOLS_CALL, is_stateless_version};
-use crate::audit::rule::{LegEnded, RequestView, Rule};
+use crate::audit::rule::{CutSeen, LegEnded, RequestView, Rule};
 use crate::audit::stream::{Origin, StreamKey};
 
 /// Tools whose annotations are remembered, at most.
@@ -313,10 +315,25 @@ impl Stateless {
             "the response stream of request {} was closed {} ms earlier, which cancels it; the \
              server then sent {what} on {on} (connection {})",
             c.id,
-            now.saturating_duration_since(c.at).as_millis(),
+            crate::units::millis(now.saturating_duration_since(c.at)),
             l.streams.get(&key).map_or(0, |s| s.reference.conn),
         ));
         l.emit(f);
+    }
+
+    /// A cut inside the JSON (non-SSE) response body of an MCP 2026-07-28 POST: body bytes
+    /// that reached the client show that the call ran (a server writes a JSON answer once it
+    /// has the result), so its execution was visible, as a progress or result event would be.
+    fn modern_body_cut(&mut self, l: &Ledger, key: StreamKey, p: &CutPoint) {
+        if p.class.is_some() || p.body_bytes.is_none_or(|b| b == 0) || !Self::is_modern_post(l, key)
+        {
+            return;
+        }
+        if let Some(calls) = self.calls.get_mut(&key) {
+            for c in calls.iter_mut().filter(|c| c.started.is_none()) {
+                c.started = Some("part of its JSON response body");
+            }
+        }
     }
 
     /// The last leg of stream `key` ended; `clean` if its body ended cleanly. A 2026-07-28
@@ -438,6 +455,13 @@ impl Rule for Stateless {
         whole: bool,
     ) {
         self.modern_delivery(l, now, key, data, whole);
+    }
+
+    /// A cut of the leg in flight may show the call started (see `modern_body_cut`).
+    fn on_cut(&mut self, l: &mut Ledger, c: &CutSeen<'_>) {
+        if c.in_flight {
+            self.modern_body_cut(l, c.key, c.point);
+        }
     }
 
     fn on_leg_end(&mut self, l: &mut Ledger, e: &LegEnded) {
