@@ -6,9 +6,11 @@
 
 use std::collections::BTreeMap;
 
-use crate::support::drivers::Style;
+use crate::support::drivers::{Mode, Style};
 use crate::support::matrix::{self, Matrix};
+use crate::support::observed;
 use crate::support::table::{self, Key, Kind};
+use crate::support::truth::{self, Fact, Score};
 
 /// Runs in flight per SDK driver.
 const PARALLEL: usize = 8;
@@ -85,4 +87,30 @@ async fn every_truncation_kind_reaches_every_sdk_and_the_readme_says_what_each_d
     }
     check_readme(&readme_table(&m));
     stop.cancel();
+    // tearline's observer against the test's truth: every cell, precision and recall 1.0.
+    let mut scored = Vec::new();
+    let mut wrong = Vec::new();
+    for c in &m.cells {
+        let tool = c.key.mode == Mode::Tool;
+        // A stall is a judgement over time (the verdict's), not something delivered bytes show.
+        let expected: Vec<Fact> =
+            truth::truth(c.key.kind, c.key.mode, c.fault.is_some(), c.requests)
+                .into_iter()
+                .filter(|f| *f != Fact::Stalled)
+                .collect();
+        let seen = observed::facts(&c.observations, tool);
+        let score = Score::of(&expected, &seen);
+        if score.fp + score.fn_ > 0 {
+            wrong.push(format!(
+                "{:?}: expected {expected:?}, observed {seen:?}",
+                c.key
+            ));
+        }
+        scored.push((c.key.kind, c.key.client.sdk, score, expected.len() as u64));
+    }
+    eprintln!(
+        "tearline's LLM observation vs the wire, precision / recall (facts):\n{}",
+        truth::score_table(&scored)
+    );
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }

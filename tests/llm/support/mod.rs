@@ -11,6 +11,7 @@
 pub mod drivers;
 pub mod layout;
 pub mod matrix;
+pub mod observed;
 pub mod procs;
 pub mod table;
 pub mod truth;
