@@ -150,7 +150,7 @@ pub struct Args {
     pub plain_path: Option<String>,
     /// Knobs of the LLM endpoints (/v1/chat/completions, /v1/responses, /v1/messages).
     #[command(flatten)]
-    pub llm: super::llm::LlmArgs,
+    pub llm: crate::lab::llm::LlmArgs,
 }
 
 impl Args {

@@ -41,7 +41,8 @@ async fn one_run(tls: bool) -> Run {
 
     // One cut per connection, in the third event's data value (priming is event 0).
     let cut: SseCutConfig =
-        toml::from_str("at = \"mid-value\"\naction = \"reset\"\nevents = [2, 2]").unwrap();
+        toml::from_str("at = \"mid-value\"\nleg = \"first\"\naction = \"reset\"\nevents = [2, 2]")
+            .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = ProxyConfig::new("sdk", lab_addr.to_string());
     if tls {

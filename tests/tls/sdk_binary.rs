@@ -116,7 +116,7 @@ async fn one_run(tls: bool) -> Run {
     std::fs::write(
         &profile,
         "[[fault]]\nname = \"cut\"\nkind = \"sse_cut\"\ndirection = \"downstream\"\n\
-         at = \"mid-value\"\naction = \"reset\"\nevents = [2, 2]\n",
+         at = \"mid-value\"\nleg = \"first\"\naction = \"reset\"\nevents = [2, 2]\n",
     )
     .unwrap();
     let cuts_log = dir.path().join("cuts.jsonl");
