@@ -5,5 +5,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod cuts;
 mod lab;
+#[path = "support.rs"]
+mod llm_support;
 mod observe;
