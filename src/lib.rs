@@ -2,23 +2,31 @@
 //! message and the SSE event, so it can cut streams at chosen SSE positions and judge how
 //! clients and servers resume.
 //!
-//! Map of the crate (folders are the architecture):
-//! - [`proxy`]: listener, connection task, pump (one direction), shutdown.
-//! - [`fault`]: the [`fault::Fault`] trait, one file per fault kind, the registry of kinds.
-//! - [`wire`]: passive observers: HTTP/1.1 framing, the WHATWG SSE scanner, positions.
-//! - [`audit`]: per-session/stream ledger → findings (torn cut, cursor ahead, replay gap, …).
-//! - [`profile`]: the profile model, parsing and validation.
-//! - [`control`]: the Toxiproxy-compatible HTTP control API and `/metrics`.
-//! - [`lab`]: a reference MCP Streamable HTTP server with knobs that reproduce both documents.
-//! - [`load`]: the load client: sessions, SSE consumer with strict/naive policies, histograms.
-//! - [`replay`]: `tearline replay`, the 250 ms reset load test in one command.
-//! - [`report`]: histograms, JSON, `.hgrm`, `.hlog`, HTML+SVG, thresholds.
-//! - [`tls`]: TLS to the upstream and for the clients (rustls, ring), the local CA.
-//! - [`accuracy`]: the audit's accuracy harness: lab bug modes × clients × cuts, scored against
-//!   ground truth the lab and the client record independently of the audit.
-//! - [`vocab`]: the types the folders trade (`Direction`, `CutAction`, `OutageMode`,
-//!   `StreamInfo`), defined once so `wire`, `fault`, `proxy` and `audit` need not import each
-//!   other for them.
+//! ## Layers
+//!
+//! Folders are the architecture, stacked: a module imports only the modules of the lines above
+//! its own. The unit test in `layers.rs` reads every `crate::…` path of non-test code and fails
+//! on an import that points down this list, so there is no import circle between folders.
+//!
+//! 1. [`vocab`], [`units`]: the plain types every folder trades (`Direction`, `CutAction`,
+//!    `OutageMode`, `StreamInfo`) and units (sizes, durations); they import nothing.
+//! 2. [`tls`]: TLS to the upstream and for clients (rustls, ring), the local CA.
+//! 3. [`wire`]: passive observers: HTTP/1.1 framing, the WHATWG SSE scanner, positions.
+//! 4. [`fault`]: the [`fault::Fault`] trait, one file per fault kind, the table of kinds.
+//! 5. [`profile`]: the profile model, parsing and validation (over the table of kinds).
+//! 6. [`audit`]: a shared ledger of streams, legs and calls, and the rules that judge it.
+//! 7. [`proxy`]: listener, connection task, pump (one direction), shutdown.
+//! 8. [`control`]: the Toxiproxy-compatible HTTP control API and `/metrics`, over the proxy.
+//! 9. [`report`]: histograms, JSON, `.hgrm`, `.hlog`, HTML+SVG, thresholds, and the names of
+//!    the histograms a run records.
+//! 10. [`lab`]: a reference MCP Streamable HTTP server with knobs that reproduce both documents.
+//! 11. [`load`]: the load client: sessions, SSE consumer with strict/naive policies, histograms.
+//! 12. [`replay`]: the scenarios end to end (lab + proxy + load + audit + report).
+//! 13. `accuracy`, `fuzzing`: test harnesses (the audit's accuracy against ground truth, the
+//!     fuzz entry points), built only with the `harness` feature, which the tests, benches and
+//!     fuzz targets turn on; the shipped library and binary do not contain them.
+//! 14. [`cmd`]: the programs, one module per subcommand: flags, stack assembly, signals,
+//!     watching, agents. Only `main.rs` is above it.
 //!
 //! Flow of one byte: socket → pump reads a chunk → [`wire`] annotates positions → faults edit
 //! the chunk's plan → pump writes and tells the observer what it delivered or dropped, by raw
@@ -26,10 +34,13 @@
 // `unsafe` is denied everywhere but in `proxy::sendq` (one ioctl, see its doc).
 #![deny(unsafe_code)]
 
+#[cfg(feature = "harness")]
 pub mod accuracy;
 pub mod audit;
+pub mod cmd;
 pub mod control;
 pub mod fault;
+#[cfg(feature = "harness")]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod lab;
@@ -42,3 +53,6 @@ pub mod tls;
 pub mod units;
 pub mod vocab;
 pub mod wire;
+
+#[cfg(test)]
+mod layers;

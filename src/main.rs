@@ -44,17 +44,17 @@ enum LogFormat {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Relay TCP through faults (one proxy, or several from a profile).
-    Proxy(tearline::proxy::cli::Args),
+    Proxy(tearline::cmd::proxy::Args),
     /// Run the lab MCP Streamable HTTP server.
-    Serve(tearline::lab::cli::Args),
+    Serve(tearline::cmd::serve::Args),
     /// Drive MCP sessions against a server and measure them.
-    Load(tearline::load::cli::Args),
+    Load(tearline::cmd::load::Args),
     /// Run the 250 ms reset load test end to end and write reports.
-    Replay(tearline::replay::cli::Args),
+    Replay(tearline::cmd::replay::Args),
     /// Work with report files (merge interval logs, show a report).
-    Report(tearline::report::cli::Args),
+    Report(tearline::cmd::report::Args),
     /// List and validate fault profiles.
-    Profiles(tearline::profile::cli::Args),
+    Profiles(tearline::cmd::profiles::Args),
 }
 
 /// The log level without RUST_LOG: the command's default, raised by each `-v`.
@@ -81,12 +81,12 @@ fn init_logging(format: LogFormat, level: &str) {
 
 async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     Ok(match command {
-        Command::Proxy(a) => tearline::proxy::cli::run(a).await.context("proxy")?,
-        Command::Serve(a) => tearline::lab::cli::run(a).await.context("serve")?,
-        Command::Load(a) => tearline::load::cli::run(a).await.context("load")?,
-        Command::Replay(a) => tearline::replay::cli::run(a).await.context("replay")?,
-        Command::Report(a) => tearline::report::cli::run(a).await.context("report")?,
-        Command::Profiles(a) => tearline::profile::cli::run(a).await.context("profiles")?,
+        Command::Proxy(a) => tearline::cmd::proxy::run(a).await.context("proxy")?,
+        Command::Serve(a) => tearline::cmd::serve::run(a).await.context("serve")?,
+        Command::Load(a) => tearline::cmd::load::run(a).await.context("load")?,
+        Command::Replay(a) => tearline::cmd::replay::run(a).await.context("replay")?,
+        Command::Report(a) => tearline::cmd::report::run(a).await.context("report")?,
+        Command::Profiles(a) => tearline::cmd::profiles::run(a).await.context("profiles")?,
     })
 }
 

@@ -4,7 +4,7 @@
 //! ([`expect`]), per kind, over many seeded runs ([`table`]).
 //!
 //! Why here, above `lab`, `load`, `proxy` and `audit`: composition lives in one place, and the
-//! test (`tests/audit_accuracy.rs`) and the bench (`bench/audit_accuracy.rs`) share it.
+//! test (`tests/audit/accuracy.rs`) and the bench (`bench/audit_accuracy.rs`) share it.
 //!
 //! Invariants: each run is independent (its own lab, proxy and auditor on 127.0.0.1 port 0);
 //! the truth never reads the audit; a run whose harness failed is reported, never scored.

@@ -36,7 +36,7 @@ use crate::load::{LoadConfig, Target};
 use crate::profile::Profile;
 use crate::proxy::{Proxy, ProxyConfig};
 use crate::vocab::Direction;
-use crate::wire::{ObservationSink, SseClass};
+use crate::wire::SseClass;
 
 /// Progress notifications per call (a shared-store run's first client uses fewer, so the two
 /// sessions' events differ).
@@ -235,12 +235,7 @@ async fn run_inner(
     let mut pcfg = ProxyConfig::new("accuracy", lab_addr.to_string());
     pcfg.seed = seed;
     let proxy = Proxy::with_faults(pcfg, faults);
-    let sink: Arc<dyn ObservationSink> = auditor.clone();
-    let obs_sink = sink.clone();
-    proxy.set_observer_factory(Arc::new(move |conn| {
-        crate::wire::http1::observer_pair(conn, obs_sink.clone())
-    }));
-    proxy.set_sink(Some(sink));
+    proxy.observe_http(auditor.clone());
     let proxy_listener = bind().await?;
     let proxy_addr = proxy_listener.local_addr().map_err(|e| e.to_string())?;
     let proxy_task = tokio::spawn(crate::proxy::run(

@@ -18,7 +18,6 @@
 //! [`catalog`] (the catalogue over [`crate::fault::registry`]), [`errors`].
 
 pub mod catalog;
-mod direct;
 pub mod errors;
 pub mod hub;
 pub mod metrics;
@@ -28,6 +27,8 @@ pub mod runtime;
 pub mod safety;
 pub mod server;
 pub mod slots;
+#[cfg(feature = "harness")]
+mod socketless;
 pub mod sources;
 pub mod store;
 mod toxics;

@@ -14,7 +14,7 @@ use http_body_util::Full;
 use serde_json::Value;
 
 use crate::lab::LabConfig;
-use crate::lab::direct::DirectLab;
+use crate::lab::socketless::DirectLab;
 use crate::lab::sse_body::LabBody;
 
 use super::Input;

@@ -1,5 +1,5 @@
 //! Fuzz entry points: one function per fuzz target, shared by the `fuzz/` crate (cargo-fuzz,
-//! nightly) and by `tests/fuzz_corpus.rs` (the corpus replay and a bounded pseudo-random run on
+//! nightly) and by `tests/wire/fuzz_corpus.rs` (the corpus replay and a bounded pseudo-random run on
 //! stable), so CI exercises exactly the code the fuzzers run.
 //!
 //! Every entry takes arbitrary bytes and panics if and only if an invariant of the code under

@@ -113,11 +113,8 @@
 
 pub mod auth;
 pub mod bugs;
-pub mod cli;
 pub mod config;
 mod delivery;
-#[doc(hidden)]
-pub mod direct;
 pub mod hold;
 mod http;
 mod legs;
@@ -126,6 +123,9 @@ pub mod plain;
 mod post;
 pub mod ring;
 pub mod session;
+#[doc(hidden)]
+#[cfg(feature = "harness")]
+pub mod socketless;
 pub mod sse_body;
 pub mod stateless;
 pub mod tools;

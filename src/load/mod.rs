@@ -19,14 +19,11 @@
 //!   its share of `--calls`, each session paced as in the whole plan; every latency is also
 //!   recorded per second of the run ([`series`]).
 
-pub mod agent;
 pub mod call;
-pub mod cli;
 pub mod config;
 pub mod consume;
 pub mod era;
 pub mod eventsource;
-pub mod eventsource_cli;
 pub mod histo;
 pub mod http;
 pub mod policy;

@@ -6,7 +6,6 @@
 //! fault built, every referenced proxy defined, names unique — and every error carries
 //! `origin:line:column`, the key at fault and what is allowed.
 
-pub mod cli;
 pub mod model;
 pub mod parse;
 pub mod validate;

@@ -22,7 +22,6 @@
 //!   [`OutageMode::Hold`](crate::vocab::OutageMode::Hold): open connections are reset, new ones wait until the window ends.
 
 mod chain;
-pub mod cli;
 mod conn;
 mod engine;
 mod listener;
@@ -31,17 +30,17 @@ mod readbuf;
 pub mod schedule;
 mod sendq;
 mod splice;
-pub mod stack;
 mod state;
 mod stats;
 mod tls_hook;
-pub mod watch;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use listener::{LISTEN_BACKLOG, ProxySpec, bind, bind_all, listen, run, run_all, run_bound};
+pub use listener::{
+    LISTEN_BACKLOG, ProxySpec, bind, bind_all, build, listen, run, run_all, run_bound,
+};
 pub use readbuf::ReadBufferGauge;
 pub use state::{Factories, ObserverFactory, Proxy};
 pub use stats::{Stats, StatsSnapshot};

@@ -299,6 +299,17 @@ impl Proxy {
         *write(&self.sink) = sink;
     }
 
+    /// Observes HTTP/1.1 and SSE on every new connection and sends what is learnt, with the
+    /// connections and cuts, to `sink`: the one call that wires an observer and its sink
+    /// (the observer factory and the sink must name the same sink, or facts and cuts part).
+    pub fn observe_http(&self, sink: Arc<dyn ObservationSink>) {
+        let observer_sink = sink.clone();
+        self.set_observer_factory(Arc::new(move |conn| {
+            crate::wire::http1::observer_pair(conn, observer_sink.clone())
+        }));
+        self.set_sink(Some(sink));
+    }
+
     pub(crate) fn sink(&self) -> Option<Arc<dyn ObservationSink>> {
         read(&self.sink).clone()
     }

@@ -12,7 +12,6 @@
 //! same decisions) and is recorded in the report with the profile's text.
 
 pub mod assemble;
-pub mod cli;
 pub mod phase;
 pub mod scenario;
 pub mod story;

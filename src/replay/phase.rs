@@ -23,7 +23,6 @@ use crate::lab::LabConfig;
 use crate::load::{LoadConfig, LoadOutcome, Policy, Target};
 use crate::profile::Profile;
 use crate::proxy::{Proxy, ProxyConfig, StatsSnapshot};
-use crate::wire::ObservationSink;
 
 /// Name of the replay's proxy (it feeds the per-connection RNG derivation).
 pub const PROXY_NAME: &str = "replay";
@@ -92,12 +91,7 @@ pub async fn run_phase(
         pcfg.tls = t.proxy.clone();
     }
     let proxy = Proxy::with_faults(pcfg, profile.factories_for(None));
-    let sink: Arc<dyn ObservationSink> = tap.clone();
-    let observer_sink = sink.clone();
-    proxy.set_observer_factory(Arc::new(move |conn| {
-        crate::wire::http1::observer_pair(conn, observer_sink.clone())
-    }));
-    proxy.set_sink(Some(sink));
+    proxy.observe_http(tap.clone());
     let listener = bind_loopback().await?;
     let proxy_addr = local_addr(&listener)?;
     {

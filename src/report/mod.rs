@@ -31,13 +31,12 @@
 //! let written = report::write_all(&r, &report::default_out_dir())?;
 //! println!("report: {}", written.dir.display());
 //! let thresholds = vec!["naive.silent-loss>0".parse::<report::Threshold>()?];
-//! let exit = report::cli::show(&r, &thresholds)?; // prints the summary; 99 if one fails
+//! let exit = tearline::cmd::report::show(&r, &thresholds)?; // prints the summary; 99 if one fails
 //! # let _ = exit;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 pub mod charts;
-pub mod cli;
 pub mod clock;
 pub mod counters;
 pub mod headline;
@@ -48,6 +47,7 @@ pub mod json;
 pub mod latency;
 pub mod merge;
 pub mod model;
+pub mod names;
 pub mod summary;
 mod threshold_parse;
 pub mod thresholds;

@@ -72,15 +72,12 @@ pub const STREAM_RATE_HEADER: [&str; 5] =
 /// the rate is the inverse of a stream's mean interval, so the slowest stream is the largest
 /// interval).
 pub fn stream_rate_rows(report: &Report) -> Vec<Vec<String>> {
-    let rate = |us: u64| format!("{:.1}", crate::load::histo::events_per_s(us));
+    let rate = |us: u64| format!("{:.1}", super::names::events_per_s(us));
     report
         .policies
         .iter()
         .filter_map(|(policy, p)| {
-            let h = &p
-                .histograms
-                .get(crate::load::histo::STREAM_INTERVAL)?
-                .histogram;
+            let h = &p.histograms.get(super::names::STREAM_INTERVAL)?.histogram;
             (!h.is_empty()).then(|| {
                 vec![
                     policy.clone(),

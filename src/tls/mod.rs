@@ -16,7 +16,6 @@
 //!   and only if the alert was sent before the TCP close, else `truncated`.
 
 pub mod ca;
-pub mod cli;
 mod origin;
 mod pem;
 mod stream;

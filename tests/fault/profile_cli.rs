@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use tearline::profile::cli::{list, validate};
+use tearline::cmd::profiles::{list, validate};
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -11,9 +11,9 @@ use std::time::Duration;
 use clap::Parser;
 use tearline::accuracy::run::OnConnections;
 use tearline::audit::{AuditConfig, Auditor};
+use tearline::cmd::load::{Args, ClientBug, ClientKind};
 use tearline::fault::sse_cut::{CutTarget, SseCutConfig};
 use tearline::lab::{LabConfig, serve};
-use tearline::load::cli::{Args, ClientBug, ClientKind};
 use tearline::proxy::{Proxy, ProxyConfig};
 use tearline::vocab::CutAction;
 use tearline::wire::{ObservationSink, SseClass};
@@ -36,19 +36,19 @@ fn parse(argv: &[&str]) -> Args {
 fn client_bug_stale_cursor_sets_the_mcp_clients_bug_and_is_off_by_default() {
     let a = parse(&["--client-bug", "stale-cursor"]);
     assert_eq!(a.client_bug, Some(ClientBug::StaleCursor));
-    assert!(tearline::load::cli::config(&a).unwrap().stale_cursor);
+    assert!(tearline::cmd::load::config(&a).unwrap().stale_cursor);
     let a = parse(&[]);
     assert_eq!(a.client, ClientKind::Mcp);
-    assert!(!tearline::load::cli::config(&a).unwrap().stale_cursor);
+    assert!(!tearline::cmd::load::config(&a).unwrap().stale_cursor);
 }
 
 #[test]
 fn eventsource_client_rejects_mcp_only_flags() {
     let a = parse(&["--client", "eventsource", "--client-bug", "stale-cursor"]);
-    let e = tearline::load::eventsource_cli::config(&a).unwrap_err();
+    let e = tearline::cmd::load::eventsource::config(&a).unwrap_err();
     assert!(e.to_string().contains("--client-bug"), "{e}");
     let a = parse(&["--client", "eventsource", "--side-path", "/favicon.ico"]);
-    let c = tearline::load::eventsource_cli::config(&a).unwrap();
+    let c = tearline::cmd::load::eventsource::config(&a).unwrap();
     assert_eq!(c.side_path.as_deref(), Some("/favicon.ico"));
 }
 

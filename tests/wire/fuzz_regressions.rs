@@ -121,7 +121,7 @@ fn the_lab_echoes_a_long_fractional_id_as_the_same_number() {
 fn a_long_fractional_id_reads_back_as_the_double_a_correct_parser_gives() {
     use http_body_util::Full;
     use tearline::lab::LabConfig;
-    use tearline::lab::direct::DirectLab;
+    use tearline::lab::socketless::DirectLab;
     use tearline::lab::sse_body::LabBody;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -174,10 +174,10 @@ fn a_long_fractional_id_reads_back_as_the_double_a_correct_parser_gives() {
     });
 }
 
-/// `cargo test` cannot show the defect above on its own: a dev-dependency (jsonschema) turns on
-/// serde_json's `float_roundtrip` for every test build, while the shipped binary (and the
-/// `cargo fuzz` build, where it was found) gets only the features tearline asks for. So the fix
-/// is one line of Cargo.toml, and this guards it.
+/// `cargo test` may not show the defect above on its own: any dev-dependency that turns on
+/// serde_json's `float_roundtrip` (one did) turns it on for every test build, while the shipped
+/// binary (and the `cargo fuzz` build, where it was found) gets only the features tearline asks
+/// for. So the fix is one line of Cargo.toml, and this guards it.
 #[test]
 fn the_shipped_build_asks_for_correctly_rounded_json_numbers() {
     let manifest = include_str!("../../Cargo.toml");

@@ -4,6 +4,9 @@
 //! Invariant: a bad target or bad flags end in an error (non-zero exit) before any load is
 //! generated; the progress bar goes to stderr only when it is a terminal.
 
+pub mod agent;
+pub mod eventsource;
+
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -11,8 +14,8 @@ use clap::ValueEnum;
 use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
-use super::config::{LoadConfig, Policy, Stop, Target, TargetError};
-use super::{LoadError, summary};
+use crate::load::config::{LoadConfig, Policy, Stop, Target, TargetError};
+use crate::load::{LoadError, summary};
 
 pub use crate::units::parse_duration;
 
@@ -103,7 +106,7 @@ pub struct Args {
     /// MCP era: `auto` probes with server/discover and falls back to initialize; `legacy`
     /// always initializes (2025-11-25, resumable); `modern` always speaks 2026-07-28.
     #[arg(long, value_enum, default_value = "auto")]
-    pub era: super::era::EraChoice,
+    pub era: crate::load::era::EraChoice,
     /// Bearer token sent on every request, e.g. a lab audience token
     /// `aud=https://lab/tools/search,https://lab/tools/fetch` (see `tearline serve --auth`).
     #[arg(long)]
@@ -141,7 +144,7 @@ pub struct Args {
     /// pacing; --calls is split exactly (closed loop) or, with --rate, each agent makes the
     /// plan's scheduled calls of its own sessions: N agents together run the plan.
     #[arg(long, value_name = "I/N", default_value = "1/1")]
-    pub segment: super::segment::Segment,
+    pub segment: crate::load::segment::Segment,
     /// The plan's seed, shared by its agents and recorded in the report.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -260,7 +263,7 @@ pub fn config(args: &Args) -> Result<LoadConfig, CliError> {
 /// Runs `tearline load`.
 pub async fn run(args: Args) -> Result<ExitCode, CliError> {
     if args.client == ClientKind::Eventsource {
-        return super::eventsource_cli::run(&args).await;
+        return eventsource::run(&args).await;
     }
     if args.side_path.is_some() {
         return Err(CliError::Flags(
@@ -284,7 +287,7 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
     for &policy in policies {
         let mut cfg = base.clone();
         cfg.policy = policy;
-        let result = super::run(cfg, shutdown.clone()).await;
+        let result = crate::load::run(cfg, shutdown.clone()).await;
         match result {
             Ok(o) => outcomes.push(o),
             Err(e) => {
@@ -298,7 +301,7 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
     }
     watcher.abort();
     if let Some(dir) = &args.report_dir {
-        let written = super::agent::write(&outcomes, &base.target, args.seed, dir)?;
+        let written = agent::write(&outcomes, &base.target, args.seed, dir)?;
         eprintln!("report: {}", written.dir.display());
     }
     if args.json {

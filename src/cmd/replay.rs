@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{BUILTIN_PROFILE, DEFAULT_PROFILE_PATH, ReplayConfig, ReplayError};
 use crate::lab::LabConfig;
 use crate::lab::config::OnEvicted;
 use crate::load::{Policy, Stop};
 use crate::profile::{self, Profile, ProfileError};
+use crate::replay::{BUILTIN_PROFILE, DEFAULT_PROFILE_PATH, ReplayConfig, ReplayError};
 use crate::report::{self, ReportError, Threshold, ThresholdError};
 
 /// Arguments of `tearline replay`.
@@ -41,7 +41,7 @@ pub struct Args {
     #[arg(long, default_value_t = 24, conflicts_with = "duration")]
     pub calls: u64,
     /// Run each policy for this long instead of a number of calls (e.g. 20s, 1m).
-    #[arg(long, value_parser = crate::proxy::cli::parse_duration)]
+    #[arg(long, value_parser = crate::units::parse_duration)]
     pub duration: Option<Duration>,
     /// Seed of every fault decision (default: the profile's seed, else random; always printed).
     #[arg(long)]
@@ -75,7 +75,7 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = PolicyChoice::Both)]
     pub policy: PolicyChoice,
     /// Per-call timeout.
-    #[arg(long, default_value = "30s", value_parser = crate::proxy::cli::parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = crate::units::parse_duration)]
     pub call_timeout: Duration,
     /// Report directory (default: ./tearline-report/<UTC timestamp>).
     #[arg(long)]
@@ -95,8 +95,8 @@ pub struct Args {
     /// cleanly with a call pending; its own built-in profile unless --profile is given) or
     /// `stateless` (the same cuts against MCP 2026-07-28: no resumption, re-issue or lose;
     /// plus a `retry` phase re-issuing the NOT idempotent `append`: `reexecuted`).
-    #[arg(long, value_enum, default_value_t = super::scenario::Scenario::Reset250ms)]
-    pub scenario: super::scenario::Scenario,
+    #[arg(long, value_enum, default_value_t = crate::replay::scenario::Scenario::Reset250ms)]
+    pub scenario: crate::replay::scenario::Scenario,
 }
 
 /// Which client policies a replay runs.
@@ -174,8 +174,8 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
         cfg.tls_ca_dir = Some(dir);
     }
     let shutdown = CancellationToken::new();
-    crate::proxy::cli::spawn_signal_watch(shutdown.clone()).ok();
-    let outcome = super::run(&cfg, &profile, &text, &shutdown).await?;
+    super::signals::spawn_signal_watch(shutdown.clone()).ok();
+    let outcome = crate::replay::run(&cfg, &profile, &text, &shutdown).await?;
 
     println!("{}", crate::report::summary::render(&outcome.report));
     let written = report::write_all(&outcome.report, &out)?;
@@ -230,12 +230,12 @@ fn config(args: &Args, seed: u64, out: &std::path::Path) -> ReplayConfig {
 /// default (from the working directory, else the built-in copy). Returns it with its text.
 fn load_profile(
     path: Option<&std::path::Path>,
-    scenario: super::scenario::Scenario,
+    scenario: crate::replay::scenario::Scenario,
 ) -> Result<(Profile, String), ProfileError> {
     let path = match (path, scenario.default_profile()) {
         (Some(p), _) => p.to_path_buf(),
         (None, Some(text)) => {
-            let label = format!("{} (built in)", super::value_name(scenario));
+            let label = format!("{} (built in)", crate::replay::value_name(scenario));
             let profile = profile::parse(text, &label)?;
             return Ok((profile, text.to_owned()));
         }

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use super::ProfileError;
+use crate::profile::ProfileError;
 
 /// Arguments of `tearline profiles`.
 #[derive(Debug, clap::Args)]
@@ -97,7 +97,7 @@ pub fn list(dir: &Path, out: &mut dyn Write) -> Result<bool, CliError> {
             .file_stem()
             .map(|s| s.to_string_lossy())
             .unwrap_or_default();
-        let line = match super::load(path) {
+        let line = match crate::profile::load(path) {
             Ok(p) => p.description.unwrap_or_else(|| "(no description)".into()),
             Err(e) => {
                 all_ok = false;
@@ -113,7 +113,7 @@ pub fn list(dir: &Path, out: &mut dyn Write) -> Result<bool, CliError> {
 pub fn validate(files: &[PathBuf], out: &mut dyn Write) -> Result<bool, CliError> {
     let mut all_ok = true;
     for path in files {
-        match super::load(path) {
+        match crate::profile::load(path) {
             Ok(p) => writeln!(
                 out,
                 "{}: ok ({} proxies, {} faults)",

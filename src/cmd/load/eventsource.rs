@@ -1,4 +1,4 @@
-//! `tearline load --client eventsource`: one browser-like EventSource ([`super::eventsource`])
+//! `tearline load --client eventsource`: one browser-like EventSource ([`crate::load::eventsource`])
 //! against --target, and its outcome on stdout (text or JSON).
 //!
 //! Invariants: flags of the MCP client that mean nothing here are rejected when they would
@@ -8,9 +8,9 @@
 
 use std::process::ExitCode;
 
-use super::cli::{Args, CliError, PolicyArg};
-use super::config::Target;
-use super::eventsource::{EventSourceConfig, EventSourceOutcome, run as run_client};
+use super::{Args, CliError, PolicyArg};
+use crate::load::config::Target;
+use crate::load::eventsource::{EventSourceConfig, EventSourceOutcome, run as run_client};
 
 /// The client configuration the flags describe.
 pub fn config(args: &Args) -> Result<EventSourceConfig, CliError> {

@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::{FinEnd, ProxyTls, Terminator, TlsError, Upstream, UpstreamOptions};
+use crate::tls::{FinEnd, ProxyTls, Terminator, TlsError, Upstream, UpstreamOptions};
 
 /// TLS for clients of a server tearline runs (termination).
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -44,8 +44,11 @@ impl ServerTlsArgs {
         let t = match (&self.tls_cert, &self.tls_key) {
             (Some(cert), Some(key)) => Terminator::from_files(cert, key)?,
             _ if self.tls_self_signed => {
-                let dir = super::ca::dir(self.tls_ca_dir.as_deref())?;
-                Terminator::self_signed(&dir, &super::ca::listen_names(listen, &self.tls_name))?
+                let dir = crate::tls::ca::dir(self.tls_ca_dir.as_deref())?;
+                Terminator::self_signed(
+                    &dir,
+                    &crate::tls::ca::listen_names(listen, &self.tls_name),
+                )?
             }
             _ => return Ok(None),
         };

@@ -4,14 +4,15 @@
 //! fault (main.rs prints it on one line and exits 2); the listen address is bound before
 //! anything is served; the seed in use (given or random) is printed once at start.
 
+pub mod profile_watch;
+pub mod stack;
+
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use tokio_util::sync::CancellationToken;
-
-use super::stack::Observe;
-use super::{ProxyConfig, ProxyError, ProxySpec};
+use crate::proxy::{ProxyConfig, ProxyError, ProxySpec};
+use stack::Observe;
 
 pub use crate::units::{parse_duration, parse_size};
 
@@ -142,7 +143,7 @@ pub struct Args {
     pub findings_log: Option<std::path::PathBuf>,
     /// TLS to the upstream and/or for the clients.
     #[command(flatten)]
-    pub tls: crate::tls::cli::ProxyTlsArgs,
+    pub tls: crate::cmd::tls::ProxyTlsArgs,
 }
 
 /// The control API's address, or off.
@@ -293,7 +294,7 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
     for (spec, _, _) in &mut proxies {
         spec.config.tls = args.tls.build(spec.listen.ip())?;
     }
-    super::stack::serve(super::stack::Stack {
+    stack::serve(stack::Stack {
         proxies,
         profile,
         watch: args.watch.then(|| args.profile.clone()).flatten(),
@@ -327,33 +328,6 @@ fn check_api_exposure(args: &Args) -> Result<(), CliError> {
         "CONTROL API OPEN WITHOUT A TOKEN on a non-loopback address (--api-insecure-no-token): \
          anyone who can reach it can reconfigure or stop every proxy"
     );
-    Ok(())
-}
-
-/// Cancels `shutdown` at the first SIGINT or SIGTERM.
-pub fn spawn_signal_watch(shutdown: CancellationToken) -> Result<(), CliError> {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut term = signal(SignalKind::terminate()).map_err(CliError::Signals)?;
-        let mut int = signal(SignalKind::interrupt()).map_err(CliError::Signals)?;
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = term.recv() => {},
-                _ = int.recv() => {},
-            }
-            tracing::info!("signal received; draining");
-            shutdown.cancel();
-        });
-    }
-    #[cfg(not(unix))]
-    {
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                shutdown.cancel();
-            }
-        });
-    }
     Ok(())
 }
 

@@ -8,7 +8,9 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use super::config::{Chunking, LabConfig, LineEnding, OnEvicted, OnUnauthorized, ProtocolVersion};
+use crate::lab::config::{
+    Chunking, LabConfig, LineEnding, OnEvicted, OnUnauthorized, ProtocolVersion,
+};
 
 pub use crate::units::parse_duration;
 
@@ -29,7 +31,7 @@ pub enum ServeError {
     Signals(#[source] std::io::Error),
     /// The server refused the configuration.
     #[error(transparent)]
-    Lab(#[from] super::LabError),
+    Lab(#[from] crate::lab::LabError),
     /// A TLS flag could not be turned into a configuration.
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),
@@ -135,14 +137,14 @@ pub struct Args {
     pub read_timeout: Duration,
     /// Serve HTTPS (--tls-cert/--tls-key, or --tls-self-signed).
     #[command(flatten)]
-    pub tls: crate::tls::cli::ServerTlsArgs,
+    pub tls: super::tls::ServerTlsArgs,
     /// A scripted server bug on resumes (reorder, drop-after-replay, duplicate, shared-store,
     /// lose-final); `none` is a correct event store.
     #[arg(long, value_enum, default_value = "none")]
-    pub bug: super::bugs::ServerBug,
+    pub bug: crate::lab::bugs::ServerBug,
     /// Event ids: `counter` (`<stream>-<seq>`) or `opaque` (UUID-like).
     #[arg(long, value_enum, default_value = "counter")]
-    pub ids: super::bugs::IdStyle,
+    pub ids: crate::lab::bugs::IdStyle,
     /// Also serve a plain SSE feed (no MCP, no session; EventSource-style) at this path.
     #[arg(long)]
     pub plain_path: Option<String>,
@@ -203,6 +205,6 @@ pub async fn run(args: Args) -> Result<ExitCode, ServeError> {
     let config = args.config();
     tracing::info!(%addr, path = %config.path, protocol = config.protocol.as_str(), "lab server listening");
     let tls = args.tls.build(addr.ip())?;
-    super::serve_tls(listener, config, tls, shutdown).await?;
+    crate::lab::serve_tls(listener, config, tls, shutdown).await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -2,7 +2,7 @@
 //! observer feeding the audit and the cut records, the profile's outage schedules, and the
 //! Toxiproxy-compatible control API.
 //!
-//! Why here and not in the relay: the relay ([`super::run`]) knows nothing of profiles, audits
+//! Why here and not in the relay: the relay ([`crate::proxy::run`]) knows nothing of profiles, audits
 //! or HTTP APIs; this is the one place the command line composes them. Invariants: every proxy
 //! is bound before anything is served (all or none); the control API listens on loopback unless
 //! told otherwise; the audit summary is printed at shutdown and on every SIGUSR1.
@@ -15,18 +15,18 @@ use tokio::net::TcpListener;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::watch::Watched;
-use super::{FaultList, Proxy, ProxyConfig, ProxyError, ProxySpec};
+use super::profile_watch::Watched;
 use crate::audit::{AuditConfig, Auditor};
 use crate::control::catalog::RegistryCatalog;
 use crate::control::runtime::RuntimeHub;
 use crate::control::sources::{AuditFindings, CutBook, CutBooks};
 use crate::control::{ApiConfig, ApiState};
+use crate::proxy::{FaultList, Proxy, ProxyConfig, ProxyError, ProxySpec};
 use crate::wire::ObservationSink;
 use crate::wire::observe::FanOut;
 use crate::wire::record::CutLog;
 
-use super::cli::CliError;
+use super::CliError;
 
 /// Whether the proxies parse HTTP/SSE (positions, audit) or relay bytes only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -95,10 +95,10 @@ pub async fn serve(stack: Stack) -> Result<(), CliError> {
         let listen = spec.listen;
         let faults = spec.faults.clone();
         let (listener, proxy) = if enabled {
-            let (l, p) = super::bind(spec).await?;
+            let (l, p) = crate::proxy::bind(spec).await?;
             (Some(l), p)
         } else {
-            (None, super::listener::build(spec)?)
+            (None, crate::proxy::build(spec)?)
         };
         built.push(Built {
             listener,
@@ -127,12 +127,7 @@ pub async fn serve(stack: Stack) -> Result<(), CliError> {
         }
         if stack.observe == Observe::Http {
             sinks.push(auditor.clone());
-            let sink: Arc<dyn ObservationSink> = Arc::new(FanOut(sinks));
-            let observer_sink = sink.clone();
-            proxy.set_observer_factory(Arc::new(move |conn| {
-                crate::wire::http1::observer_pair(conn, observer_sink.clone())
-            }));
-            proxy.set_sink(Some(sink));
+            proxy.observe_http(Arc::new(FanOut(sinks)));
         } else {
             proxy.set_sink(Some(Arc::new(FanOut(sinks))));
         }
@@ -157,7 +152,7 @@ pub async fn serve(stack: Stack) -> Result<(), CliError> {
         }
     }
     let shutdown = CancellationToken::new();
-    super::cli::spawn_signal_watch(shutdown.clone())?;
+    crate::cmd::signals::spawn_signal_watch(shutdown.clone()).map_err(CliError::Signals)?;
     if stack.observe == Observe::Http {
         spawn_summary_on_usr1(auditor.clone(), shutdown.clone());
     }
@@ -170,10 +165,10 @@ pub async fn serve(stack: Stack) -> Result<(), CliError> {
             })
             .collect();
         let schedules = shutdown.child_token();
-        super::watch::start_schedules(&profile, &watched, Instant::now(), &schedules);
+        super::profile_watch::start_schedules(&profile, &watched, Instant::now(), &schedules);
         if let Some(path) = stack.watch {
             println!("tearline proxy: watching {} for changes", path.display());
-            tokio::spawn(super::watch::watch(
+            tokio::spawn(super::profile_watch::watch(
                 path,
                 profile,
                 watched,
@@ -226,7 +221,7 @@ pub async fn serve(stack: Stack) -> Result<(), CliError> {
                 .into_iter()
                 .filter_map(|b| b.listener.map(|l| (l, b.proxy)))
                 .collect();
-            super::run_bound(bound, shutdown).await?;
+            crate::proxy::run_bound(bound, shutdown).await?;
         }
     }
     if stack.observe == Observe::Http {

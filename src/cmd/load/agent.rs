@@ -15,8 +15,8 @@ use std::time::{Duration, SystemTime};
 
 use hdrhistogram::Histogram;
 
-use super::LoadOutcome;
-use super::config::Target;
+use crate::load::LoadOutcome;
+use crate::load::config::Target;
 use crate::report::{self, Report, ReportError, RunFacts, Written};
 
 /// File name of the call stories in an agent's report directory.

@@ -15,9 +15,9 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::Proxy;
-use super::schedule::{drive_outages, drive_phases};
 use crate::profile::Profile;
+use crate::proxy::Proxy;
+use crate::proxy::schedule::{drive_outages, drive_phases};
 
 /// How often the watched file's modification time and size are looked at.
 pub const POLL: Duration = Duration::from_millis(200);

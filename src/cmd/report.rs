@@ -12,8 +12,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::thresholds::{self, Threshold};
-use super::{Report, ReportError, hlog, json, merge, summary};
+use crate::report::thresholds::{self, Threshold};
+use crate::report::{Report, ReportError, hlog, json, merge, summary};
 
 /// Arguments of `tearline report`.
 #[derive(Debug, clap::Args)]
@@ -163,7 +163,7 @@ fn merge_dirs(a: &MergeArgs) -> Result<ExitCode, ReportError> {
     let proxies = merge::ProxyLogs::load(&a.cuts, &a.findings)?;
     let report = merge::merge(&agents, &proxies)?;
     let verdicts = thresholds::evaluate_all(&a.fail_on, &report)?;
-    let written = super::write_all(&report, &a.output)?;
+    let written = crate::report::write_all(&report, &a.output)?;
     println!(
         "merged {} agent reports, {} cuts and {} findings into {}",
         agents.len(),
@@ -189,10 +189,10 @@ fn merge_logs(a: &MergeArgs) -> Result<ExitCode, ReportError> {
     let rows: Vec<Vec<String>> = totals
         .iter()
         .map(|(tag, h)| {
-            let s = super::Summary::of(h);
+            let s = crate::report::Summary::of(h);
             let mut row = vec![tag.clone(), s.count.to_string()];
             for v in [s.p50, s.p90, s.p99, s.p99_9, s.max] {
-                row.push(super::latency::human_us(v as f64));
+                row.push(crate::report::latency::human_us(v as f64));
             }
             row
         })
