@@ -106,6 +106,8 @@ pub struct CutPoint {
     /// The outage window this cut opened (new connections held), in milliseconds, as it took
     /// effect (set by the pump; `None` when the cut opened none).
     pub outage_ms: Option<u64>,
+    /// The LLM position of the cut, in a stream of a known LLM API (see `wire::llm`).
+    pub llm: Option<super::LlmPos>,
 }
 
 /// One thing an observer learned, for the audit. Additive: consumers ignore what they do not

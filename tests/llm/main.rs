@@ -7,7 +7,10 @@
 mod common;
 mod support;
 
+mod cuts;
 mod lab;
+#[path = "support.rs"]
+mod llm_support;
 mod observe;
 mod sdk;
 mod sdk_matrix;
