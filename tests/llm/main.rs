@@ -5,6 +5,8 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+// The SDK harness (tests/llm/support/); explicit, beside the observer tests' support.rs.
+#[path = "support/mod.rs"]
 mod support;
 
 mod cuts;
