@@ -15,13 +15,16 @@
 //! → handlers), [`store`] and `toxics.rs` (Toxiproxy semantics), [`model`] (JSON shapes),
 //! [`safety`] (origin, token, body limit), [`metrics`] (exposition format), [`hub`] (the
 //! seams), [`runtime`] (the hub over [`crate::proxy`]),
-//! [`catalog`] (the catalogue over [`crate::fault::registry`]), [`errors`].
+//! [`catalog`] (the catalogue over [`crate::fault::registry`]), [`listen`] (binding with Go's
+//! error texts), [`request_id`] (`X-Toxiproxy-Request-Id`), [`errors`].
 
 pub mod catalog;
 pub mod errors;
 pub mod hub;
+pub mod listen;
 pub mod metrics;
 pub mod model;
+pub mod request_id;
 pub mod routes;
 pub mod runtime;
 pub mod safety;
@@ -98,6 +101,7 @@ pub struct ApiInner {
     cuts: Option<Arc<dyn CutsSource>>,
     findings: Option<Arc<dyn FindingsSource>>,
     counters: ApiCounters,
+    request_ids: request_id::RequestIds,
     read_timeout: std::time::Duration,
     allowed_hosts: Vec<String>,
 }
@@ -114,6 +118,7 @@ impl ApiState {
                 cuts: config.cuts,
                 findings: config.findings,
                 counters: ApiCounters::default(),
+                request_ids: request_id::RequestIds::default(),
                 read_timeout: config.read_timeout,
                 allowed_hosts: config.allowed_hosts,
             }),

@@ -144,10 +144,16 @@ fn no_content() -> Response<Full<Bytes>> {
     respond(StatusCode::NO_CONTENT, "application/json", Bytes::new())
 }
 
-/// The JSON error answer of `e`.
+/// The error answer of `e` as Toxiproxy writes it (Go's `http.Error`): the JSON document and a
+/// line end, as `text/plain`, with `X-Content-Type-Options: nosniff`.
 pub fn error_response(e: &ApiError) -> Response<Full<Bytes>> {
-    let body = Bytes::from(e.body().to_string());
-    respond(e.status, "application/json", body)
+    let body = Bytes::from(format!("{}\n", e.body()));
+    let mut r = respond(e.status, "text/plain; charset=utf-8", body);
+    r.headers_mut().insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        header::HeaderValue::from_static("nosniff"),
+    );
+    r
 }
 
 fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
@@ -222,13 +228,21 @@ pub async fn dispatch(
             json(StatusCode::OK, &doc)
         }
         (Route::Version, _) => {
-            let v =
-                serde_json::json!({ "version": env!("CARGO_PKG_VERSION"), "server": "tearline" });
-            Ok(respond(
+            // Toxiproxy's bytes exactly (`{"version": "…"}` and a line end); the server's name
+            // is in the `Server` header, which Toxiproxy does not send.
+            let mut r = respond(
                 StatusCode::OK,
                 "application/json;charset=utf-8",
-                Bytes::from(format!("{v}\n")),
-            ))
+                Bytes::from(format!(
+                    "{{\"version\": \"{}\"}}\n",
+                    env!("CARGO_PKG_VERSION")
+                )),
+            );
+            r.headers_mut().insert(
+                header::SERVER,
+                header::HeaderValue::from_static(concat!("tearline/", env!("CARGO_PKG_VERSION"))),
+            );
+            Ok(r)
         }
         (Route::Cuts, _) => {
             let v = api

@@ -10,7 +10,7 @@
 //! complete request ([`super::slots`]), so slow or idle clients, however many, never make a
 //! well-behaved request wait; accept errors back off and never end the server; on shutdown
 //! the server stops accepting, lets in-flight requests finish for up to [`DRAIN_TIMEOUT`],
-//! then returns.
+//! then returns. Every answer of a handler carries `X-Toxiproxy-Request-Id`, as Toxiproxy's.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -172,6 +172,10 @@ async fn handle(
         }
     };
     api.counters.record(label, response.status().as_u16());
+    let mut response = response;
+    if let Ok(id) = header::HeaderValue::from_str(&api.request_ids.next()) {
+        response.headers_mut().insert(super::request_id::HEADER, id);
+    }
     response
 }
 

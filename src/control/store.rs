@@ -8,11 +8,13 @@
 //! those too. A failed request leaves the toxics as they were. Every change is made under one
 //! lock, so concurrent requests are applied one after the other.
 //!
-//! `/populate` follows Toxiproxy (`proxy_collection.go`): names and upstreams are checked
-//! first (400, nothing changed); then each element in order is kept (same name, same resolved
-//! listen address, same upstream: toxics included), or replaces the proxy of that name (which is
-//! stopped first), or is added. A listen address that cannot be bound (in use) stops the request
-//! there with 500 `listen tcp ADDR: bind: address already in use`; the proxies handled before it
+//! `/populate` follows Toxiproxy (`proxy_collection.go`): that every element has a name and an
+//! upstream is checked first (400, nothing changed); then each element in order is kept (same
+//! name, same resolved listen address, same upstream: toxics included), or replaces the proxy of
+//! that name (which is stopped first), or is added. An element whose listen address does not
+//! parse or bind (500 with Go's text: `listen tcp: address local373: missing port in address`,
+//! `listen tcp 127.0.0.1:3310: bind: address already in use`), or whose upstream is not
+//! `host:port` (400, tearline's check), stops the request there; the proxies handled before it
 //! stay and are returned next to the error; a proxy it was replacing stays, stopped.
 
 use std::collections::BTreeMap;
@@ -20,10 +22,10 @@ use std::sync::Arc;
 
 use http::StatusCode;
 use serde_json::{Map, Value};
-use tokio::net::TcpListener;
 
 use super::errors::ApiError;
 use super::hub::{FaultCatalog, HubError, ProxyHub};
+use super::listen::{bind, resolved};
 use super::model::{ProxyDoc, ProxyInput, ProxyPatch, ToxicDoc, check_address};
 use crate::fault::FaultFactory;
 use crate::fault::outage::OutageSchedule;
@@ -79,55 +81,6 @@ pub(super) fn hub_error(e: HubError) -> ApiError {
     match e {
         HubError::Upstream { .. } => ApiError::bad_body(e),
         other => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, other.to_string()),
-    }
-}
-
-/// Binds the first address `listen` resolves to that binds, with the proxy's deep backlog.
-async fn bind(listen: &str) -> Result<TcpListener, ApiError> {
-    let fail = |e: std::io::Error| {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("listen tcp {listen}: {}", go_net_error(&e)),
-        )
-    };
-    let mut last = None;
-    for addr in tokio::net::lookup_host(listen).await.map_err(fail)? {
-        match crate::proxy::listen(addr) {
-            Ok(l) => return Ok(l),
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(fail(last.unwrap_or_else(|| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "could not resolve to any address",
-        )
-    })))
-}
-
-/// Go's wording of the common bind failures (what Toxiproxy clients see), else the OS text.
-fn go_net_error(e: &std::io::Error) -> String {
-    match e.kind() {
-        std::io::ErrorKind::AddrInUse => "bind: address already in use".to_owned(),
-        std::io::ErrorKind::AddrNotAvailable => "bind: cannot assign requested address".to_owned(),
-        std::io::ErrorKind::PermissionDenied => "bind: permission denied".to_owned(),
-        _ => e.to_string(),
-    }
-}
-
-/// `listen` resolved as Go's `net.ResolveTCPAddr` would print it (`localhost:7070` →
-/// `127.0.0.1:7070`), or as written when it does not resolve.
-async fn resolved(listen: &str) -> String {
-    match tokio::net::lookup_host(listen).await {
-        Ok(addrs) => {
-            let addrs: Vec<std::net::SocketAddr> = addrs.collect();
-            addrs
-                .iter()
-                .find(|a| a.is_ipv4())
-                .or(addrs.first())
-                .map_or_else(|| listen.to_owned(), ToString::to_string)
-        }
-        Err(_) => listen.to_owned(),
     }
 }
 
@@ -269,22 +222,22 @@ impl Store {
         &self,
         inputs: Vec<ProxyInput>,
     ) -> Result<(Vec<ProxyDoc>, Option<ApiError>), ApiError> {
-        let mut checked: Vec<(String, String, String, bool)> = Vec::with_capacity(inputs.len());
         for (i, input) in inputs.iter().enumerate() {
-            let v = validate_new(input, Some(i + 1))?;
-            if checked.iter().any(|(n, ..)| *n == v.0) {
-                return Err(ApiError::bad_body(format!(
-                    "duplicate proxy name \"{}\"",
-                    v.0
-                )));
-            }
-            checked.push(v);
+            check_required(input, Some(i + 1))?;
         }
         let mut proxies = self.proxies.lock().await;
-        let mut out = Vec::with_capacity(checked.len());
-        for (name, listen, upstream, enabled) in checked {
+        let mut out = Vec::with_capacity(inputs.len());
+        for (i, input) in inputs.iter().enumerate() {
+            let (name, listen, upstream, enabled) = match validate_new(input, Some(i + 1)) {
+                Ok(v) => v,
+                Err(e) => return Ok((out, Some(e))),
+            };
             if let Some(existing) = proxies.get_mut(&name) {
-                if existing.listen == resolved(&listen).await && existing.upstream == upstream {
+                let same = match resolved(&listen).await {
+                    Ok(l) => existing.listen == l && existing.upstream == upstream,
+                    Err(e) => return Ok((out, Some(e))),
+                };
+                if same {
                     out.push(existing.doc(&name));
                     continue;
                 }
@@ -320,9 +273,6 @@ impl Store {
         let listen = patch.listen.unwrap_or_else(|| entry.listen.clone());
         let upstream = patch.upstream.unwrap_or_else(|| entry.upstream.clone());
         let enabled = patch.enabled.unwrap_or(entry.enabled);
-        if listen != entry.listen {
-            check_address("listen", &listen)?;
-        }
         if upstream != entry.upstream {
             check_address("upstream", &upstream)?;
         }
@@ -403,30 +353,37 @@ impl Store {
     }
 }
 
-/// Checks a new proxy; `index` (1-based) names the element of a populate request.
-fn validate_new(
-    input: &ProxyInput,
-    index: Option<usize>,
-) -> Result<(String, String, String, bool), ApiError> {
+/// Toxiproxy's first check of a new proxy: a name and an upstream (400 naming the field, and
+/// for a populate request the element, 1-based `index`).
+fn check_required(input: &ProxyInput, index: Option<usize>) -> Result<(), ApiError> {
     let at = |field: &str| match index {
         Some(i) => format!("{field} at proxy {i}"),
         None => field.to_owned(),
     };
-    let name = input.name.clone().unwrap_or_default();
-    if name.is_empty() {
+    if input.name.as_deref().unwrap_or_default().is_empty() {
         return Err(ApiError::missing_field(&at("name")));
     }
-    let upstream = input.upstream.clone().unwrap_or_default();
-    if upstream.is_empty() {
+    if input.upstream.as_deref().unwrap_or_default().is_empty() {
         return Err(ApiError::missing_field(&at("upstream")));
     }
+    Ok(())
+}
+
+/// Checks a new proxy (see [`check_required`]); the upstream must be `host:port` (400; Toxiproxy
+/// accepts any text and fails every connection). The listen address is checked by binding it.
+fn validate_new(
+    input: &ProxyInput,
+    index: Option<usize>,
+) -> Result<(String, String, String, bool), ApiError> {
+    check_required(input, index)?;
+    let name = input.name.clone().unwrap_or_default();
+    let upstream = input.upstream.clone().unwrap_or_default();
     let listen = match input.listen.as_deref() {
         None | Some("") => DEFAULT_LISTEN.to_owned(),
         Some(l) => l.to_owned(),
     };
     let enabled = input.enabled.unwrap_or(true);
     if enabled {
-        check_address("listen", &listen)?;
         check_address("upstream", &upstream)?;
     }
     Ok((name, listen, upstream, enabled))

@@ -205,6 +205,14 @@ pub trait Fault: Send {
         Unseen::Never
     }
 
+    /// The fault first applies at stream offset `offset` of its direction (a live edit added it
+    /// mid-stream, or re-made it after a change): byte counts it keeps (`limit_data`, `reset`
+    /// after N bytes, a `stall` at a byte) start there. Called once, before the first chunk;
+    /// default: nothing to move.
+    fn rebase(&mut self, offset: u64) {
+        let _ = offset;
+    }
+
     /// A live edit changed this fault's definition: the state that still means the same under
     /// the new definition (handed to the new instance's [`Fault::take_over`]). Default: none;
     /// the new instance starts from the connection's start time and the stream offsets alone.

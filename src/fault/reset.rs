@@ -145,6 +145,10 @@ impl Fault for ByteCut {
         self.by
     }
 
+    fn rebase(&mut self, offset: u64) {
+        self.at = self.at.saturating_add(offset);
+    }
+
     fn on_chunk(&mut self, chunk: &Chunk<'_>, plan: &mut Plan, _rng: &mut ConnRng) {
         if self.fired {
             return;

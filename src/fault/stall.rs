@@ -72,7 +72,11 @@ impl KindConfig for StallConfig {
             StallTrigger::AtByte(_) => None,
             StallTrigger::After(after) => Some((now + after, now + after + self.duration)),
         };
-        Box::new(Stall { cfg: *self, window })
+        Box::new(Stall {
+            cfg: *self,
+            window,
+            base: 0,
+        })
     }
 }
 
@@ -82,6 +86,8 @@ pub struct Stall {
     cfg: StallConfig,
     /// The window nothing leaves in, once known.
     window: Option<(Instant, Instant)>,
+    /// Stream offset the fault first applied at (`at_byte` counts from there).
+    base: u64,
 }
 
 impl Fault for Stall {
@@ -89,8 +95,13 @@ impl Fault for Stall {
         StallConfig::KIND
     }
 
+    fn rebase(&mut self, offset: u64) {
+        self.base = offset;
+    }
+
     fn on_chunk(&mut self, chunk: &Chunk<'_>, plan: &mut Plan, _rng: &mut ConnRng) {
         if let (StallTrigger::AtByte(n), None) = (self.cfg.trigger, self.window) {
+            let n = n.saturating_add(self.base);
             let end = chunk.offset + chunk.bytes.len() as u64;
             if chunk.offset <= n && n < end {
                 let k = usize::try_from(n - chunk.offset).unwrap_or(0);

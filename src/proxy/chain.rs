@@ -15,7 +15,10 @@
 //!   ([`Fault::hand_over`]: an `sse_cut` keeps the current stream's decision and applies from
 //!   the next stream, so a stream is cut at most once; an `idle` keeps its last activity);
 //! - **removed**: dropped (a pending deadline of it no longer fires);
-//! - **new**: starts at the edit, with a fresh draw.
+//! - **new**: starts at the edit, with a fresh draw: its time counts from the edit that added it
+//!   (kept in the published list, so a connection that was idle, or saw several edits at once,
+//!   does not restart it) and its byte counts from the first byte read after that edit
+//!   ([`Fault::rebase`]).
 //!
 //! New connections build their chain from the list in force when they are accepted. The edit
 //! applies to the next chunk relayed after it (the pump refreshes after each read and wakes on
@@ -34,6 +37,7 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
+use super::state::Published;
 use super::stats::Stats;
 use crate::fault::{ConnRng, Fault, FaultFactory};
 use crate::vocab::Direction;
@@ -51,8 +55,12 @@ struct Member {
     fingerprint: String,
     /// The connection's probability draw for the fault, made once.
     draw: Option<f64>,
-    /// When the fault first applied to the connection.
+    /// When the fault first applied to the connection: the connection's start, or the edit
+    /// that added it.
     started: Instant,
+    /// The direction's stream offset where it first applied (0, or the first byte read after
+    /// the edit that added it): its byte counts start there.
+    offset: u64,
     /// Whether it fired (its instance is in `faults`).
     live: bool,
 }
@@ -88,18 +96,20 @@ impl Chain {
         }
     }
 
-    /// Adds a fault that starts at `now` (a new connection's, or one a live edit added).
+    /// Adds a fault that starts at `started`, at stream offset `offset` (a new connection's:
+    /// its start and 0; or one a live edit added: the edit's time and the offset reached).
     pub(crate) fn add(
         &mut self,
         factory: &dyn FaultFactory,
         id: String,
         rng: &mut ConnRng,
-        now: Instant,
+        (started, offset): (Instant, u64),
         stats: &Stats,
     ) {
-        let (draw, fault) = factory.instantiate_drawn(None, rng, now);
+        let (draw, fault) = factory.instantiate_drawn(None, rng, started);
         let live = fault.is_some();
-        if let Some(fault) = fault {
+        if let Some(mut fault) = fault {
+            fault.rebase(offset);
             stats.activated(fault.kind());
             self.faults.push(fault);
         }
@@ -107,22 +117,24 @@ impl Chain {
             id,
             fingerprint: factory.fingerprint(),
             draw,
-            started: now,
+            started,
+            offset,
             live,
         });
     }
 
-    /// Diffs the chain against the list `factories` of `generation` (the direction `dir`'s
-    /// faults of it), as the module doc says.
+    /// Diffs the chain against the published list (the direction `dir`'s faults of it), as
+    /// the module doc says; `now` is the time of the diff and `offset` the direction's stream
+    /// offset reached (bytes read before the chunk the edit applies to).
     pub(crate) fn rebuild(
         &mut self,
-        generation: u64,
-        factories: &[Arc<dyn FaultFactory>],
+        list: &Published,
         dir: Direction,
         rng: &mut ConnRng,
-        now: Instant,
+        (now, offset): (Instant, u64),
         stats: &Stats,
     ) {
+        let factories = &list.factories[..];
         let mut instances = std::mem::take(&mut self.faults).into_iter();
         let mut old: Vec<(Member, Option<Box<dyn Fault>>)> = std::mem::take(&mut self.members)
             .into_iter()
@@ -132,12 +144,14 @@ impl Chain {
             })
             .collect();
         let ids = identities(factories);
-        for (factory, id) in factories.iter().zip(ids) {
+        for ((factory, id), since) in factories.iter().zip(ids).zip(list.since.iter()) {
             if factory.direction() != dir {
                 continue;
             }
             let Some(pos) = old.iter().position(|(m, _)| m.id == id) else {
-                self.add(&**factory, id, rng, now, stats);
+                // Added by an edit: it counts from that edit, even when this connection sees it
+                // only now (idle since, or several edits later).
+                self.add(&**factory, id, rng, ((*since).min(now), offset), stats);
                 continue;
             };
             let (mut member, prev) = old.remove(pos);
@@ -153,6 +167,7 @@ impl Chain {
             member.fingerprint = fingerprint;
             member.live = fault.is_some();
             if let Some(mut fault) = fault {
+                fault.rebase(member.offset);
                 if let Some(state) = prev.and_then(|mut p| p.hand_over()) {
                     fault.take_over(state);
                 }
@@ -161,113 +176,10 @@ impl Chain {
             }
             self.members.push(member);
         }
-        self.generation = generation;
+        self.generation = list.generation;
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::fault::common::{Common, Factory};
-    use crate::fault::conn_rng;
-    use crate::fault::latency::LatencyConfig;
-    use crate::fault::timeout::TimeoutConfig;
-    use std::time::Duration;
-
-    fn timeout(ms: u64, probability: f64) -> Arc<dyn FaultFactory> {
-        let common = Common {
-            direction: Direction::Downstream,
-            probability,
-        };
-        Factory::shared(
-            common,
-            TimeoutConfig {
-                timeout: Duration::from_millis(ms),
-            },
-        )
-    }
-
-    fn latency(ms: u64) -> Arc<dyn FaultFactory> {
-        Factory::shared(
-            Common::default(),
-            LatencyConfig {
-                latency: Duration::from_millis(ms),
-                jitter: Duration::ZERO,
-            },
-        )
-    }
-
-    fn build(list: &[Arc<dyn FaultFactory>], rng: &mut ConnRng, now: Instant) -> Chain {
-        let stats = Stats::new();
-        let mut c = Chain::new(0);
-        c.rebuild(0, list, Direction::Downstream, rng, now, &stats);
-        c
-    }
-
-    #[test]
-    fn an_unrelated_addition_keeps_a_timeout_deadline_and_a_changed_one_keeps_its_start() {
-        let stats = Stats::new();
-        let mut rng = conn_rng(1, "p", 0);
-        let t0 = Instant::now();
-        let mut c = build(
-            &[crate::fault::named("t", timeout(2000, 1.0))],
-            &mut rng,
-            t0,
-        );
-        let later = t0 + Duration::from_millis(1500);
-        let list = [
-            crate::fault::named("t", timeout(2000, 1.0)),
-            crate::fault::named("l", latency(5)),
-        ];
-        c.rebuild(1, &list, Direction::Downstream, &mut rng, later, &stats);
-        assert_eq!(c.faults.len(), 2);
-        let at = c.faults[0].deadline().map(|d| d.at);
-        assert_eq!(at, Some(t0 + Duration::from_millis(2000)));
-        let list = [crate::fault::named("t", timeout(3000, 1.0))];
-        c.rebuild(2, &list, Direction::Downstream, &mut rng, later, &stats);
-        assert_eq!(c.faults.len(), 1);
-        let at = c.faults[0].deadline().map(|d| d.at);
-        assert_eq!(at, Some(t0 + Duration::from_millis(3000)));
-    }
-
-    #[test]
-    fn the_probability_draw_is_kept_when_the_probability_changes() {
-        let stats = Stats::new();
-        let t0 = Instant::now();
-        // Find a connection whose draw lies between 0.3 and 0.7.
-        let (mut rng, mut c) = (0..1000)
-            .map(|i| {
-                let mut rng = conn_rng(9, "p", i);
-                let c = build(&[crate::fault::named("t", timeout(50, 0.5))], &mut rng, t0);
-                (rng, c)
-            })
-            .find(|(_, c)| c.members[0].draw.is_some_and(|d| (0.3..0.5).contains(&d)))
-            .expect("a draw in [0.3, 0.5) among 1000 connections");
-        let draw = c.members[0].draw;
-        assert_eq!(c.faults.len(), 1, "0.5 > draw fires");
-        for (g, p) in [(1, 0.29), (2, 0.6), (3, 0.31), (4, 0.2)] {
-            let list = [crate::fault::named("t", timeout(50, p))];
-            c.rebuild(g, &list, Direction::Downstream, &mut rng, t0, &stats);
-            assert_eq!(c.members[0].draw, draw, "never rolled again");
-            let fires = draw.is_some_and(|d| d < p);
-            assert_eq!(c.faults.len(), usize::from(fires), "probability {p}");
-        }
-    }
-
-    #[test]
-    fn removed_faults_drop_and_unnamed_ones_match_by_kind_and_rank() {
-        let stats = Stats::new();
-        let mut rng = conn_rng(1, "p", 0);
-        let t0 = Instant::now();
-        let a = timeout(100, 1.0);
-        let mut c = build(&[Arc::clone(&a), latency(1)], &mut rng, t0);
-        let ids: Vec<String> = c.members.iter().map(|m| m.id.clone()).collect();
-        assert_eq!(ids, ["downstream:timeout#0", "downstream:latency#0"]);
-        let later = t0 + Duration::from_millis(50);
-        c.rebuild(1, &[a], Direction::Downstream, &mut rng, later, &stats);
-        assert_eq!(c.faults.len(), 1);
-        assert_eq!(c.faults[0].kind(), "timeout");
-        let at = c.faults[0].deadline().map(|d| d.at);
-        assert_eq!(at, Some(t0 + Duration::from_millis(100)));
-    }
-}
+#[path = "chain_tests.rs"]
+mod tests;

@@ -2,6 +2,8 @@
 //! both sockets the way the outcome requires.
 //!
 //! Invariants:
+//! - An upstream that refuses or does not answer within the connect timeout ends the client
+//!   with FIN (Toxiproxy's way; a fault's outage refusal and a kill reset instead).
 //! - The task owns both sockets; pumps only borrow halves, so every close is decided here:
 //!   both EOFs → plain close; a cut or kill → RST (SO_LINGER 0) or FIN to the client and the
 //!   upstream closed; an I/O error on one side → RST on the other.
@@ -47,6 +49,15 @@ pub(crate) fn reset(stream: TcpStream) {
     drop(stream);
 }
 
+/// Closes `stream` with FIN, as Toxiproxy closes the client of an unreachable upstream: what
+/// the client already sent is read and discarded first (closing with unread bytes makes the
+/// kernel send RST instead), then the write side is shut down.
+fn close_fin(stream: TcpStream) {
+    discard_unread(&stream);
+    let _ = SockRef::from(&stream).shutdown(std::net::Shutdown::Write);
+    drop(stream);
+}
+
 /// Serves one accepted connection to its end.
 pub(crate) async fn serve(proxy: Arc<Proxy>, client: TcpStream, id: u64, kill: Arc<KillSignal>) {
     let hold = async {
@@ -80,18 +91,22 @@ pub(crate) async fn serve(proxy: Arc<Proxy>, client: TcpStream, id: u64, kill: A
         r = connect => match r {
             Ok(Ok(s)) => Some(s),
             Ok(Err(e)) => {
-                tracing::warn!(upstream = %upstream_addr, error = %e, "upstream connect failed; client reset");
+                tracing::warn!(upstream = %upstream_addr, error = %e, "upstream connect failed; client closed (FIN)");
                 None
             }
             Err(_) => {
-                tracing::warn!(upstream = %upstream_addr, timeout = ?proxy.config().connect_timeout, "upstream connect timed out; client reset");
+                tracing::warn!(upstream = %upstream_addr, timeout = ?proxy.config().connect_timeout, "upstream connect timed out; client closed (FIN)");
                 None
             }
         },
     };
     let Some(upstream) = upstream else {
         proxy.stats().refused();
-        reset(client);
+        if kill.token.is_cancelled() {
+            reset(client);
+        } else {
+            close_fin(client);
+        }
         return;
     };
     // --- TLS hook: handshakes (no-ops for a plain proxy) ---
@@ -320,16 +335,16 @@ fn peer_of(s: &TcpStream) -> String {
 fn build_chains(proxy: &Proxy, id: u64) -> (Chain, Chain, ConnRng, ConnRng) {
     let cfg = proxy.config();
     let mut rng = conn_rng(cfg.seed, &cfg.name, id);
-    let (generation, factories) = proxy.faults_with_generation();
+    let list = proxy.published();
     let now = Instant::now();
-    let mut up = Chain::new(generation);
-    let mut down = Chain::new(generation);
-    for (f, fault_id) in factories.iter().zip(identities(&factories)) {
+    let mut up = Chain::new(list.generation);
+    let mut down = Chain::new(list.generation);
+    for (f, fault_id) in list.factories.iter().zip(identities(&list.factories)) {
         let chain = match f.direction() {
             Direction::Upstream => &mut up,
             Direction::Downstream => &mut down,
         };
-        chain.add(&**f, fault_id, &mut rng, now, proxy.stats());
+        chain.add(&**f, fault_id, &mut rng, (now, 0), proxy.stats());
     }
     let up_rng = ConnRng::from_rng(&mut rng);
     let down_rng = ConnRng::from_rng(&mut rng);

@@ -304,6 +304,11 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
             delivered: self.delivered,
             generation: self.chain.generation,
             deadline: self.earliest_deadline(),
+            edits: {
+                let mut e = self.edits.clone();
+                e.borrow_and_update();
+                e
+            },
         };
         let back = Box::pin(self.zero_copy.relay(lane, budget)).await?;
         let moved = back.moved();
@@ -332,12 +337,11 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
         if self.proxy.fault_generation() == self.chain.generation {
             return;
         }
-        let (generation, factories) = self.proxy.faults_with_generation();
+        let list = self.proxy.published();
         let stats = self.proxy.stats();
-        let now = Instant::now();
-        let rng = &mut self.rng;
+        let at = (Instant::now(), self.read_total);
         self.chain
-            .rebuild(generation, &factories, self.dir, rng, now, stats);
+            .rebuild(&list, self.dir, &mut self.rng, at, stats);
     }
 
     fn earliest_deadline(&self) -> Option<Deadline> {

@@ -73,6 +73,9 @@ pub(crate) struct Lane<'a> {
     pub(crate) generation: u64,
     /// The earliest fault deadline of the chain.
     pub(crate) deadline: Option<Deadline>,
+    /// Fault edits: one made while the lane waits hands back at once, so an idle connection
+    /// picks up an added fault (a `timeout`'s clock) at the edit, not at its next byte.
+    pub(crate) edits: tokio::sync::watch::Receiver<u64>,
 }
 
 impl Lane<'_> {
@@ -220,18 +223,30 @@ mod linux {
 
     const FLAGS: SpliceFlags = SpliceFlags::MOVE.union(SpliceFlags::NONBLOCK);
 
-    /// Waits for `ready` or the deadline (if any); `Ok(true)` when the deadline fired.
+    /// What ended a wait of [`ready_or`].
+    enum Woke {
+        Ready,
+        Deadline,
+        Edit,
+    }
+
+    /// Waits for `ready`, the deadline (if any) or a fault edit.
     async fn ready_or(
         ready: impl Future<Output = io::Result<()>>,
         deadline: Option<Deadline>,
-    ) -> io::Result<bool> {
-        match deadline {
-            None => ready.await.map(|()| false),
-            Some(d) => tokio::select! {
-                biased;
-                r = ready => r.map(|()| false),
-                () = sleep_until(d.at) => Ok(true),
-            },
+        edits: &mut tokio::sync::watch::Receiver<u64>,
+    ) -> io::Result<Woke> {
+        let timer = async {
+            match deadline {
+                Some(d) => sleep_until(d.at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            r = ready => r.map(|()| Woke::Ready),
+            () = timer => Ok(Woke::Deadline),
+            Ok(()) = edits.changed() => Ok(Woke::Edit),
         }
     }
 
@@ -245,6 +260,7 @@ mod linux {
         let mut moved = 0u64;
         let mut left = budget;
         let mut eof = false;
+        let mut edits = lane.edits.clone();
         // Some(d) once the deadline fired: drain, then hand back for the cut.
         let mut fired: Option<Deadline> = None;
         loop {
@@ -294,9 +310,12 @@ mod linux {
                     left -= n as u64;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    let r = ready_or(lane.src.readable(), lane.deadline).await;
-                    if r.map_err(|e| Stop::Io(lane.src_side(), e))? {
-                        fired = lane.deadline;
+                    let r = ready_or(lane.src.readable(), lane.deadline, &mut edits).await;
+                    match r.map_err(|e| Stop::Io(lane.src_side(), e))? {
+                        Woke::Ready => {}
+                        Woke::Deadline => fired = lane.deadline,
+                        // The generation check above hands back.
+                        Woke::Edit => {}
                     }
                 }
                 Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => {

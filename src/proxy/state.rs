@@ -2,8 +2,9 @@
 //! connections run.
 //!
 //! Invariants:
-//! - Fault changes are published as a (generation, list) pair under one lock (and on a watch
-//!   channel that wakes waiting pumps); a pump that sees a new generation diffs its chain
+//! - Fault changes are published as a (generation, list, start times) triple under one lock
+//!   (and on a watch channel that wakes waiting pumps, on the copying and the zero-copy path);
+//!   a fault's start time is the edit that added its identity, kept by later edits; a pump that sees a new generation diffs its chain
 //!   against the list before its next chunk (`chain` says what survives), and bytes already
 //!   planned keep their place in the queue (nothing lost or reordered).
 //! - Every connection holds the kill signal that was current when it was accepted; killing
@@ -34,6 +35,39 @@ pub type ObserverFactory =
 /// The fault factories in force, shared by every connection that reads them.
 pub type Factories = Arc<[Arc<dyn FaultFactory>]>;
 
+/// One published fault list: its generation, the factories, and for each factory (same index)
+/// when its identity (`chain::identities`) entered the list — kept across later edits, so a
+/// connection that first sees a fault some edits later still counts its time from the edit
+/// that added it.
+#[derive(Clone)]
+pub(crate) struct Published {
+    pub(crate) generation: u64,
+    pub(crate) factories: Factories,
+    pub(crate) since: Arc<[Instant]>,
+}
+
+impl Published {
+    /// A list whose every fault starts at `now` (the proxy's first, or an edit's new ones).
+    fn new(generation: u64, factories: FaultList, prev: Option<&Published>) -> Self {
+        let now = Instant::now();
+        let ids = super::chain::identities(&factories);
+        let old = prev.map(|p| (super::chain::identities(&p.factories), &p.since));
+        let since = ids
+            .iter()
+            .map(|id| {
+                old.as_ref()
+                    .and_then(|(ids, since)| ids.iter().position(|o| o == id).map(|i| since[i]))
+                    .unwrap_or(now)
+            })
+            .collect();
+        Published {
+            generation,
+            factories: factories.into(),
+            since,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Outage {
     until: Instant,
@@ -61,7 +95,7 @@ pub struct Proxy {
     upstream: RwLock<String>,
     enabled: AtomicBool,
     fault_generation: AtomicU64,
-    faults: RwLock<(u64, Factories)>,
+    faults: RwLock<Published>,
     /// The generation, for pumps waiting on I/O or a timer to wake on an edit.
     fault_edits: tokio::sync::watch::Sender<u64>,
     outage: Mutex<Option<Outage>>,
@@ -120,7 +154,7 @@ impl Proxy {
             config,
             enabled: AtomicBool::new(true),
             fault_generation: AtomicU64::new(0),
-            faults: RwLock::new((0, faults.into())),
+            faults: RwLock::new(Published::new(0, faults, None)),
             fault_edits: tokio::sync::watch::Sender::new(0),
             outage: Mutex::new(None),
             kill: Mutex::new(Arc::default()),
@@ -219,8 +253,8 @@ impl Proxy {
     /// their timing and order.
     pub fn set_faults(&self, faults: FaultList) {
         let mut g = write(&self.faults);
-        let generation = g.0 + 1;
-        *g = (generation, faults.into());
+        let generation = g.generation + 1;
+        *g = Published::new(generation, faults, Some(&g));
         self.fault_generation.store(generation, Ordering::Release);
         self.fault_edits.send_replace(generation);
     }
@@ -232,7 +266,7 @@ impl Proxy {
 
     /// The current fault factories.
     pub fn faults(&self) -> Factories {
-        read(&self.faults).1.clone()
+        read(&self.faults).factories.clone()
     }
 
     /// The generation counter of the fault list (bumped by every [`Proxy::set_faults`]).
@@ -240,9 +274,9 @@ impl Proxy {
         self.fault_generation.load(Ordering::Acquire)
     }
 
-    pub(crate) fn faults_with_generation(&self) -> (u64, Factories) {
-        let g = read(&self.faults);
-        (g.0, g.1.clone())
+    /// The fault list in force, with its generation and start times.
+    pub(crate) fn published(&self) -> Published {
+        read(&self.faults).clone()
     }
 
     /// Starts (or extends) an outage: every open connection is reset now, and connections
@@ -366,6 +400,6 @@ mod tests {
         p.set_faults(Vec::new());
         p.set_faults(Vec::new());
         assert_eq!(p.fault_generation(), 2);
-        assert_eq!(p.faults_with_generation().0, 2);
+        assert_eq!(p.published().generation, 2);
     }
 }

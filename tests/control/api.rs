@@ -215,7 +215,7 @@ async fn upstream_change_on_a_running_proxy_applies_to_new_connections() {
 }
 
 #[tokio::test]
-async fn populate_validates_everything_first_then_adds_or_keeps() {
+async fn populate_checks_names_first_then_adds_or_keeps_in_order() {
     within(async {
         let api = start_api(|_| {}).await;
         let bad = json!([
@@ -254,13 +254,116 @@ async fn populate_validates_everything_first_then_adds_or_keeps() {
             json!("latency_downstream")
         );
 
+        // A name repeated within one request: Toxiproxy handles the elements in order (the
+        // second replaces the first, whose listen address differs once bound).
         let dup = json!([
             {"name": "x", "upstream": "127.0.0.1:1"},
-            {"name": "x", "upstream": "127.0.0.1:1"}
+            {"name": "x", "upstream": "127.0.0.1:2"}
         ]);
         let r = call(api.addr, Method::POST, "/populate", Some(dup)).await;
-        assert_eq!(r.status, StatusCode::BAD_REQUEST);
-        assert!(r.text().contains("duplicate proxy name"), "{}", r.text());
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.text());
+        let x = call(api.addr, Method::GET, "/proxies/x", None).await.json();
+        assert_eq!(x["upstream"], json!("127.0.0.1:2"));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn populate_with_a_bad_third_element_answers_500_and_keeps_and_lists_the_first_two() {
+    within(async {
+        let api = start_api(|_| {}).await;
+        let body = json!([
+            {"name": "one", "listen": "127.0.0.1:0", "upstream": "127.0.0.1:1"},
+            {"name": "two", "listen": "127.0.0.1:0", "upstream": "127.0.0.1:2"},
+            {"name": "three", "listen": "local373", "upstream": "127.0.0.1:3"}
+        ]);
+        let r = call(api.addr, Method::POST, "/populate", Some(body)).await;
+        assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR, "{}", r.text());
+        let doc = r.json();
+        assert_eq!(
+            doc["error"],
+            json!("listen tcp: address local373: missing port in address")
+        );
+        assert_eq!(doc["status"], json!(500));
+        let listed: Vec<&str> = doc["proxies"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|p| p["name"].as_str()).collect())
+            .unwrap_or_default();
+        assert_eq!(listed, ["one", "two"]);
+        let all = call(api.addr, Method::GET, "/proxies", None).await.json();
+        let names: Vec<&String> = all
+            .as_object()
+            .map(|m| m.keys().collect())
+            .unwrap_or_default();
+        assert_eq!(names, ["one", "two"]);
+        for p in ["one", "two"] {
+            let listen = all[p]["listen"].as_str().unwrap_or_default();
+            assert!(is_up(listen).await, "{p} listens on {listen}");
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_port_conflict_names_the_resolved_address_as_toxiproxy_does() {
+    within(async {
+        let api = start_api(|_| {}).await;
+        let held = std::net::TcpListener::bind("127.0.0.1:0").expect("hold a port");
+        let port = held.local_addr().expect("held port").port();
+        let body = json!({"name": "test", "listen": format!("localhost:{port}"),
+                          "upstream": "localhost:20001"});
+        let r = call(api.addr, Method::POST, "/proxies", Some(body)).await;
+        assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(
+            r.json()["error"],
+            json!(format!(
+                "listen tcp 127.0.0.1:{port}: bind: address already in use"
+            ))
+        );
+        // Go's http.Error: the JSON document and a line end, as text/plain.
+        assert!(r.text().ends_with("}\n"), "{:?}", r.text());
+        assert_eq!(
+            r.headers.get("content-type").and_then(|v| v.to_str().ok()),
+            Some("text/plain; charset=utf-8")
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn every_api_answer_carries_a_toxiproxy_request_id() {
+    within(async {
+        let api = start_api(|_| {}).await;
+        let body = json!({"name": "p", "listen": "127.0.0.1:0", "upstream": "127.0.0.1:1"});
+        let calls = [
+            (Method::GET, "/version", None),
+            (Method::GET, "/proxies", None),
+            (Method::POST, "/proxies", Some(body.clone())),
+            (Method::POST, "/proxies", Some(body)),
+            (Method::GET, "/proxies/nope", None),
+            (Method::PUT, "/proxies", None),
+            (Method::GET, "/nope", None),
+            (Method::DELETE, "/proxies/p", None),
+            (Method::POST, "/reset", None),
+            (Method::GET, "/metrics", None),
+        ];
+        let mut seen = std::collections::HashSet::new();
+        for (method, path, body) in calls {
+            let r = call(api.addr, method.clone(), path, body).await;
+            let id = r
+                .headers
+                .get("x-toxiproxy-request-id")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            let Some(id) = id else {
+                panic!(
+                    "{method} {path} ({}) has no X-Toxiproxy-Request-Id",
+                    r.status
+                );
+            };
+            assert_eq!(id.len(), 20, "an xid: {id}");
+            assert!(seen.insert(id), "ids differ between answers");
+        }
     })
     .await;
 }
@@ -310,8 +413,11 @@ async fn version_unknown_paths_and_wrong_methods() {
         let api = start_api(|_| {}).await;
         let r = call(api.addr, Method::GET, "/version", None).await;
         assert_eq!(r.status, StatusCode::OK);
-        assert_eq!(r.json()["version"], json!(env!("CARGO_PKG_VERSION")));
-        assert!(r.text().ends_with('\n'));
+        // Toxiproxy's bytes exactly: `{"version": "…"}` and a line end, nothing else.
+        assert_eq!(
+            r.text(),
+            format!("{{\"version\": \"{}\"}}\n", env!("CARGO_PKG_VERSION"))
+        );
         let r = call(api.addr, Method::GET, "/nope", None).await;
         assert_eq!(r.status, StatusCode::NOT_FOUND);
         let r = call(api.addr, Method::PUT, "/proxies", None).await;

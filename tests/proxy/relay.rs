@@ -85,24 +85,27 @@ async fn half_close_from_server_is_propagated() {
         .unwrap();
 }
 
+/// Toxiproxy closes the client of an unreachable upstream with FIN (`client.Close()`); a client
+/// that probes "is the proxy up" by dialing and reading must see an orderly end, not a reset —
+/// also when it sent bytes first (closing a socket with unread bytes would send RST).
 #[tokio::test]
-async fn refused_upstream_closes_client_at_once_and_proxy_keeps_serving() {
+async fn refused_upstream_closes_client_with_fin_at_once_and_proxy_keeps_serving() {
     timeout(Duration::from_secs(10), async {
         // A port that refuses: bind, take the address, close.
         let dead = {
             let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             l.local_addr().unwrap()
         };
-        let p = start_proxy(dead, |_| {}).await;
-        for _ in 0..3 {
-            let started = Instant::now();
+        // "At once": the client is closed long before the connect timeout (and the test's).
+        let p = start_proxy(dead, |c| c.connect_timeout = Duration::from_secs(60)).await;
+        for i in 0..3 {
             let mut c = TcpStream::connect(p.addr).await.unwrap();
-            let (bytes, _err) = read_until_end(&mut c).await;
+            if i > 0 {
+                c.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+            }
+            let (bytes, err) = read_until_end(&mut c).await;
             assert!(bytes.is_empty());
-            assert!(
-                started.elapsed() < Duration::from_secs(1),
-                "client not closed within 1 s"
-            );
+            assert_eq!(err, None, "connection {i}: FIN expected, not a reset");
         }
         assert_eq!(p.proxy.stats().snapshot().connections_refused, 3);
         // The same proxy serves once the upstream exists.
@@ -258,15 +261,14 @@ async fn upstream_reset_resets_the_client_promptly() {
         let mut client = TcpStream::connect(p.addr).await.unwrap();
         let server = accepted.recv().await.unwrap();
         client.write_all(b"hello").await.unwrap();
-        let started = Instant::now();
         socket2::SockRef::from(&server)
             .set_linger(Some(Duration::ZERO))
             .unwrap();
         drop(server);
         let (got, err) = read_until_end(&mut client).await;
         assert!(got.is_empty());
+        // Promptly: within the test's timeout, with the client still open (no idle timer).
         assert_eq!(err, Some(std::io::ErrorKind::ConnectionReset));
-        assert!(started.elapsed() < Duration::from_secs(1));
     })
     .await
     .unwrap();
