@@ -165,6 +165,8 @@ pub struct Ledger {
     pub order: HashMap<u64, ConnOrder>,
     /// MCP 2026-07-28 state: tool annotations, calls, cancellations (see `stateless`).
     pub modern: super::stateless::Modern,
+    /// LLM streams and their verdicts (see `llm`).
+    pub llm: super::llm::LlmRule,
     last_sweep: Instant,
 }
 
@@ -200,6 +202,7 @@ impl Ledger {
             loss: LossTally::default(),
             order: HashMap::new(),
             modern: Default::default(),
+            llm: Default::default(),
             last_sweep: now,
         }
     }
@@ -336,6 +339,7 @@ impl Ledger {
             .map(|(k, _)| *k)
             .collect();
         self.settle_watches(now, false);
+        self.sweep_llm(now);
         // A call whose stream ended without its response is `pending-call` once no resume and
         // no re-issue came for `abandon_after`.
         let settle = self.cfg.abandon_after.min(grace);

@@ -45,6 +45,7 @@ pub mod intake;
 pub mod judge;
 pub mod leak;
 pub mod ledger;
+pub mod llm;
 pub mod log;
 pub mod order;
 pub mod reissue;
@@ -296,6 +297,7 @@ impl Auditor {
             l.settle_deferred(key);
         }
         l.settle_watches(now, true);
+        l.finish_llm(now);
         if let Some(log) = &l.log {
             log.sync();
         }

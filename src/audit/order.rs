@@ -43,6 +43,7 @@ fn seq_of(obs: &Observation) -> Option<(u64, u64)> {
         | Observation::SseEvent { conn, seq, .. }
         | Observation::StreamEnd { conn, seq, .. }
         | Observation::ObserverGaveUp { conn, seq, .. } => Some((*conn, *seq)),
+        Observation::LlmEvent(e) => Some((e.conn, e.seq)),
         _ => None,
     }
 }
@@ -97,12 +98,14 @@ impl Ledger {
                 action,
                 point,
             } => {
+                self.on_llm_cut(conn, action, &point);
                 self.open_from_cut(now, conn, &point);
                 self.on_cut(now, conn, direction, action, point);
             }
             Observation::ConnClosed { conn } => {
                 self.drop_early(now, conn);
                 self.on_conn_closed(now, conn);
+                self.on_llm_conn_closed(now, conn);
             }
             other => self.apply(now, other),
         }
@@ -118,7 +121,10 @@ impl Ledger {
                 content_type,
                 session,
             } => self.on_response(now, conn, seq, status, content_type, session),
-            Observation::ResponseBody { conn, seq, body } => self.on_body(now, conn, seq, body),
+            Observation::ResponseBody { conn, seq, body } => {
+                self.on_llm_body(conn, seq);
+                self.on_body(now, conn, seq, body)
+            }
             Observation::SseEvent {
                 conn,
                 seq,
@@ -143,8 +149,11 @@ impl Ledger {
                 },
             ),
             Observation::StreamEnd { conn, seq, clean } => {
+                self.on_llm_stream_end(now, conn, seq, clean);
                 self.on_stream_end(now, conn, seq, clean)
             }
+            Observation::LlmRequest(r) => self.on_llm_request(now, r),
+            Observation::LlmEvent(e) => self.on_llm_event(now, e),
             Observation::ObserverGaveUp {
                 conn,
                 seq,

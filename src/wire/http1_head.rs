@@ -128,9 +128,15 @@ pub(super) struct RequestHead {
     pub last_event_id: Option<String>,
     pub protocol_version: Option<String>,
     pub has_authorization: bool,
+    /// `Idempotency-Key` (IETF httpapi draft): the client's name for one logical call, repeated
+    /// on every re-send of it (the audit's proof of a re-send).
+    pub idempotency_key: Option<String>,
     pub framing: Framing,
     /// `Upgrade` requested, or `CONNECT`: the connection may stop being HTTP.
     pub leaves_http: bool,
+    /// `X-Stainless-Retry-Count`: the attempt number the OpenAI and Anthropic SDKs send (0 on
+    /// the first attempt, n on the n-th re-send of the same request).
+    pub retry_count: Option<u32>,
 }
 
 /// The facts of a response head.
@@ -223,8 +229,10 @@ pub(super) fn parse_request(buf: &[u8]) -> Option<RequestHead> {
         last_event_id: header(req.headers, "last-event-id"),
         protocol_version: header(req.headers, "mcp-protocol-version"),
         has_authorization: header(req.headers, "authorization").is_some(),
+        idempotency_key: header(req.headers, "idempotency-key").filter(|k| !k.trim().is_empty()),
         framing: framing(req.headers),
         method,
+        retry_count: header(req.headers, "x-stainless-retry-count").and_then(|v| v.parse().ok()),
     })
 }
 

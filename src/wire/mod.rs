@@ -25,7 +25,7 @@ mod sse_data;
 
 pub use http1_clean::CleanEnd;
 pub use observe::{
-    ChunkPositions, CutPoint, LlmEventSeen, Observation, ObservationSink, PositionRun, StreamSpan,
-    WireObserver,
+    ChunkPositions, CutPoint, LlmEventSeen, LlmRequestSeen, Observation, ObservationSink,
+    PositionRun, StreamSpan, WireObserver,
 };
 pub use position::{LlmPos, SseClass};

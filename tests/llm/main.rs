@@ -17,3 +17,4 @@ mod observe;
 mod sdk;
 mod sdk_matrix;
 mod sdk_tls;
+mod verdicts;

@@ -258,3 +258,51 @@ pub fn cuts(all: &[Observation]) -> Vec<tearline::wire::CutPoint> {
         })
         .collect()
 }
+
+/// The lab's frames for one request (`tokens` tokens, or a tool call), the request bytes an
+/// SDK sends (with `extra` headers) and the response bytes (one HTTP chunk per event), and the
+/// raw offset just after each frame's bytes in the response.
+pub fn wire_conversation(
+    api: LlmApi,
+    tool: bool,
+    tokens: u32,
+    extra: &[(&str, &str)],
+) -> (
+    Vec<tearline::lab::llm::frame::Frame>,
+    Vec<u8>,
+    Vec<u8>,
+    Vec<usize>,
+) {
+    use tearline::lab::llm::answer::Answer;
+    use tearline::lab::llm::knobs::Knobs;
+    use tearline::lab::llm::request::LlmRequest;
+    let body = request_body(api, tool);
+    let req = LlmRequest::parse(api, body.as_bytes()).expect("request");
+    let knobs = Knobs {
+        tokens,
+        args_chunk: 6,
+        ..Knobs::default()
+    };
+    let a = Answer::plan(&req, &knobs, 1).expect("answer");
+    let frames = tearline::lab::llm::frames(&req, &a, &knobs, b"\n");
+    let mut up = format!(
+        "POST {} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-planted\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+        api.endpoint(),
+        body.len()
+    );
+    for (k, v) in extra {
+        up.push_str(&format!("{k}: {v}\r\n"));
+    }
+    up.push_str("\r\n");
+    up.push_str(&body);
+    let mut down = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    let mut ends = Vec::new();
+    for f in &frames {
+        down.extend_from_slice(format!("{:x}\r\n", f.bytes.len()).as_bytes());
+        down.extend_from_slice(&f.bytes);
+        ends.push(down.len());
+        down.extend_from_slice(b"\r\n");
+    }
+    down.extend_from_slice(b"0\r\n\r\n");
+    (frames, up.into_bytes(), down, ends)
+}

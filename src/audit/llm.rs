@@ -1,0 +1,642 @@
+//! The LLM verdicts: what an LLM token stream delivered before it ended, and what the client
+//! did next — judged from the wire alone (the observer's [`Observation::LlmRequest`] and
+//! [`Observation::LlmEvent`], stream ends, cuts and closes).
+//!
+//! Rules (one LLM stream = the SSE response to one request whose path names an LLM API):
+//! - `llm-truncated` (loss): the stream ended — cleanly, cut by the proxy, or its connection
+//!   closed — before its completion signal (see `wire::llm`), and no proven re-send of its
+//!   request followed within `abandon_after` (or by the end of the run). The detail says what
+//!   was missing (how many text deltas arrived, each tool call's arguments: bytes and whether
+//!   they parse), how the stream ended, how long the rule waited, and that the wire cannot tell
+//!   whether the client failed visibly or used the partial answer. Later requests with the same
+//!   API and body but no re-send marker are named as candidates: an application may ask the
+//!   same thing again, so an identical request is not proof.
+//! - `llm-retried` (info): the same, but the request was re-sent: a later request with the
+//!   same non-empty `Idempotency-Key`, or with the same API and body (hash) and an
+//!   `X-Stainless-Retry-Count` above 0 (the OpenAI and Anthropic SDKs number their attempts).
+//! - `llm-no-terminal` (info): the completion signal arrived, the terminal event
+//!   (`data: [DONE]`, `message_stop`) did not: the answer is whole.
+//! - `llm-stalled` (info): a stream that ended before its completion signal had been silent
+//!   for at least [`STALL_AFTER`] when it ended; the detail says how long and how it ended
+//!   (the proxy's cut, the connection closed, the body ended).
+//! - `llm-hung` (client-bug): at the end of the run a stream is still open without its
+//!   completion signal and silent for at least [`STALL_AFTER`]: nobody gave up.
+//!
+//! Invariants: requests are matched by hash, never by content kept (no body, prompt, header
+//! value or credential is stored: only the body's XXH3, its length, the idempotency key and the
+//! attempt number); open streams, truncations awaiting a re-send and remembered requests are
+//! each capped ([`MAX_OPEN`], [`MAX_PENDING`], [`MAX_RECENT`]); beyond the caps a stream is
+//! judged at once rather than remembered.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::finding::{Finding, FindingKind, StreamRef};
+use super::ledger::Ledger;
+use crate::vocab::{CutAction, LlmApi};
+use crate::wire::llm_args::ArgsStatus;
+use crate::wire::{CutPoint, LlmEventSeen, LlmRequestSeen};
+
+/// Silence before an unfinished stream's end that makes it a stall.
+pub const STALL_AFTER: Duration = Duration::from_secs(2);
+/// LLM streams followed at once.
+pub const MAX_OPEN: usize = 100_000;
+/// Truncated streams awaiting a re-send at once.
+pub const MAX_PENDING: usize = 100_000;
+/// Recent LLM requests remembered for matching a re-send seen before its original's verdict.
+pub const MAX_RECENT: usize = 4096;
+/// Tool calls described per stream.
+const MAX_TOOLS: usize = 8;
+
+/// One tool call as delivered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Tool {
+    index: u32,
+    name: Option<String>,
+    bytes: u64,
+    status: ArgsStatus,
+}
+
+/// How a stream ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum End {
+    /// The body ended with its framing (a server's end, or the proxy's `clean-end`).
+    Clean,
+    /// The body stopped without its end (a cut, an error).
+    Broken,
+    /// The connection closed while the stream was open.
+    Closed,
+}
+
+/// The proxy's cut of a stream's connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Cut {
+    action: CutAction,
+    position: Option<String>,
+    class: Option<String>,
+    raw_offset: u64,
+}
+
+/// One LLM request and what its stream delivered.
+#[derive(Debug, Clone)]
+struct Exchange {
+    api: LlmApi,
+    conn: u64,
+    seq: u64,
+    body_hash: u64,
+    key: Option<String>,
+    requested: Instant,
+    /// An LLM event arrived: the response is a stream.
+    streaming: bool,
+    last: Instant,
+    deltas: u64,
+    tools: Vec<Tool>,
+    tools_over: u64,
+    completion: Option<String>,
+    terminal: bool,
+    error: bool,
+    end: Option<(Instant, End)>,
+    cut: Option<Cut>,
+}
+
+/// A truncated stream waiting for a re-send of its request.
+#[derive(Debug, Clone)]
+struct Pending {
+    ex: Exchange,
+    candidates: Vec<(u64, u64)>,
+}
+
+/// A remembered request.
+#[derive(Debug, Clone)]
+struct Recent {
+    api: LlmApi,
+    conn: u64,
+    seq: u64,
+    body_hash: u64,
+    key: Option<String>,
+    retry: Option<u32>,
+    at: Instant,
+}
+
+/// State of the LLM rule (a field of the ledger).
+#[derive(Debug, Default)]
+pub struct LlmRule {
+    open: HashMap<(u64, u64), Exchange>,
+    pending: Vec<Pending>,
+    recent: VecDeque<Recent>,
+    /// Streams judged at once because a cap was reached.
+    pub over_cap: u64,
+}
+
+/// How `r` proves it re-sends `ex`'s request, if it does.
+fn proof(ex: &Exchange, r: &Recent) -> Option<String> {
+    if (r.conn, r.seq) == (ex.conn, ex.seq) || r.at < ex.requested {
+        return None;
+    }
+    if let (Some(a), Some(b)) = (&ex.key, &r.key)
+        && a == b
+    {
+        return Some(format!("its Idempotency-Key '{b}'"));
+    }
+    if r.api == ex.api && r.body_hash == ex.body_hash && r.retry.is_some_and(|n| n > 0) {
+        return Some(format!(
+            "X-Stainless-Retry-Count {} with the same body",
+            r.retry.unwrap_or(0)
+        ));
+    }
+    None
+}
+
+fn is_candidate(ex: &Exchange, r: &Recent) -> bool {
+    (r.conn, r.seq) != (ex.conn, ex.seq)
+        && r.at >= ex.requested
+        && r.api == ex.api
+        && r.body_hash == ex.body_hash
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
+
+impl Exchange {
+    /// What the client had when the stream ended.
+    fn delivered(&self) -> String {
+        let mut parts = vec![format!(
+            "{} text delta{}",
+            self.deltas,
+            if self.deltas == 1 { "" } else { "s" }
+        )];
+        for t in &self.tools {
+            let parse = match t.status {
+                ArgsStatus::Complete => "complete JSON",
+                ArgsStatus::Empty => "none yet",
+                ArgsStatus::Partial => "not parseable (partial JSON)",
+                ArgsStatus::Invalid => "not parseable (invalid JSON)",
+                ArgsStatus::Unknown => "nested too deep to judge",
+            };
+            parts.push(format!(
+                "tool call {}{}: {} bytes of arguments, {parse}",
+                t.index,
+                t.name
+                    .as_deref()
+                    .map(|n| format!(" ({n})"))
+                    .unwrap_or_default(),
+                t.bytes
+            ));
+        }
+        if self.tools_over > 0 {
+            parts.push(format!("{} more tool calls not followed", self.tools_over));
+        }
+        if self.error {
+            parts.push("an error event".into());
+        }
+        parts.join("; ")
+    }
+
+    /// How the stream ended, in words.
+    fn ending(&self) -> String {
+        match (&self.cut, self.end.as_ref().map(|e| &e.1)) {
+            (Some(c), _) => format!(
+                "the proxy's {} cut{}{}",
+                c.action.as_str(),
+                c.position
+                    .as_deref()
+                    .or(c.class.as_deref())
+                    .map(|p| format!(" at {p}"))
+                    .unwrap_or_default(),
+                if c.action == CutAction::CleanEnd {
+                    " (the body ended as if complete)"
+                } else {
+                    ""
+                }
+            ),
+            (None, Some(End::Clean)) => {
+                "the body ended normally (a clean end of the stream)".to_owned()
+            }
+            (None, Some(End::Broken)) => "the body stopped without its end".to_owned(),
+            (None, Some(End::Closed)) => {
+                "its connection closed with the stream open (the wire does not say which peer closed it)"
+                    .to_owned()
+            }
+            (None, None) => "it is still open".to_owned(),
+        }
+    }
+
+    /// The request's Idempotency-Key, as ids lead with it (empty when it had none).
+    fn key_ids(&self) -> Vec<String> {
+        self.key.iter().cloned().collect()
+    }
+
+    /// ` (Idempotency-Key k)`, or nothing.
+    fn key_note(&self) -> String {
+        self.key
+            .as_deref()
+            .map(|k| format!(" (Idempotency-Key {k})"))
+            .unwrap_or_default()
+    }
+
+    fn reference(&self) -> StreamRef {
+        StreamRef {
+            request: format!("POST {}", self.api.endpoint()),
+            rpc_ids: Vec::new(),
+            conn: self.conn,
+            seq: self.seq,
+        }
+    }
+
+    fn signal(&self) -> &'static str {
+        match self.api {
+            LlmApi::ChatCompletions => "a finish_reason",
+            LlmApi::Responses => "response.completed|incomplete|failed",
+            LlmApi::Messages => "message_delta with a stop_reason",
+        }
+    }
+
+    fn terminal_name(&self) -> &'static str {
+        match self.api {
+            LlmApi::ChatCompletions => "data: [DONE]",
+            LlmApi::Responses => "response.completed",
+            LlmApi::Messages => "message_stop",
+        }
+    }
+}
+
+impl Ledger {
+    fn llm_finding(&self, kind: FindingKind, ex: &Exchange, now: Instant) -> Finding {
+        let mut f = Finding::new(kind, self.ms(now), None, ex.reference());
+        if let Some(c) = &ex.cut {
+            f.cut_class = c.class.clone();
+            f.raw_offsets = vec![c.raw_offset];
+        }
+        f
+    }
+
+    /// An LLM request: a new exchange, and perhaps the proven re-send of a truncated one.
+    pub fn on_llm_request(&mut self, now: Instant, r: LlmRequestSeen) {
+        let recent = Recent {
+            api: r.api,
+            conn: r.conn,
+            seq: r.seq,
+            body_hash: r.body_hash,
+            key: r.idempotency_key.clone(),
+            retry: r.retry_count,
+            at: now,
+        };
+        let mut done = Vec::new();
+        for (i, p) in self.llm.pending.iter_mut().enumerate() {
+            if let Some(how) = proof(&p.ex, &recent) {
+                done.push((i, how));
+            } else if is_candidate(&p.ex, &recent) && p.candidates.len() < 8 {
+                p.candidates.push((r.conn, r.seq));
+            }
+        }
+        for (i, how) in done.into_iter().rev() {
+            let p = self.llm.pending.remove(i);
+            self.llm_retried(now, &p.ex, &recent, &how);
+        }
+        if self.llm.recent.len() >= MAX_RECENT {
+            self.llm.recent.pop_front();
+        }
+        self.llm.recent.push_back(recent);
+        if self.llm.open.len() >= MAX_OPEN {
+            self.llm.over_cap += 1;
+            return;
+        }
+        self.llm.open.insert(
+            (r.conn, r.seq),
+            Exchange {
+                api: r.api,
+                conn: r.conn,
+                seq: r.seq,
+                body_hash: r.body_hash,
+                key: r.idempotency_key,
+                requested: now,
+                streaming: false,
+                last: now,
+                deltas: 0,
+                tools: Vec::new(),
+                tools_over: 0,
+                completion: None,
+                terminal: false,
+                error: false,
+                end: None,
+                cut: None,
+            },
+        );
+    }
+
+    /// An event of an LLM stream reached the client.
+    pub fn on_llm_event(&mut self, now: Instant, e: LlmEventSeen) {
+        let Some(ex) = self.llm.open.get_mut(&(e.conn, e.seq)) else {
+            return;
+        };
+        ex.streaming = true;
+        ex.last = now;
+        let f = e.facts;
+        ex.deltas += u64::from(f.text);
+        if let Some(s) = f.tool_start {
+            if ex.tools.len() < MAX_TOOLS {
+                ex.tools.push(Tool {
+                    index: s.index,
+                    name: s.name,
+                    bytes: 0,
+                    status: ArgsStatus::Empty,
+                });
+            } else {
+                ex.tools_over += 1;
+            }
+        }
+        if let Some(a) = f.args
+            && let Some(t) = ex.tools.iter_mut().find(|t| t.index == a.index)
+        {
+            t.bytes = a.bytes;
+            t.status = a.status;
+        }
+        if f.completion.is_some() {
+            ex.completion = f.completion;
+        }
+        ex.terminal |= f.terminal;
+        ex.error |= f.error;
+    }
+
+    /// A body that is not a stream answered `(conn, seq)`: nothing to follow.
+    pub fn on_llm_body(&mut self, conn: u64, seq: u64) {
+        self.llm.open.remove(&(conn, seq));
+    }
+
+    /// The SSE body of `(conn, seq)` ended (`clean`: with its framing).
+    pub fn on_llm_stream_end(&mut self, now: Instant, conn: u64, seq: u64, clean: bool) {
+        let Some(mut ex) = self.llm.open.remove(&(conn, seq)) else {
+            return;
+        };
+        ex.streaming = true;
+        let how = if clean { End::Clean } else { End::Broken };
+        ex.end = Some((now, how));
+        self.judge_llm_end(now, ex);
+    }
+
+    /// The proxy cut `conn`: the cut describes the stream open there (which ended just before).
+    pub fn on_llm_cut(&mut self, conn: u64, action: CutAction, point: &CutPoint) {
+        let cut = Cut {
+            action,
+            position: point.llm.map(|p| p.as_str().to_owned()),
+            class: point.class.map(|c| c.as_str().to_owned()),
+            raw_offset: point.raw_offset,
+        };
+        if let Some(p) = self
+            .llm
+            .pending
+            .iter_mut()
+            .rev()
+            .find(|p| p.ex.conn == conn && p.ex.cut.is_none())
+        {
+            p.ex.cut = Some(cut);
+        } else if let Some(ex) = self
+            .llm
+            .open
+            .values_mut()
+            .filter(|e| e.conn == conn)
+            .max_by_key(|e| e.seq)
+        {
+            ex.cut = Some(cut);
+        }
+    }
+
+    /// `conn` closed: its LLM streams still open ended there.
+    pub fn on_llm_conn_closed(&mut self, now: Instant, conn: u64) {
+        let keys: Vec<(u64, u64)> = self
+            .llm
+            .open
+            .keys()
+            .filter(|k| k.0 == conn)
+            .copied()
+            .collect();
+        for k in keys {
+            if let Some(mut ex) = self.llm.open.remove(&k) {
+                if !ex.streaming {
+                    // No event ever reached the client: an answer that was not a stream (a
+                    // JSON body, an error status) or never began; nothing to judge here.
+                    continue;
+                }
+                ex.end = Some((now, End::Closed));
+                self.judge_llm_end(now, ex);
+            }
+        }
+    }
+
+    fn judge_llm_end(&mut self, now: Instant, ex: Exchange) {
+        let end_at = ex.end.as_ref().map_or(now, |e| e.0);
+        let silent = end_at.saturating_duration_since(ex.last);
+        if ex.completion.is_some() {
+            if !ex.terminal && ex.api != LlmApi::Responses {
+                let f = self
+                    .llm_finding(FindingKind::LlmNoTerminal, &ex, now)
+                    .detail(format!(
+                        "{} stream complete (completion signal '{}'; {}) but for its terminal \
+                         event {}: the answer is whole; the stream ended: {}",
+                        ex.api,
+                        ex.completion.as_deref().unwrap_or(""),
+                        ex.delivered(),
+                        ex.terminal_name(),
+                        ex.ending()
+                    ));
+                self.emit(f);
+            }
+            return;
+        }
+        if silent >= STALL_AFTER {
+            let f = self
+                .llm_finding(FindingKind::LlmStalled, &ex, now)
+                .detail(format!(
+                    "{} stream silent for {} before it ended without its completion signal \
+                     ({}); then {} — {} after the request",
+                    ex.api,
+                    secs(silent),
+                    ex.delivered(),
+                    ex.ending(),
+                    secs(end_at.saturating_duration_since(ex.requested))
+                ));
+            self.emit(f);
+        }
+        // A re-send already seen (before this end was judged) settles it now.
+        let seen = self
+            .llm
+            .recent
+            .iter()
+            .find_map(|r| proof(&ex, r).map(|how| (r.clone(), how)));
+        if let Some((r, how)) = seen {
+            self.llm_retried(now, &ex, &r, &how);
+            return;
+        }
+        let candidates: Vec<(u64, u64)> = self
+            .llm
+            .recent
+            .iter()
+            .filter(|r| is_candidate(&ex, r))
+            .map(|r| (r.conn, r.seq))
+            .take(8)
+            .collect();
+        if self.llm.pending.len() >= MAX_PENDING {
+            self.llm.over_cap += 1;
+            self.llm_truncated(now, Pending { ex, candidates });
+            return;
+        }
+        self.llm.pending.push(Pending { ex, candidates });
+    }
+
+    fn llm_retried(&mut self, now: Instant, ex: &Exchange, r: &Recent, how: &str) {
+        let mut ids = ex.key_ids();
+        ids.push(format!("{}/{}", r.conn, r.seq));
+        let f = self
+            .llm_finding(FindingKind::LlmRetried, ex, now)
+            .ids(ids)
+            .detail(format!(
+                "{} stream{} ended before its completion signal ({}; ended: {}); the request \
+                 was sent again on connection {} (request {}), proven by {}: the client \
+                 recovered",
+                ex.api,
+                ex.key_note(),
+                ex.delivered(),
+                ex.ending(),
+                r.conn,
+                r.seq,
+                how
+            ));
+        self.emit(f);
+    }
+
+    fn llm_truncated(&mut self, now: Instant, p: Pending) {
+        let ex = &p.ex;
+        let end_at = ex.end.as_ref().map_or(now, |e| e.0);
+        let waited = now.saturating_duration_since(end_at);
+        let candidates = if p.candidates.is_empty() {
+            String::new()
+        } else {
+            let list: Vec<String> = p
+                .candidates
+                .iter()
+                .map(|(c, s)| format!("connection {c} request {s}"))
+                .collect();
+            format!(
+                " Later requests with the same body and no re-send marker (the wire cannot \
+                 tell a re-send from the application's next identical request): {}.",
+                list.join(", ")
+            )
+        };
+        let mut ids = ex.key_ids();
+        ids.extend(p.candidates.iter().map(|(c, s)| format!("{c}/{s}")));
+        let f = self
+            .llm_finding(FindingKind::LlmTruncated, ex, now)
+            .ids(ids)
+            .detail(format!(
+                "{} stream{} ended before its completion signal ({}): the client received {}; \
+                 ended: {}. No re-send of the request followed (waited {}): the client either \
+                 failed visibly or used the partial answer — the wire cannot tell which.{}",
+                ex.api,
+                ex.key_note(),
+                ex.signal(),
+                ex.delivered(),
+                ex.ending(),
+                secs(waited),
+                candidates
+            ));
+        self.emit(f);
+    }
+
+    /// Settles truncations that waited `abandon_after` for a re-send.
+    pub fn sweep_llm(&mut self, now: Instant) {
+        let wait = self.cfg.abandon_after;
+        let (due, keep): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut self.llm.pending)
+            .into_iter()
+            .partition(|p| {
+                p.ex.end
+                    .as_ref()
+                    .is_some_and(|e| now.saturating_duration_since(e.0) >= wait)
+            });
+        self.llm.pending = keep;
+        for p in due {
+            self.llm_truncated(now, p);
+        }
+    }
+
+    /// The end of the run: every truncation still waiting is judged, and every stream still
+    /// open without its completion signal and silent for [`STALL_AFTER`] is `llm-hung`.
+    pub fn finish_llm(&mut self, now: Instant) {
+        for p in std::mem::take(&mut self.llm.pending) {
+            self.llm_truncated(now, p);
+        }
+        let open: Vec<Exchange> = self.llm.open.values().cloned().collect();
+        for ex in open {
+            let silent = now.saturating_duration_since(ex.last);
+            if ex.streaming && ex.completion.is_none() && silent >= STALL_AFTER {
+                let f = self
+                    .llm_finding(FindingKind::LlmHung, &ex, now)
+                    .detail(format!(
+                        "{} stream still open when the run ended, silent for {} without its \
+                         completion signal ({}): nobody gave up (an SDK whose timeout stops at \
+                         the response headers hangs here)",
+                        ex.api,
+                        secs(silent),
+                        ex.delivered()
+                    ));
+                self.emit(f);
+            }
+        }
+    }
+
+    /// Entries held by the LLM rule (open streams, waiting truncations, remembered requests).
+    pub fn llm_sizes(&self) -> (usize, usize, usize) {
+        (
+            self.llm.open.len(),
+            self.llm.pending.len(),
+            self.llm.recent.len(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_or_a_numbered_attempt_with_the_same_body_proves_a_re_send() {
+        let t = Instant::now();
+        let ex = Exchange {
+            api: LlmApi::ChatCompletions,
+            conn: 1,
+            seq: 0,
+            body_hash: 42,
+            key: Some("k1".into()),
+            requested: t,
+            streaming: true,
+            last: t,
+            deltas: 0,
+            tools: Vec::new(),
+            tools_over: 0,
+            completion: None,
+            terminal: false,
+            error: false,
+            end: None,
+            cut: None,
+        };
+        let later = |key: Option<&str>, retry: Option<u32>, hash: u64| Recent {
+            api: LlmApi::ChatCompletions,
+            conn: 2,
+            seq: 0,
+            body_hash: hash,
+            key: key.map(str::to_owned),
+            retry,
+            at: t + Duration::from_millis(5),
+        };
+        assert!(proof(&ex, &later(Some("k1"), None, 7)).is_some());
+        assert!(proof(&ex, &later(Some("k2"), None, 42)).is_none());
+        assert!(proof(&ex, &later(None, Some(1), 42)).is_some());
+        assert!(proof(&ex, &later(None, Some(0), 42)).is_none());
+        assert!(proof(&ex, &later(None, Some(1), 43)).is_none());
+        assert!(proof(&ex, &later(None, None, 42)).is_none());
+        assert!(is_candidate(&ex, &later(None, None, 42)));
+        assert!(!is_candidate(&ex, &later(None, None, 43)));
+    }
+}
