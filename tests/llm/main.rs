@@ -10,6 +10,7 @@ mod common;
 mod support;
 
 mod cuts;
+mod keys;
 mod lab;
 #[path = "support.rs"]
 mod llm_support;
