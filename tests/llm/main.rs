@@ -15,6 +15,7 @@ mod lab;
 #[path = "support.rs"]
 mod llm_support;
 mod observe;
+mod replay;
 mod sdk;
 mod sdk_matrix;
 mod sdk_tls;
