@@ -80,13 +80,16 @@ pub enum FindingKind {
     LlmStalled,
     /// An LLM stream was still open, silent and unfinished, when the run ended.
     LlmHung,
+    /// An LLM request's connection ended before any response reached the client and no
+    /// proven re-send followed.
+    LlmUnanswered,
     /// A judgement the proxy cannot make; `detail` names it and the reason.
     Unknown,
 }
 
 impl FindingKind {
     /// Every kind, in the order of the design note.
-    pub const ALL: [FindingKind; 26] = [
+    pub const ALL: [FindingKind; 27] = [
         FindingKind::TornCut,
         FindingKind::CursorAhead,
         FindingKind::CursorBehind,
@@ -112,6 +115,7 @@ impl FindingKind {
         FindingKind::LlmNoTerminal,
         FindingKind::LlmStalled,
         FindingKind::LlmHung,
+        FindingKind::LlmUnanswered,
         FindingKind::Unknown,
     ];
 
@@ -143,6 +147,7 @@ impl FindingKind {
             FindingKind::LlmNoTerminal => "llm-no-terminal",
             FindingKind::LlmStalled => "llm-stalled",
             FindingKind::LlmHung => "llm-hung",
+            FindingKind::LlmUnanswered => "llm-unanswered",
             FindingKind::Unknown => "unknown",
         }
     }
@@ -203,7 +208,8 @@ impl FindingKind {
             FindingKind::ReplayGap
             | FindingKind::SilentEmpty
             | FindingKind::PendingCall
-            | FindingKind::LlmTruncated => FindingClass::Loss,
+            | FindingKind::LlmTruncated
+            | FindingKind::LlmUnanswered => FindingClass::Loss,
             FindingKind::ReplayDuplicate
             | FindingKind::DuplicateResponse
             | FindingKind::Reexecuted => FindingClass::Duplicate,

@@ -21,6 +21,11 @@
 //!   (the proxy's cut, the connection closed, the body ended).
 //! - `llm-hung` (client-bug): at the end of the run a stream is still open without its
 //!   completion signal and silent for at least [`STALL_AFTER`]: nobody gave up.
+//! - `llm-unanswered` (loss): the connection ended before any response reached the client
+//!   (e.g. a reset before the first byte) and no proven re-send followed; a proven re-send
+//!   makes it `llm-retried` instead (every SDK re-sends such a request, the Stainless ones with
+//!   their attempt number). A response that is not an SSE stream (a JSON answer, an error
+//!   status) ends the rule's interest in its request.
 //!
 //! Invariants: requests are matched by hash, never by content kept (no body, prompt, header
 //! value or credential is stored: only the body's XXH3, its length, the idempotency key and the
@@ -88,8 +93,9 @@ struct Exchange {
     body_hash: u64,
     key: Option<String>,
     requested: Instant,
-    /// An LLM event arrived: the response is a stream.
-    streaming: bool,
+    /// The stream began: its `2xx text/event-stream` head (or an event of it) reached the
+    /// client. A request that ends before is unanswered, not truncated.
+    began: bool,
     last: Instant,
     deltas: u64,
     tools: Vec<Tool>,
@@ -216,6 +222,9 @@ impl Exchange {
                 "the body ended normally (a clean end of the stream)".to_owned()
             }
             (None, Some(End::Broken)) => "the body stopped without its end".to_owned(),
+            (None, Some(End::Closed)) if !self.began => {
+                "its connection closed (the wire does not say which peer closed it)".to_owned()
+            }
             (None, Some(End::Closed)) => {
                 "its connection closed with the stream open (the wire does not say which peer closed it)"
                     .to_owned()
@@ -313,7 +322,7 @@ impl Ledger {
                 body_hash: r.body_hash,
                 key: r.idempotency_key,
                 requested: now,
-                streaming: false,
+                began: false,
                 last: now,
                 deltas: 0,
                 tools: Vec::new(),
@@ -332,7 +341,7 @@ impl Ledger {
         let Some(ex) = self.llm.open.get_mut(&(e.conn, e.seq)) else {
             return;
         };
-        ex.streaming = true;
+        ex.began = true;
         ex.last = now;
         let f = e.facts;
         ex.deltas += u64::from(f.text);
@@ -366,12 +375,36 @@ impl Ledger {
         self.llm.open.remove(&(conn, seq));
     }
 
+    /// The response head of `(conn, seq)` reached the client: a `2xx text/event-stream` one
+    /// begins the stream; any other answer is not a stream and ends the rule's interest.
+    pub fn on_llm_response(
+        &mut self,
+        now: Instant,
+        conn: u64,
+        seq: u64,
+        status: u16,
+        content_type: Option<&str>,
+    ) {
+        let sse = (200..300).contains(&status)
+            && content_type.is_some_and(|c| {
+                c.trim_start()
+                    .to_ascii_lowercase()
+                    .starts_with("text/event-stream")
+            });
+        if !sse {
+            self.llm.open.remove(&(conn, seq));
+        } else if let Some(ex) = self.llm.open.get_mut(&(conn, seq)) {
+            ex.began = true;
+            ex.last = now;
+        }
+    }
+
     /// The SSE body of `(conn, seq)` ended (`clean`: with its framing).
     pub fn on_llm_stream_end(&mut self, now: Instant, conn: u64, seq: u64, clean: bool) {
         let Some(mut ex) = self.llm.open.remove(&(conn, seq)) else {
             return;
         };
-        ex.streaming = true;
+        ex.began = true;
         let how = if clean { End::Clean } else { End::Broken };
         ex.end = Some((now, how));
         self.judge_llm_end(now, ex);
@@ -415,11 +448,7 @@ impl Ledger {
             .collect();
         for k in keys {
             if let Some(mut ex) = self.llm.open.remove(&k) {
-                if !ex.streaming {
-                    // No event ever reached the client: an answer that was not a stream (a
-                    // JSON body, an error status) or never began; nothing to judge here.
-                    continue;
-                }
+                // Not begun: no response reached the client (judged as unanswered).
                 ex.end = Some((now, End::Closed));
                 self.judge_llm_end(now, ex);
             }
@@ -429,7 +458,7 @@ impl Ledger {
     fn judge_llm_end(&mut self, now: Instant, ex: Exchange) {
         let end_at = ex.end.as_ref().map_or(now, |e| e.0);
         let silent = end_at.saturating_duration_since(ex.last);
-        if ex.completion.is_some() {
+        if ex.began && ex.completion.is_some() {
             if !ex.terminal && ex.api != LlmApi::Responses {
                 let f = self
                     .llm_finding(FindingKind::LlmNoTerminal, &ex, now)
@@ -446,7 +475,7 @@ impl Ledger {
             }
             return;
         }
-        if silent >= STALL_AFTER {
+        if ex.began && silent >= STALL_AFTER {
             let f = self
                 .llm_finding(FindingKind::LlmStalled, &ex, now)
                 .detail(format!(
@@ -489,20 +518,27 @@ impl Ledger {
     fn llm_retried(&mut self, now: Instant, ex: &Exchange, r: &Recent, how: &str) {
         let mut ids = ex.key_ids();
         ids.push(format!("{}/{}", r.conn, r.seq));
+        let what = if ex.began {
+            format!(
+                "stream{} ended before its completion signal ({}; ended: {})",
+                ex.key_note(),
+                ex.delivered(),
+                ex.ending()
+            )
+        } else {
+            format!(
+                "request{} got no answer: {} before any response reached the client",
+                ex.key_note(),
+                ex.ending()
+            )
+        };
         let f = self
             .llm_finding(FindingKind::LlmRetried, ex, now)
             .ids(ids)
             .detail(format!(
-                "{} stream{} ended before its completion signal ({}; ended: {}); the request \
-                 was sent again on connection {} (request {}), proven by {}: the client \
-                 recovered",
-                ex.api,
-                ex.key_note(),
-                ex.delivered(),
-                ex.ending(),
-                r.conn,
-                r.seq,
-                how
+                "{} {what}; the request was sent again on connection {} (request {}), proven \
+                 by {}: the client recovered",
+                ex.api, r.conn, r.seq, how
             ));
         self.emit(f);
     }
@@ -527,6 +563,23 @@ impl Ledger {
         };
         let mut ids = ex.key_ids();
         ids.extend(p.candidates.iter().map(|(c, s)| format!("{c}/{s}")));
+        if !ex.began {
+            let f = self
+                .llm_finding(FindingKind::LlmUnanswered, ex, now)
+                .ids(ids)
+                .detail(format!(
+                    "{} request{} got no answer: {} before any response reached the client. \
+                     No proven re-send followed (waited {}): the client saw an error, or sent \
+                     the request again without a marker.{}",
+                    ex.api,
+                    ex.key_note(),
+                    ex.ending(),
+                    secs(waited),
+                    candidates
+                ));
+            self.emit(f);
+            return;
+        }
         let f = self
             .llm_finding(FindingKind::LlmTruncated, ex, now)
             .ids(ids)
@@ -570,7 +623,7 @@ impl Ledger {
         let open: Vec<Exchange> = self.llm.open.values().cloned().collect();
         for ex in open {
             let silent = now.saturating_duration_since(ex.last);
-            if ex.streaming && ex.completion.is_none() && silent >= STALL_AFTER {
+            if ex.began && ex.completion.is_none() && silent >= STALL_AFTER {
                 let f = self
                     .llm_finding(FindingKind::LlmHung, &ex, now)
                     .detail(format!(
@@ -610,7 +663,7 @@ mod tests {
             body_hash: 42,
             key: Some("k1".into()),
             requested: t,
-            streaming: true,
+            began: true,
             last: t,
             deltas: 0,
             tools: Vec::new(),

@@ -120,7 +120,10 @@ impl Ledger {
                 status,
                 content_type,
                 session,
-            } => self.on_response(now, conn, seq, status, content_type, session),
+            } => {
+                self.on_llm_response(now, conn, seq, status, content_type.as_deref());
+                self.on_response(now, conn, seq, status, content_type, session)
+            }
             Observation::ResponseBody { conn, seq, body } => {
                 self.on_llm_body(conn, seq);
                 self.on_body(now, conn, seq, body)

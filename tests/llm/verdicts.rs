@@ -9,7 +9,7 @@ use tearline::audit::{AuditConfig, Auditor, Finding, FindingClass, FindingKind};
 use tearline::lab::llm::frame::Part;
 use tearline::vocab::{CutAction, Direction, LlmApi};
 use tearline::wire::http1::observer_pair;
-use tearline::wire::{Observation, ObservationSink};
+use tearline::wire::{Observation, ObservationSink, WireObserver};
 
 use crate::llm_support::wire_conversation;
 
@@ -22,6 +22,38 @@ enum Ending {
     CutAfter(usize, CutAction),
     /// Delivered through the end of frame `k`; the connection stays open.
     Open(usize),
+    /// Nothing of the response delivered, then the proxy's cut (e.g. a reset of its first
+    /// byte).
+    CutBeforeResponse(CutAction),
+    /// The response head delivered, then the proxy's cut before the first event.
+    CutAfterHead(CutAction),
+}
+
+/// The end of the response head in `down`.
+fn head_len(down: &[u8]) -> usize {
+    down.windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a head")
+        + 4
+}
+
+/// Delivers `down` through `at`, then the proxy's cut there and the connection's close.
+fn cut(
+    sink: &Arc<dyn ObservationSink>,
+    d: &mut dyn WireObserver,
+    conn: u64,
+    at: u64,
+    action: CutAction,
+) {
+    d.delivered_through(at);
+    let point = d.cut_at(at);
+    sink.record(Observation::Cut {
+        conn,
+        direction: Direction::Downstream,
+        action,
+        point,
+    });
+    sink.record(Observation::ConnClosed { conn });
 }
 
 /// Runs one exchange on connection `conn` through the observer into `auditor`.
@@ -45,19 +77,10 @@ fn exchange(
             d.eof();
             sink.record(Observation::ConnClosed { conn });
         }
-        Ending::CutAfter(k, action) => {
-            let at = ends[k] as u64;
-            d.delivered_through(at);
-            let point = d.cut_at(at);
-            sink.record(Observation::Cut {
-                conn,
-                direction: Direction::Downstream,
-                action,
-                point,
-            });
-            sink.record(Observation::ConnClosed { conn });
-        }
+        Ending::CutAfter(k, action) => cut(&sink, &mut *d, conn, ends[k] as u64, action),
         Ending::Open(k) => d.delivered_through(ends[k] as u64),
+        Ending::CutBeforeResponse(action) => cut(&sink, &mut *d, conn, 0, action),
+        Ending::CutAfterHead(action) => cut(&sink, &mut *d, conn, head_len(&down) as u64, action),
     }
     frames.iter().map(|f| f.part).collect()
 }
@@ -344,4 +367,152 @@ async fn a_stream_still_open_and_silent_at_the_end_of_the_run_is_hung() {
     tokio::time::advance(Duration::from_millis(500)).await;
     b.finish();
     assert_eq!(kinds(&b.findings()), []);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_reset_before_its_response_and_never_sent_again_is_unanswered() {
+    for api in LlmApi::ALL {
+        let a = auditor();
+        exchange(
+            &a,
+            1,
+            api,
+            false,
+            &[],
+            Ending::CutBeforeResponse(CutAction::Reset),
+        );
+        a.finish();
+        let found = a.findings();
+        assert_eq!(kinds(&found), [FindingKind::LlmUnanswered], "{api}");
+        let f = llm(&found)[0];
+        assert_eq!(f.class, FindingClass::Loss);
+        assert!(
+            f.detail.contains("got no answer") && f.detail.contains("reset cut"),
+            "{}",
+            f.detail
+        );
+        assert_eq!(a.loss_affected(), 1);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn resets_before_the_response_re_sent_with_attempt_numbers_are_retried_then_unanswered() {
+    // What every Stainless SDK does with a reset before the response: three attempts,
+    // numbered 0, 1, 2, each reset; the last one is not re-sent.
+    let api = LlmApi::ChatCompletions;
+    let a = auditor();
+    for n in 0..3u64 {
+        let count = n.to_string();
+        exchange(
+            &a,
+            n + 1,
+            api,
+            false,
+            &[("x-stainless-retry-count", count.as_str())],
+            Ending::CutBeforeResponse(CutAction::Reset),
+        );
+        tokio::time::advance(Duration::from_millis(500)).await;
+    }
+    a.finish();
+    let found = a.findings();
+    assert_eq!(
+        kinds(&found),
+        [
+            FindingKind::LlmRetried,
+            FindingKind::LlmRetried,
+            FindingKind::LlmUnanswered
+        ]
+    );
+    let l = llm(&found);
+    assert!(l[0].detail.contains("got no answer"), "{}", l[0].detail);
+    assert_eq!(l[0].ids, ["2/0"]);
+    assert_eq!(l[1].ids, ["3/0"]);
+    assert!(l[2].detail.contains("No proven re-send"), "{}", l[2].detail);
+}
+
+#[tokio::test(start_paused = true)]
+async fn unmarked_re_sends_of_an_unanswered_request_are_named_as_candidates() {
+    // What Vercel's `ai` does: the same body again, no marker.
+    let api = LlmApi::Messages;
+    let a = auditor();
+    for conn in 1..=2 {
+        exchange(
+            &a,
+            conn,
+            api,
+            false,
+            &[],
+            Ending::CutBeforeResponse(CutAction::Reset),
+        );
+    }
+    a.finish();
+    let found = a.findings();
+    assert_eq!(
+        kinds(&found),
+        [FindingKind::LlmUnanswered, FindingKind::LlmUnanswered]
+    );
+    let first = found
+        .iter()
+        .find(|f| f.stream.conn == 1)
+        .expect("the first request's finding");
+    assert_eq!(first.ids, ["2/0"]);
+    assert!(
+        first.detail.contains("connection 2 request 0"),
+        "{}",
+        first.detail
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_cut_right_after_its_head_is_truncated_not_unanswered() {
+    for api in LlmApi::ALL {
+        let a = auditor();
+        exchange(
+            &a,
+            1,
+            api,
+            false,
+            &[],
+            Ending::CutAfterHead(CutAction::Reset),
+        );
+        a.finish();
+        let found = a.findings();
+        assert_eq!(kinds(&found), [FindingKind::LlmTruncated], "{api}");
+        assert!(
+            llm(&found)[0].detail.contains("0 text deltas"),
+            "{}",
+            llm(&found)[0].detail
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_that_is_not_a_stream_is_not_judged_even_when_cut() {
+    let (_, up, _, _) = wire_conversation(LlmApi::ChatCompletions, false, 6, &[]);
+    for (down, cut_at) in [
+        (
+            &b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nContent-Length: 17\r\n\r\n{\"error\":\"boom\"}"[..],
+            None,
+        ),
+        (
+            &b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 40\r\n\r\n{\"choices\":[{\"message\":"[..],
+            Some(80u64),
+        ),
+    ] {
+        let a = auditor();
+        let sink: Arc<dyn ObservationSink> = a.clone();
+        let (mut u, mut d) = observer_pair(1, sink.clone());
+        u.observe(&up);
+        u.delivered_through(up.len() as u64);
+        d.observe(down);
+        match cut_at {
+            None => {
+                d.delivered_through(down.len() as u64);
+                sink.record(Observation::ConnClosed { conn: 1 });
+            }
+            Some(at) => cut(&sink, &mut *d, 1, at.min(down.len() as u64), CutAction::Reset),
+        }
+        a.finish();
+        assert_eq!(kinds(&a.findings()), [], "{}", String::from_utf8_lossy(down));
+    }
 }

@@ -9,6 +9,7 @@
 #![allow(dead_code)]
 
 pub mod drivers;
+pub mod judged;
 pub mod layout;
 pub mod matrix;
 pub mod observed;
