@@ -33,7 +33,7 @@
 //! each capped ([`MAX_OPEN`], [`MAX_PENDING`], [`MAX_RECENT`]); beyond the caps a stream is
 //! judged at once rather than remembered.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -129,11 +129,44 @@ struct Recent {
 /// State of the LLM rule (a field of the ledger).
 #[derive(Debug, Default)]
 pub struct LlmRule {
-    open: HashMap<(u64, u64), Exchange>,
+    /// By (connection, request): a connection's streams are one range (closes and cuts).
+    open: BTreeMap<(u64, u64), Exchange>,
     pending: Vec<Pending>,
+    /// How many waiting truncations have each key and each (API, body hash): a request that
+    /// matches neither cannot prove or be a candidate for any, and skips the scan.
+    pending_keys: HashMap<String, u32>,
+    pending_bodies: HashMap<(LlmApi, u64), u32>,
     recent: VecDeque<Recent>,
     /// Streams judged at once because a cap was reached.
     pub over_cap: u64,
+}
+
+impl LlmRule {
+    /// Adds (`add`) or removes a waiting truncation's marks from the scan's filter.
+    fn mark(&mut self, ex: &Exchange, add: bool) {
+        fn bump<K: std::hash::Hash + Eq>(m: &mut HashMap<K, u32>, k: K, add: bool) {
+            if add {
+                *m.entry(k).or_insert(0) += 1;
+            } else if let Some(n) = m.get_mut(&k) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    m.remove(&k);
+                }
+            }
+        }
+        if let Some(k) = &ex.key {
+            bump(&mut self.pending_keys, k.clone(), add);
+        }
+        bump(&mut self.pending_bodies, (ex.api, ex.body_hash), add);
+    }
+
+    /// Whether `r` may prove or be a candidate for some waiting truncation.
+    fn may_match(&self, r: &Recent) -> bool {
+        self.pending_bodies.contains_key(&(r.api, r.body_hash))
+            || r.key
+                .as_ref()
+                .is_some_and(|k| self.pending_keys.contains_key(k))
+    }
 }
 
 /// How `r` proves it re-sends `ex`'s request, if it does.
@@ -294,15 +327,18 @@ impl Ledger {
             at: now,
         };
         let mut done = Vec::new();
-        for (i, p) in self.llm.pending.iter_mut().enumerate() {
-            if let Some(how) = proof(&p.ex, &recent) {
-                done.push((i, how));
-            } else if is_candidate(&p.ex, &recent) && p.candidates.len() < 8 {
-                p.candidates.push((r.conn, r.seq));
+        if self.llm.may_match(&recent) {
+            for (i, p) in self.llm.pending.iter_mut().enumerate() {
+                if let Some(how) = proof(&p.ex, &recent) {
+                    done.push((i, how));
+                } else if is_candidate(&p.ex, &recent) && p.candidates.len() < 8 {
+                    p.candidates.push((r.conn, r.seq));
+                }
             }
         }
         for (i, how) in done.into_iter().rev() {
             let p = self.llm.pending.remove(i);
+            self.llm.mark(&p.ex, false);
             self.llm_retried(now, &p.ex, &recent, &how);
         }
         if self.llm.recent.len() >= MAX_RECENT {
@@ -426,12 +462,11 @@ impl Ledger {
             .find(|p| p.ex.conn == conn && p.ex.cut.is_none())
         {
             p.ex.cut = Some(cut);
-        } else if let Some(ex) = self
+        } else if let Some((_, ex)) = self
             .llm
             .open
-            .values_mut()
-            .filter(|e| e.conn == conn)
-            .max_by_key(|e| e.seq)
+            .range_mut((conn, 0)..=(conn, u64::MAX))
+            .next_back()
         {
             ex.cut = Some(cut);
         }
@@ -442,9 +477,8 @@ impl Ledger {
         let keys: Vec<(u64, u64)> = self
             .llm
             .open
-            .keys()
-            .filter(|k| k.0 == conn)
-            .copied()
+            .range((conn, 0)..=(conn, u64::MAX))
+            .map(|(k, _)| *k)
             .collect();
         for k in keys {
             if let Some(mut ex) = self.llm.open.remove(&k) {
@@ -512,6 +546,7 @@ impl Ledger {
             self.llm_truncated(now, Pending { ex, candidates });
             return;
         }
+        self.llm.mark(&ex, true);
         self.llm.pending.push(Pending { ex, candidates });
     }
 
@@ -610,6 +645,7 @@ impl Ledger {
             });
         self.llm.pending = keep;
         for p in due {
+            self.llm.mark(&p.ex, false);
             self.llm_truncated(now, p);
         }
     }
@@ -617,6 +653,8 @@ impl Ledger {
     /// The end of the run: every truncation still waiting is judged, and every stream still
     /// open without its completion signal and silent for [`STALL_AFTER`] is `llm-hung`.
     pub fn finish_llm(&mut self, now: Instant) {
+        self.llm.pending_keys.clear();
+        self.llm.pending_bodies.clear();
         for p in std::mem::take(&mut self.llm.pending) {
             self.llm_truncated(now, p);
         }
