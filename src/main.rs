@@ -55,6 +55,14 @@ enum Command {
     Report(tearline::cmd::report::Args),
     /// List and validate fault profiles.
     Profiles(tearline::cmd::profiles::Args),
+    /// toxiproxy-server's command line (-host, -port, -config FILE, -seed): the control API
+    /// as a drop-in for toxiproxy-server (also when the binary is named toxiproxy-server).
+    #[command(name = "toxiproxy-server", disable_help_flag = true)]
+    ToxiproxyServer {
+        /// toxiproxy-server flags, as its Go flag package reads them.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        flags: Vec<String>,
+    },
 }
 
 /// The log level without RUST_LOG: the command's default, raised by each `-v`.
@@ -62,7 +70,10 @@ fn default_level(command: &Command, verbose: u8) -> &'static str {
     const LEVELS: [&str; 5] = ["error", "warn", "info", "debug", "trace"];
     let base = match command {
         Command::Replay(_) | Command::Report(_) | Command::Profiles(_) => 1,
-        Command::Proxy(_) | Command::Serve(_) | Command::Load(_) => 2,
+        Command::Proxy(_)
+        | Command::Serve(_)
+        | Command::Load(_)
+        | Command::ToxiproxyServer { .. } => 2,
     };
     LEVELS[(base + usize::from(verbose)).min(LEVELS.len() - 1)]
 }
@@ -87,12 +98,25 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Replay(a) => tearline::cmd::replay::run(a).await.context("replay")?,
         Command::Report(a) => tearline::cmd::report::run(a).await.context("report")?,
         Command::Profiles(a) => tearline::cmd::profiles::run(a).await.context("profiles")?,
+        Command::ToxiproxyServer { flags } => tearline::cmd::toxiproxy_server::run(flags)
+            .await
+            .context("toxiproxy-server")?,
     })
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Started as `toxiproxy-server` or `toxiproxy` (the entrypoint of Toxiproxy's image, a
+    // link in deploy/Dockerfile.toxiproxy): toxiproxy-server's command line.
+    let mut argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let invoked = argv
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_name())
+        .is_some_and(|n| n == "toxiproxy-server" || n == "toxiproxy");
+    if invoked {
+        argv.insert(1, "toxiproxy-server".into());
+    }
+    let cli = Cli::parse_from(argv);
     init_logging(cli.log_format, default_level(&cli.command, cli.verbose));
     match dispatch(cli.command).await {
         Ok(code) => code,

@@ -17,3 +17,4 @@ pub mod report;
 pub mod serve;
 pub mod signals;
 pub mod tls;
+pub mod toxiproxy_server;

@@ -177,8 +177,19 @@ pub struct ProxyStats {
     pub connections_open: u64,
     /// Connections accepted since the proxy was created.
     pub connections_total: u64,
-    /// Connections refused at once (proxy disabled, outage window, upstream unreachable).
+    /// Connections refused at once (proxy disabled, outage window, upstream unreachable, over
+    /// a limit).
     pub connections_refused: u64,
+    /// Of those, connections refused over `max_connections` or the open-file limit.
+    pub connections_over_limit: u64,
+    /// Bytes read from the client, before faults (Toxiproxy's `received`, upstream).
+    pub received_upstream: u64,
+    /// Bytes read from the server, before faults (Toxiproxy's `received`, downstream).
+    pub received_downstream: u64,
+    /// The address the proxy listens on now (empty when stopped): Toxiproxy's `listener` label.
+    pub listen: String,
+    /// The upstream address: Toxiproxy's `upstream` label.
+    pub upstream: String,
     /// Cuts by action (`reset`, `fin`, `clean-end`).
     pub cuts_by_action: Vec<(String, u64)>,
     /// Fault activations by fault kind.

@@ -107,6 +107,40 @@ fn histogram(out: &mut String, name: &str, labels: &str, h: &HistogramSnapshot) 
     let _ = writeln!(out, "{name}_count{{{labels}}} {}", h.count);
 }
 
+/// Toxiproxy's proxy metrics (`-proxy-metrics`), with its names and labels: bytes read from
+/// the source before toxics (`received`) and written to the destination (`sent`), by
+/// direction, listener, proxy and upstream. Toxiproxy adds a connection's bytes when the
+/// direction ends; these counters move as bytes pass.
+fn toxiproxy(out: &mut String, proxies: &[ProxyStats]) {
+    for (name, help, pick) in [
+        (
+            "toxiproxy_proxy_received_bytes_total",
+            "Bytes a proxy read from the client (upstream) or the server (downstream), before toxics.",
+            (|p: &ProxyStats| (p.received_upstream, p.received_downstream))
+                as fn(&ProxyStats) -> (u64, u64),
+        ),
+        (
+            "toxiproxy_proxy_sent_bytes_total",
+            "Bytes a proxy wrote to the server (upstream) or the client (downstream).",
+            |p: &ProxyStats| (p.bytes_upstream, p.bytes_downstream),
+        ),
+    ] {
+        family(out, name, "counter", help);
+        for p in proxies {
+            let (up, down) = pick(p);
+            for (dir, v) in [("downstream", down), ("upstream", up)] {
+                let _ = writeln!(
+                    out,
+                    "{name}{{direction=\"{dir}\",listener=\"{}\",proxy=\"{}\",upstream=\"{}\"}} {v}",
+                    esc(&p.listen),
+                    esc(&p.name),
+                    esc(&p.upstream)
+                );
+            }
+        }
+    }
+}
+
 /// Renders one scrape.
 pub fn render(s: &Scrape<'_>) -> String {
     let mut out = String::new();
@@ -170,6 +204,22 @@ pub fn render(s: &Scrape<'_>) -> String {
             p.connections_refused
         );
     }
+    family(
+        &mut out,
+        "tearline_proxy_connections_over_limit_total",
+        "counter",
+        "Client connections a proxy refused (RST) because it served max_connections already or \
+         the process was out of file descriptors.",
+    );
+    for p in s.proxies {
+        let _ = writeln!(
+            out,
+            "tearline_proxy_connections_over_limit_total{{proxy=\"{}\"}} {}",
+            esc(&p.name),
+            p.connections_over_limit
+        );
+    }
+    toxiproxy(&mut out, s.proxies);
     family(
         &mut out,
         "tearline_proxy_cuts_total",
@@ -288,6 +338,10 @@ pub fn render(s: &Scrape<'_>) -> String {
         "tearline_api_connections_evicted_total {}",
         s.api.evicted()
     );
+    for (name, kind, help, v) in super::process::read() {
+        family(&mut out, name, kind, help);
+        let _ = writeln!(out, "{name} {}", num(v));
+    }
     out
 }
 

@@ -24,6 +24,7 @@ pub mod hub;
 pub mod listen;
 pub mod metrics;
 pub mod model;
+pub mod process;
 pub mod request_id;
 pub mod routes;
 pub mod runtime;
@@ -141,6 +142,15 @@ impl ApiState {
             .store
             .adopt(name, listen, upstream, enabled, faults)
             .await
+    }
+
+    /// `POST /populate` from a file at start (`toxiproxy-server -config`): how many proxies
+    /// were handled, and the error that stopped it part-way, if any.
+    pub async fn populate(&self, inputs: Vec<model::ProxyInput>) -> (usize, Option<ApiError>) {
+        match self.inner.store.populate(inputs).await {
+            Ok((done, e)) => (done.len(), e),
+            Err(e) => (0, Some(e)),
+        }
     }
 
     /// The toxic types the API accepts, sorted.

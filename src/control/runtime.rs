@@ -293,6 +293,15 @@ impl ProxyHub for RuntimeHub {
                     connections_open: s.connections_open,
                     connections_total: s.connections_total,
                     connections_refused: s.connections_refused,
+                    connections_over_limit: s.connections_over_limit,
+                    received_upstream: s.received_upstream,
+                    received_downstream: s.received_downstream,
+                    listen: slot
+                        .proxy
+                        .listen_addr()
+                        .map(|a| a.to_string())
+                        .unwrap_or_default(),
+                    upstream: slot.proxy.upstream(),
                     cuts_by_action: s
                         .cuts
                         .iter()

@@ -4,8 +4,12 @@
 //! - [`run`] never returns because of an accept error: it logs, backs off (5 ms doubling to
 //!   1 s) and accepts again. It returns only after `shutdown` fired, the listener was closed,
 //!   and every connection task ended (drained within `drain_timeout`, the rest reset).
-//! - At most `max_connections` connection tasks exist; further clients wait in the backlog,
-//!   which is as deep as the kernel allows ([`LISTEN_BACKLOG`], capped at
+//! - At most `max_connections` connection tasks exist (default: what the open-file limit
+//!   allows, see `fd_limit`). A connection over the limit is never left waiting unserved: it is
+//!   accepted and reset (RST) at once, counted as refused and over the limit, and the first one
+//!   is logged as a warning. When the process is out of file descriptors (EMFILE/ENFILE), a
+//!   spare descriptor is given up to accept the waiting connection and reset it the same way.
+//!   The backlog is as deep as the kernel allows ([`LISTEN_BACKLOG`], capped at
 //!   `net.core.somaxconn`), not tokio's default of 1,024.
 //! - A connection accepted while the proxy is disabled, or during a `Refuse` outage, is reset
 //!   (RST) at once and counted as refused.
@@ -125,6 +129,43 @@ fn check(cfg: &ProxyConfig) -> Result<(), ProxyError> {
     Ok(())
 }
 
+/// A descriptor held in reserve, given up to accept (and refuse) a connection when the process
+/// has no other descriptor left.
+struct Spare(Option<std::fs::File>);
+
+impl Spare {
+    fn open() -> Self {
+        Spare(std::fs::File::open("/dev/null").ok())
+    }
+
+    /// Closes the spare; `false` when there was none to give up.
+    fn release(&mut self) -> bool {
+        self.0.take().is_some()
+    }
+}
+
+fn is_out_of_fds(e: &std::io::Error) -> bool {
+    // EMFILE (the process's limit) and ENFILE (the system's), as on Linux and the BSDs.
+    matches!(e.raw_os_error(), Some(23 | 24))
+}
+
+/// Counts a connection refused over a limit; the first of the proxy is a warning.
+fn over_limit(proxy: &Proxy, peer: SocketAddr, why: &str) {
+    let n = proxy.stats().over_limit();
+    if n == 1 {
+        tracing::warn!(
+            proxy = %proxy.name(),
+            %peer,
+            max_connections = proxy.config().max_connections,
+            "connection refused (RST): {why}; further refusals are counted in \
+             tearline_proxy_connections_over_limit_total (raise --max-connections or the \
+             open-file limit, ulimit -n)"
+        );
+    } else {
+        tracing::debug!(proxy = %proxy.name(), %peer, total = n, "connection refused over a limit: {why}");
+    }
+}
+
 /// Serves `proxy` on `listener` until `shutdown` fires, then drains (see the module doc).
 pub async fn run(
     listener: TcpListener,
@@ -134,6 +175,8 @@ pub async fn run(
     check(proxy.config())?;
     let tracker = TaskTracker::new();
     let slots = Arc::new(Semaphore::new(proxy.config().max_connections));
+    // The spare descriptor exists before the proxy is seen to listen.
+    let mut spare = Spare::open();
     let local = listener.local_addr().ok();
     proxy.set_listen_addr(local);
     if let Some(addr) = local {
@@ -141,14 +184,6 @@ pub async fn run(
     }
     let mut backoff = Duration::from_millis(5);
     loop {
-        let permit = tokio::select! {
-            biased;
-            () = shutdown.cancelled() => break,
-            p = slots.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-        };
         let accepted = tokio::select! {
             biased;
             () = shutdown.cancelled() => break,
@@ -159,12 +194,31 @@ pub async fn run(
                 backoff = Duration::from_millis(5);
                 a
             }
+            Err(e) if is_out_of_fds(&e) && spare.release() => {
+                // Accept the waiting connection with the spare descriptor and refuse it.
+                let r = tokio::select! {
+                    biased;
+                    () = shutdown.cancelled() => break,
+                    r = listener.accept() => r,
+                };
+                if let Ok((stream, peer)) = r {
+                    over_limit(&proxy, peer, "the process is out of file descriptors");
+                    reset(stream);
+                }
+                spare = Spare::open();
+                continue;
+            }
             Err(e) => {
                 tracing::warn!(proxy = %proxy.name(), error = %e, ?backoff, "accept failed; backing off");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(1));
                 continue;
             }
+        };
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            over_limit(&proxy, peer, "max_connections are open");
+            reset(stream);
+            continue;
         };
         let id = proxy.next_conn_id();
         // Take the kill signal before looking at the state (see state.rs).

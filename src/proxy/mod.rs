@@ -24,6 +24,7 @@
 mod chain;
 mod conn;
 mod engine;
+pub mod fd_limit;
 mod listener;
 mod pump;
 mod readbuf;
@@ -62,7 +63,8 @@ pub struct ProxyConfig {
     pub read_budget: usize,
     /// Upper bound on the upstream connect.
     pub connect_timeout: Duration,
-    /// Connections served at once; further clients wait in the listen backlog.
+    /// Connections served at once; a connection over it is reset at once and counted (default:
+    /// what the open-file limit allows, [`fd_limit::default_max_connections`]).
     pub max_connections: usize,
     /// How long open connections may keep running after shutdown is requested.
     pub drain_timeout: Duration,
@@ -89,7 +91,7 @@ pub struct ProxyConfig {
 }
 
 impl ProxyConfig {
-    /// Defaults: 64 KiB buffers sharing a 32 MiB read budget, 5 s connect timeout, 4096 connections, 5 s drain, 256 MiB queue
+    /// Defaults: 64 KiB buffers sharing a 32 MiB read budget, 5 s connect timeout, as many connections as the open-file limit allows, 5 s drain, 256 MiB queue
     /// per direction (line rate through a 100 ms latency), a 1 GiB proxy budget, zero-copy on
     /// through 1 MiB pipes.
     pub fn new(name: impl Into<String>, upstream: impl Into<String>) -> Self {
@@ -99,7 +101,7 @@ impl ProxyConfig {
             buffer_size: 64 * 1024,
             read_budget: DEFAULT_READ_BUDGET,
             connect_timeout: Duration::from_secs(5),
-            max_connections: 4096,
+            max_connections: fd_limit::default_max_connections(),
             drain_timeout: Duration::from_secs(5),
             max_inflight_bytes: 256 * 1024 * 1024,
             max_buffered_bytes: DEFAULT_MAX_BUFFERED,

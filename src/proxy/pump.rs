@@ -361,6 +361,7 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
         self.held = n;
         let offset = self.read_total;
         self.read_total += n as u64;
+        stats.received(self.dir, n as u64);
         let bytes = &self.buf[..n];
         let positions = self.observer.observe(bytes);
         self.plan.reset(n, now);

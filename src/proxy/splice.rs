@@ -306,6 +306,7 @@ mod linux {
                 Ok(0) => eof = true,
                 Ok(n) => {
                     held.add(n);
+                    stats.received(lane.dir, n as u64);
                     moved += n as u64;
                     left -= n as u64;
                 }

@@ -28,6 +28,9 @@ pub struct Stats {
     connections_open: AtomicU64,
     connections_total: AtomicU64,
     connections_refused: AtomicU64,
+    connections_over_limit: AtomicU64,
+    received_upstream: AtomicU64,
+    received_downstream: AtomicU64,
     bytes_buffered: AtomicU64,
     bytes_spliced: AtomicU64,
     cuts: [AtomicU64; 3],
@@ -46,8 +49,15 @@ pub struct StatsSnapshot {
     pub connections_open: u64,
     /// Connections accepted and served since start.
     pub connections_total: u64,
-    /// Connections closed at once (disabled, outage, upstream unreachable).
+    /// Connections closed at once (disabled, outage, upstream unreachable, over a limit).
     pub connections_refused: u64,
+    /// Of those, connections refused because the proxy served `max_connections` already or the
+    /// process ran out of file descriptors.
+    pub connections_over_limit: u64,
+    /// Bytes read from the client (before faults), Toxiproxy's `received` upstream.
+    pub received_upstream: u64,
+    /// Bytes read from the server (before faults), Toxiproxy's `received` downstream.
+    pub received_downstream: u64,
     /// Bytes held in user space now.
     pub bytes_buffered: u64,
     /// Bytes (both directions) relayed zero-copy with splice(2), a subset of the delivered ones.
@@ -90,6 +100,9 @@ impl Stats {
             connections_open: AtomicU64::new(0),
             connections_total: AtomicU64::new(0),
             connections_refused: AtomicU64::new(0),
+            connections_over_limit: AtomicU64::new(0),
+            received_upstream: AtomicU64::new(0),
+            received_downstream: AtomicU64::new(0),
             bytes_buffered: AtomicU64::new(0),
             bytes_spliced: AtomicU64::new(0),
             cuts: Default::default(),
@@ -121,6 +134,9 @@ impl Stats {
             connections_open: self.connections_open.load(Ordering::Relaxed),
             connections_total: self.connections_total.load(Ordering::Relaxed),
             connections_refused: self.connections_refused.load(Ordering::Relaxed),
+            connections_over_limit: self.connections_over_limit.load(Ordering::Relaxed),
+            received_upstream: self.received_upstream.load(Ordering::Relaxed),
+            received_downstream: self.received_downstream.load(Ordering::Relaxed),
             bytes_buffered: self.bytes_buffered.load(Ordering::Relaxed),
             bytes_spliced: self.bytes_spliced.load(Ordering::Relaxed),
             cuts: [CutAction::Reset, CutAction::Fin, CutAction::CleanEnd]
@@ -138,6 +154,15 @@ impl Stats {
             Direction::Downstream => &self.bytes_downstream,
         };
         c.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// Bytes read from the source of `dir`, before any fault (one add per chunk).
+    pub(crate) fn received(&self, dir: Direction, n: u64) {
+        let c = match dir {
+            Direction::Upstream => &self.received_upstream,
+            Direction::Downstream => &self.received_downstream,
+        };
+        c.fetch_add(n, Ordering::Relaxed);
     }
 
     pub(crate) fn spliced(&self, n: usize) {
@@ -163,6 +188,12 @@ impl Stats {
 
     pub(crate) fn refused(&self) {
         self.connections_refused.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A connection refused over a limit (also counted as refused); returns how many so far.
+    pub(crate) fn over_limit(&self) -> u64 {
+        self.refused();
+        self.connections_over_limit.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     pub(crate) fn cut(&self, action: CutAction) {

@@ -10,5 +10,6 @@ mod deploy_kubernetes;
 mod live;
 mod metrics;
 mod safety;
+mod server_start;
 mod toxics;
 mod toxiproxy_client;

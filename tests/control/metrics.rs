@@ -218,3 +218,57 @@ fn strict_parser_rejects_broken_expositions() {
     }
     assert!(parse("# HELP x a b c\n# TYPE x counter\nx{a=\"q\\\"\\n\"} 1\n").is_ok());
 }
+
+/// Toxiproxy's `-proxy-metrics` names and labels, its runtime metrics' process part, and the
+/// connection-limit counter, over the real runtime: bytes through a proxy with a toxic that
+/// drops some (received counts them, sent does not).
+#[tokio::test]
+async fn toxiproxy_proxy_and_process_metrics_are_served_beside_tearlines() {
+    within(async {
+        let live = crate::common::control::live::start_live().await;
+        let up = echo_server().await;
+        let listen = crate::common::control::live::create(live.addr, "db", up).await;
+        let limit = json!({"name": "cap", "type": "limit_data", "stream": "downstream",
+                           "attributes": {"bytes": 3}});
+        let r = call(live.addr, Method::POST, "/proxies/db/toxics", Some(limit)).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+        let mut c = tokio::net::TcpStream::connect(&listen)
+            .await
+            .expect("connect");
+        c.write_all(b"hello").await.expect("write");
+        let mut got = Vec::new();
+        let _ = c.read_to_end(&mut got).await;
+        assert_eq!(got, b"hel", "limit_data let 3 bytes through");
+        let families = parse(&scrape(live.addr).await).expect("strict exposition");
+        let upstream = up.to_string();
+        let labels = |dir| {
+            [
+                ("direction", dir),
+                ("listener", listen.as_str()),
+                ("proxy", "db"),
+                ("upstream", upstream.as_str()),
+            ]
+        };
+        let rx = "toxiproxy_proxy_received_bytes_total";
+        let tx = "toxiproxy_proxy_sent_bytes_total";
+        assert_eq!(get(&families, rx, &labels("upstream")), Some(5.0));
+        assert_eq!(get(&families, tx, &labels("upstream")), Some(5.0));
+        assert_eq!(get(&families, tx, &labels("downstream")), Some(3.0));
+        let echoed = get(&families, rx, &labels("downstream")).unwrap_or(0.0);
+        assert!(
+            echoed >= 3.0,
+            "received downstream counts bytes before the toxic: {echoed}"
+        );
+        let over = "tearline_proxy_connections_over_limit_total";
+        assert_eq!(get(&families, over, &[("proxy", "db")]), Some(0.0));
+        for name in [
+            "process_open_fds",
+            "process_resident_memory_bytes",
+            "process_cpu_seconds_total",
+        ] {
+            assert!(get(&families, name, &[]).is_some_and(|v| v > 0.0), "{name}");
+        }
+        live.shutdown.cancel();
+    })
+    .await;
+}

@@ -293,3 +293,66 @@ async fn invalid_stream_type_toxicity_field_and_attribute_are_400_naming_the_pro
     })
     .await;
 }
+
+/// toxiproxy-cli's session, call for call: create, toxic add of every Toxiproxy type with no
+/// attributes (each reads back with Toxiproxy's own defaults: its toxics' Go struct fields, all
+/// zero), inspect, toggle off and on.
+#[tokio::test]
+async fn toxiproxy_cli_session_gets_toxiproxys_answers_for_every_toxic_type() {
+    within(async {
+        let api = start_api(|_| {}).await;
+        proxy_with_echo(&api, "redis").await;
+        let defaults = [
+            ("latency", json!({"latency": 0, "jitter": 0})),
+            ("bandwidth", json!({"rate": 0})),
+            ("slow_close", json!({"delay": 0})),
+            ("timeout", json!({"timeout": 0})),
+            ("reset_peer", json!({"timeout": 0})),
+            (
+                "slicer",
+                json!({"average_size": 0, "size_variation": 0, "delay": 0}),
+            ),
+            ("limit_data", json!({"bytes": 0})),
+            ("noop", json!({})),
+        ];
+        for (kind, attributes) in &defaults {
+            // toxiproxy-cli toxic add -t TYPE -u (it sends an empty attribute object).
+            let body = json!({"type": kind, "stream": "upstream", "toxicity": 1.0,
+                              "attributes": {}});
+            let r = call(api.addr, Method::POST, "/proxies/redis/toxics", Some(body)).await;
+            assert_eq!(r.status, StatusCode::OK, "{kind}: {}", r.text());
+            assert_eq!(
+                r.json(),
+                json!({"attributes": attributes, "name": format!("{kind}_upstream"),
+                       "type": kind, "stream": "upstream", "toxicity": 1.0}),
+                "{kind}"
+            );
+        }
+        // toxiproxy-cli inspect: the proxy with its toxics in insertion order.
+        let inspect = call(api.addr, Method::GET, "/proxies/redis", None).await;
+        assert_eq!(inspect.status, StatusCode::OK);
+        let doc = inspect.json();
+        assert_eq!(doc["name"], json!("redis"));
+        assert_eq!(doc["enabled"], json!(true));
+        let types: Vec<&str> = doc["toxics"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|t| t["type"].as_str()).collect())
+            .unwrap_or_default();
+        let want: Vec<&str> = defaults.iter().map(|(k, _)| *k).collect();
+        assert_eq!(types, want);
+        // toxiproxy-cli toggle: POST the proxy with the opposite `enabled`, twice.
+        for enabled in [false, true] {
+            let r = call(
+                api.addr,
+                Method::POST,
+                "/proxies/redis",
+                Some(json!({"enabled": enabled})),
+            )
+            .await;
+            assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+            assert_eq!(r.json()["enabled"], json!(enabled));
+            assert_eq!(r.json()["toxics"].as_array().map(Vec::len), Some(8));
+        }
+    })
+    .await;
+}

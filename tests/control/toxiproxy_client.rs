@@ -192,3 +192,71 @@ async fn profile_proxy_with_enabled_false_is_reported_down_and_enabling_keeps_it
     .await
     .expect("test timed out");
 }
+
+const NODE_CLIENT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/peers/js/toxiproxy_client.mjs"
+);
+
+/// The published npm client (`toxiproxy-node-client`, pinned) runs version, create, list,
+/// toxic add/update/get/remove, populate, reset and delete against the real runtime.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn toxiproxy_node_client_runs_its_whole_flow() {
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let live = start_live().await;
+        let upstream = echo_server().await;
+        let out = tokio::process::Command::from(common::peers::node())
+            .arg(NODE_CLIENT)
+            .arg(live.addr.to_string())
+            .arg(upstream.to_string())
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output()
+            .await
+            .unwrap_or_else(|e| panic!("cannot run node ({e}); install Node.js 20+"));
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{text}{err}");
+        let steps: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect();
+        let step = |name: &str| {
+            steps
+                .iter()
+                .find(|s| s["step"] == name)
+                .cloned()
+                .unwrap_or_else(|| panic!("no step {name} in {text}"))
+        };
+        use serde_json::json;
+        let version = step("version")["version"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert_eq!(
+            version,
+            format!("{{\"version\": \"{}\"}}\n", env!("CARGO_PKG_VERSION"))
+        );
+        assert_eq!(step("create")["enabled"], json!(true));
+        assert_eq!(step("list")["names"], json!(["node"]));
+        assert_eq!(
+            step("add")["attributes"],
+            json!({"latency": 50, "jitter": 0})
+        );
+        assert_eq!(
+            step("update")["attributes"],
+            json!({"latency": 75, "jitter": 0})
+        );
+        assert_eq!(step("update")["toxicity"], json!(0.5));
+        assert_eq!(
+            step("get")["attributes"],
+            json!({"latency": 75, "jitter": 0})
+        );
+        assert_eq!(step("remove")["gone"], json!(true));
+        assert_eq!(step("populate")["names"], json!(["pop"]));
+        assert_eq!(step("delete")["names"], json!(["pop"]));
+        live.shutdown.cancel();
+    })
+    .await
+    .expect("test timed out");
+}

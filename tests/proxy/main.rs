@@ -7,6 +7,7 @@ mod common;
 mod backlog;
 mod budget;
 mod cli;
+mod limit;
 mod plan;
 mod read_buffers;
 mod relay;

@@ -279,26 +279,6 @@ async fn run_bound_serves_several_named_proxies_until_shutdown() {
 }
 
 #[tokio::test]
-async fn connection_limit_makes_extra_clients_wait_for_a_slot() {
-    timeout(Duration::from_secs(10), async {
-        let p = start_proxy(echo_server().await, |c| c.max_connections = 2).await;
-        let mut first = open_echo(&p).await;
-        let _second = open_echo(&p).await;
-        let mut third = TcpStream::connect(p.addr).await.unwrap();
-        third.write_all(b"3").await.unwrap();
-        let mut one = [0u8; 1];
-        let early = timeout(Duration::from_millis(200), third.read_exact(&mut one)).await;
-        assert!(early.is_err(), "third connection served beyond the limit");
-        first.shutdown().await.unwrap();
-        let _ = read_until_end(&mut first).await;
-        third.read_exact(&mut one).await.unwrap();
-        assert_eq!(&one, b"3");
-    })
-    .await
-    .unwrap();
-}
-
-#[tokio::test]
 async fn scheduled_outage_window_refuses_then_serves_again() {
     use tearline::fault::outage::OutageSchedule;
     use tearline::vocab::OutageMode as Mode;

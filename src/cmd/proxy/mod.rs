@@ -81,9 +81,12 @@ pub struct Args {
     /// Upstream connect timeout.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
     pub connect_timeout: Duration,
-    /// Connections served at once.
-    #[arg(long, value_name = "N", default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_connections: u32,
+    /// Connections served at once per proxy; one more is reset at once, counted in
+    /// tearline_proxy_connections_over_limit_total and logged (the first). Default: what the
+    /// open-file limit allows ((ulimit -n - 256) / 2; the soft limit is raised to the hard one
+    /// at start, as toxiproxy-server's Go runtime does).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: Option<u32>,
     /// How long open connections may finish after SIGINT/SIGTERM.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
     pub drain_timeout: Duration,
@@ -121,9 +124,17 @@ pub struct Args {
     #[arg(long)]
     pub api_insecure_no_token: bool,
     /// A `Host` name the control API accepts besides localhost, loopback addresses and the
-    /// address it was reached on (repeatable; others are refused as DNS rebinding).
+    /// address it was reached on (repeatable; others are refused as DNS rebinding); `*` accepts
+    /// any, as toxiproxy-server does (the `toxiproxy-server` start uses it with a non-loopback
+    /// -host, e.g. in a container).
     #[arg(long, value_name = "NAME")]
     pub api_allow_host: Vec<String>,
+    /// Create proxies from a Toxiproxy JSON file at start (the body of `POST /populate`, as
+    /// `toxiproxy-server -config FILE`): `[{"name": …, "listen": …, "upstream": …,
+    /// "enabled": …}]`. As Toxiproxy, a file that cannot be read or applied is logged and the
+    /// server keeps running with the proxies it could create.
+    #[arg(long, value_name = "FILE", requires = "api")]
+    pub populate: Option<std::path::PathBuf>,
     /// Always copy through user space, even where nothing needs the bytes (by default a
     /// direction with an opaque stream and no byte-editing fault is relayed with splice(2)).
     #[arg(long)]
@@ -240,7 +251,11 @@ impl Args {
             buffer_size: self.buffer_size,
             read_budget: self.read_budget,
             connect_timeout: self.connect_timeout,
-            max_connections: self.max_connections as usize,
+            max_connections: self
+                .max_connections
+                .map_or_else(crate::proxy::fd_limit::default_max_connections, |n| {
+                    n as usize
+                }),
             drain_timeout: self.drain_timeout,
             max_inflight_bytes: self.max_inflight,
             max_buffered_bytes: self.max_buffered as u64,
@@ -255,6 +270,8 @@ impl Args {
 /// Runs `tearline proxy` until SIGINT or SIGTERM, then drains.
 pub async fn run(args: Args) -> Result<ExitCode, CliError> {
     check_api_exposure(&args)?;
+    let files = crate::proxy::fd_limit::raise_to_hard();
+    tracing::debug!(open_file_limit = ?files, "open-file limit");
     let profile = match &args.profile {
         Some(path) => Some(crate::profile::load(path)?),
         None => None,
@@ -304,6 +321,7 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
         api: args.api.0,
         api_token: args.api_token.clone(),
         api_allow_hosts: args.api_allow_host.clone(),
+        populate: args.populate.clone(),
         cuts_log: args.cuts_log.clone(),
         findings_log: args.findings_log.clone(),
     })
@@ -331,9 +349,28 @@ fn check_api_exposure(args: &Args) -> Result<(), CliError> {
     Ok(())
 }
 
-fn parse_addr(s: &str) -> Result<SocketAddr, String> {
-    s.parse()
-        .map_err(|_| format!("'{s}' is not an ip:port address (example: 127.0.0.1:7000)"))
+/// An `ip:port` or `host:port` address; a host name resolves as Go resolves one to listen on
+/// (its first IPv4 address, else its first): `localhost:8474` is `127.0.0.1:8474`.
+pub fn parse_addr(s: &str) -> Result<SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    if let Ok(a) = s.parse() {
+        return Ok(a);
+    }
+    let bad = |why: String| {
+        format!(
+            "'{s}' is not a host:port address ({why}; example: localhost:7000 or 127.0.0.1:7000)"
+        )
+    };
+    let found: Vec<SocketAddr> = s
+        .to_socket_addrs()
+        .map_err(|e| bad(e.to_string()))?
+        .collect();
+    found
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(found.first())
+        .copied()
+        .ok_or_else(|| bad("it resolves to no address".to_owned()))
 }
 
 fn parse_upstream(s: &str) -> Result<String, String> {

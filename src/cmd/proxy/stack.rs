@@ -59,6 +59,8 @@ pub struct Stack {
     pub api_token: Option<String>,
     /// Extra `Host` names the control API accepts (`--api-allow-host`).
     pub api_allow_hosts: Vec<String>,
+    /// A Toxiproxy JSON file of proxies to create at start (`--populate`).
+    pub populate: Option<std::path::PathBuf>,
     /// JSONL file of cut records.
     pub cuts_log: Option<PathBuf>,
     /// JSONL file of audit findings.
@@ -197,9 +199,12 @@ pub async fn serve(stack: Stack) -> Result<(), CliError> {
                 config.findings = Some(Arc::new(AuditFindings(auditor.clone())));
             }
             let state = ApiState::new(config);
-            let empty = built.is_empty();
+            let empty = built.is_empty() && stack.populate.is_none();
             for b in built {
                 adopt(&state, &hub, b).await?;
+            }
+            if let Some(file) = &stack.populate {
+                populate_from(&state, file).await;
             }
             println!("tearline proxy: control API on http://{api_bound}");
             if empty {
@@ -259,6 +264,41 @@ fn spawn_summary_on_usr1(auditor: Arc<Auditor>, shutdown: CancellationToken) {
     #[cfg(not(unix))]
     {
         let _ = (auditor, shutdown);
+    }
+}
+
+/// Creates the proxies of a Toxiproxy JSON file (`toxiproxy-server -config`): like Toxiproxy,
+/// a failure is logged and the server keeps the proxies it could create.
+async fn populate_from(state: &ApiState, file: &std::path::Path) {
+    let text = match std::fs::read(file) {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::error!(config = %file.display(), error = %e, "error reading config file");
+            return;
+        }
+    };
+    let inputs: Vec<crate::control::model::ProxyInput> = match serde_json::from_slice(&text) {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::error!(
+                config = %file.display(),
+                error = %e,
+                "failed to populate proxies from file: not a JSON array of proxies \
+                 ([{{\"name\": …, \"listen\": …, \"upstream\": …}}])"
+            );
+            return;
+        }
+    };
+    match state.populate(inputs).await {
+        (done, None) => {
+            tracing::info!(proxies = done, config = %file.display(), "populated proxies from file");
+        }
+        (done, Some(e)) => tracing::error!(
+            config = %file.display(),
+            created = done,
+            error = %e,
+            "failed to populate proxies from file"
+        ),
     }
 }
 

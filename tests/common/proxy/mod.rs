@@ -43,7 +43,8 @@ pub async fn start_proxy(upstream: SocketAddr, edit: impl FnOnce(&mut ProxyConfi
 /// An echo server: each connection copies what it reads back, then shuts down its write side
 /// after EOF.
 pub async fn echo_server() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    // The proxy's deep backlog: a burst of thousands of connections is queued, not dropped.
+    let listener = proxy::listen("127.0.0.1:0".parse().unwrap()).unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         while let Ok((mut s, _)) = listener.accept().await {
