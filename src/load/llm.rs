@@ -227,7 +227,7 @@ async fn user(
 
 /// One logical request under the policy.
 async fn one_call(cfg: &LlmLoadConfig, call: u64, intended: Instant, u: &mut User) -> CallRecord {
-    let key = format!("tl-llm-{:016x}-{call:x}", cfg.seed);
+    let key = format!("tl-llm-{:016x}-{call}", cfg.seed);
     let body = request_body(cfg.api, &cfg.model, cfg.max_tokens, cfg.tools, call);
     let ask = Ask {
         target: &cfg.target,

@@ -153,16 +153,24 @@ pub fn story(phases: &[PhaseOutcome]) -> Vec<String> {
     let mut out = Vec::new();
     for phase in phases {
         let Some(x) = &phase.llm else { continue };
+        // The telling example: of the matching requests, the one whose cut first attempt had
+        // the most text (a cut inside the first token leaves none to show).
+        let first_deltas = |r: &&CallRecord| r.attempts.first().map_or(0, |a| a.deltas);
         let pick = match phase.policy {
             Policy::Naive => x
                 .records
                 .iter()
-                .find(|r| r.outcome == Outcome::AcceptedPartial),
-            Policy::Strict => x.records.iter().find(|r| {
-                r.outcome == Outcome::Complete
-                    && r.attempts.len() > 1
-                    && r.attempts[0].end == AttemptEnd::CleanEnd
-            }),
+                .filter(|r| r.outcome == Outcome::AcceptedPartial)
+                .max_by_key(first_deltas),
+            Policy::Strict => x
+                .records
+                .iter()
+                .filter(|r| {
+                    r.outcome == Outcome::Complete
+                        && r.attempts.len() > 1
+                        && r.attempts[0].end == AttemptEnd::CleanEnd
+                })
+                .max_by_key(first_deltas),
         };
         if let Some(r) = pick {
             match phase.policy {
