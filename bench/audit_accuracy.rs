@@ -1,18 +1,27 @@
-//! Accuracy of the audit against ground truth, at scale: every cell of the accuracy matrix
-//! (server bugs, evictions, the stale-cursor client, the EventSource-like client × id styles ×
-//! LF/CRLF × reset/fin/clean-end) × seeds, once without a profile and once with each shipped
-//! profile's faults added (profiles/*.toml), then the per-kind confusion table (TP/FP/FN,
-//! precision, recall) of all runs and of each profile.
+//! Accuracy of the audit against ground truth, at scale, in both eras:
+//! - legacy (2025-11-25): every cell of the accuracy matrix (server bugs, evictions, the
+//!   stale-cursor client, the EventSource-like client × id styles × LF/CRLF ×
+//!   reset/fin/clean-end) × seeds, once without a profile and once with each shipped profile's
+//!   faults added (profiles/*.toml);
+//! - 2026-07-28: every cell of the modern matrix (the real TypeScript and Python SDK clients
+//!   driven by app scripts — identical calls, distinct calls, unmarked and marked app retries,
+//!   giving up — and tearline's strict, naive and retry clients × `progress`/`append` × a cut in
+//!   a progress event, in the result event, in a JSON body) × seeds;
 //!
-//! Run: `cargo bench --bench audit_accuracy` (env: SEEDS=4 seeds per cell and profile,
-//! CONCURRENCY=16 runs at a time, FILTER=<substring of a cell label>, PROFILES=0 to skip the
-//! profiles or PROFILES=a,b for only those, ACCURACY_DUMP=<label substring> to print matching
-//! runs' findings and truth). 132 cells × 4 seeds × (1 + every profile) runs by default.
+//! then the per-kind confusion table (TP/FP/FN, precision, recall) per profile, per era and of
+//! all runs.
+//!
+//! Run: `cargo bench --bench audit_accuracy` (env: ERA=legacy|2026|both (default both),
+//! SEEDS=4 seeds per cell and profile, CONCURRENCY=16 runs at a time (2026 runs start node and
+//! python processes: CONCURRENCY_2026, default 6), FILTER=<substring of a cell label>,
+//! PROFILES=0 to skip the profiles or PROFILES=a,b for only those, ACCURACY_DUMP=<label
+//! substring> to print matching runs' findings and truth). Legacy: 132 cells × 4 seeds × (1 +
+//! every profile) runs; 2026: 96 cells × 4 seeds.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use tearline::accuracy::{self, Table};
+use tearline::accuracy::{self, RunResult, Table};
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -21,14 +30,28 @@ fn env_u64(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-fn main() {
-    let seeds: Vec<u64> = (1..=env_u64("SEEDS", 4)).map(|s| 1000 + s).collect();
-    let concurrency = env_u64("CONCURRENCY", 16) as usize;
-    let filter = std::env::var("FILTER").unwrap_or_default();
+fn print_table(name: &str, results: &[RunResult], secs: f64) {
+    let table = Table::of(results);
+    println!(
+        "== {name}: {} runs in {secs:.1} s\n{}",
+        results.len(),
+        table.render()
+    );
+}
+
+fn legacy(
+    rt: &tokio::runtime::Runtime,
+    seeds: &[u64],
+    filter: &str,
+    concurrency: usize,
+) -> Vec<RunResult> {
     let cells: Vec<_> = accuracy::matrix()
         .into_iter()
-        .filter(|c| c.label().contains(&filter))
+        .filter(|c| c.label().contains(filter))
         .collect();
+    if cells.is_empty() {
+        return Vec::new();
+    }
     let mut profiles = vec![None];
     let wanted = std::env::var("PROFILES").unwrap_or_default();
     let wanted: Vec<&str> = wanted.split(',').filter(|w| !w.is_empty()).collect();
@@ -52,35 +75,70 @@ fn main() {
             }
         }
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
-    let started = Instant::now();
     let mut all = Vec::new();
     for profile in profiles {
         let name = profile
             .as_ref()
             .map_or("(none)".to_owned(), |p| p.0.clone());
         let t0 = Instant::now();
-        let results = rt.block_on(accuracy::run_all(&cells, &seeds, profile, concurrency));
-        let table = Table::of(&results);
-        println!(
-            "== profile {name}: {} cells × {} seeds in {:.1} s\n{}",
-            cells.len(),
-            seeds.len(),
+        let results = rt.block_on(accuracy::run_all(&cells, seeds, profile, concurrency));
+        print_table(
+            &format!(
+                "legacy, profile {name} ({} cells × {} seeds)",
+                cells.len(),
+                seeds.len()
+            ),
+            &results,
             t0.elapsed().as_secs_f64(),
-            table.render()
         );
         all.extend(results);
     }
-    let table = Table::of(&all);
-    println!(
-        "== all profiles: {} runs in {:.1} s\n{}",
-        all.len(),
-        started.elapsed().as_secs_f64(),
-        table.render()
+    all
+}
+
+fn modern(
+    rt: &tokio::runtime::Runtime,
+    seeds: &[u64],
+    filter: &str,
+    concurrency: usize,
+) -> Vec<RunResult> {
+    let cells: Vec<_> = accuracy::modern::matrix()
+        .into_iter()
+        .filter(|c| c.label().contains(filter))
+        .collect();
+    if cells.is_empty() {
+        return Vec::new();
+    }
+    let t0 = Instant::now();
+    let results = rt.block_on(accuracy::modern::run_all(&cells, seeds, concurrency));
+    print_table(
+        &format!("2026-07-28 ({} cells × {} seeds)", cells.len(), seeds.len()),
+        &results,
+        t0.elapsed().as_secs_f64(),
     );
+    results
+}
+
+fn main() {
+    let seeds: Vec<u64> = (1..=env_u64("SEEDS", 4)).map(|s| 1000 + s).collect();
+    let concurrency = env_u64("CONCURRENCY", 16) as usize;
+    let concurrency_2026 = env_u64("CONCURRENCY_2026", 6) as usize;
+    let filter = std::env::var("FILTER").unwrap_or_default();
+    let era = std::env::var("ERA").unwrap_or_else(|_| "both".to_owned());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let started = Instant::now();
+    let mut all = Vec::new();
+    if era == "legacy" || era == "both" {
+        all.extend(legacy(&rt, &seeds, &filter, concurrency));
+    }
+    if era == "2026" || era == "both" {
+        all.extend(modern(&rt, &seeds, &filter, concurrency_2026));
+    }
+    print_table("all runs", &all, started.elapsed().as_secs_f64());
+    let table = Table::of(&all);
     let failing = table.failing();
     println!(
         "kinds below precision = recall = 1.0: {}",

@@ -19,7 +19,11 @@
 //! - `explicit-loss`: a resume answered 410, or an `event: error` dispatched.
 //! - `fresh-stream`: a resume the lab answered as a fresh stream.
 //! - `cursor-ahead` / `cursor-behind`: a resume whose cursor names an id the client never fully
-//!   got / an event older than the newest one it fully got (dispatched, or committed: priming).
+//!   got / an event older than the newest one it fully got (dispatched, or committed: priming) —
+//!   except in the unread window of a reset: after a leg ended by a connection reset, a cursor
+//!   that is that leg's own cursor or an id it dispatched is not behind (the client's kernel
+//!   may have discarded what the proxy wrote after it); the replay is then judged from that
+//!   cursor (what the reset leg delivered after it is owed again, not a duplicate).
 //! - `replay-reorder`: an event dispatched for the first time after a later event of the
 //!   same stream.
 //! - `replay-duplicate`: an event dispatched again within one leg, or at/before the leg's
@@ -38,9 +42,11 @@
 //! - `pending-call`: a call without any response dispatched whose last leg ended cleanly (the
 //!   body's end, or the client stopping at a discontinuity) with no response handed to it, and
 //!   the client sent nothing afterwards (no resume, no re-issue).
-//! - `reissued`: the client sent a new POST after a call's request that never had a response
-//!   dispatched (the re-issue of a lost call; a call re-sent after a response arrived, e.g.
-//!   to retry an invalid result, is not one).
+//! - `reissued`: a call that never had a response dispatched (a lost call) is re-sent, and a
+//!   later POST of the client proves it: it carries the call's non-empty `Idempotency-Key` (the
+//!   strict client sends one per logical call, the same on a re-issue in a renegotiated
+//!   session). A call re-sent after its response arrived (e.g. to retry an invalid result) is
+//!   not a re-issue; without the marker nothing on the wire proves a re-send.
 //! - Nothing else is ever expected (`cursor-missing`, `unknown`, `abandoned`).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -56,6 +62,9 @@ pub struct Truth {
     /// Every leg of every client, per client, in send order.
     pub clients: Vec<Vec<ClientLeg>>,
 }
+
+/// The client's stop when its connection was reset (an I/O error: ECONNRESET).
+const RESET_STOP: &str = "io";
 
 /// Stops that mean the client, not the connection, ended the leg.
 const CLIENT_STOPS: [&str; 7] = [
@@ -161,8 +170,16 @@ pub fn expected(t: &Truth) -> BTreeSet<String> {
         for (rid, _, idx) in &streams {
             let answered = stream_rules(t, legs, idx, *rid, last_leg, &mut out, &mut response_hits);
             let last = idx.last().copied().unwrap_or(0);
-            let reissued = legs[last + 1..].iter().any(|m| m.client.method == "POST");
-            if rid.is_some() && !answered && reissued {
+            let key = idx
+                .first()
+                .and_then(|&i| legs[i].client.idempotency_key.as_deref())
+                .filter(|k| !k.is_empty());
+            let proven = key.is_some_and(|k| {
+                legs[last + 1..].iter().any(|m| {
+                    m.client.method == "POST" && m.client.idempotency_key.as_deref() == Some(k)
+                })
+            });
+            if rid.is_some() && !answered && proven {
                 out.insert("reissued".to_owned());
             }
         }
@@ -214,6 +231,10 @@ fn stream_rules<'a>(
     let mut responses: HashSet<Key<'a>> = HashSet::new();
     let mut answered = false;
     let rid_text = rid.map(|r| r.to_string());
+    // After a leg ended by a reset: its own cursor and the ids it dispatched (a resume from
+    // any of them is judged from there, not as behind), and the events it delivered.
+    let mut rst_window: Option<HashSet<&'a str>> = None;
+    let mut rst_delivered: HashSet<Key<'a>> = HashSet::new();
     for &i in idx {
         let m = &legs[i];
         let c = m.client;
@@ -232,8 +253,23 @@ fn stream_rules<'a>(
             if let (Some(cs), Some(mg)) = (cursor_seq, max_got)
                 && cs < mg
             {
-                say("cursor-behind");
-                stale = true;
+                if rst_window.as_ref().is_some_and(|w| w.contains(cur)) {
+                    // The unread window of a reset: what the cut leg delivered after the
+                    // cursor may never have reached the client; it is owed again.
+                    seen.retain(|k| k.2 <= cs || (k.0, k.1) != home);
+                    for (k, n) in response_hits.iter_mut() {
+                        if k.2 > cs && (k.0, k.1) == home && *n > 0 && rst_delivered.contains(k) {
+                            *n -= 1;
+                        }
+                    }
+                    responses.retain(|k| !rst_delivered.contains(k));
+                    max_first = max_first.map(|m| m.min(cs));
+                    max_got = Some(cs);
+                    progress_seqs.retain(|&s| s <= cs);
+                } else {
+                    say("cursor-behind");
+                    stale = true;
+                }
             }
             match answer {
                 Some(Answer::Gone) => say("explicit-loss"),
@@ -352,6 +388,15 @@ fn stream_rules<'a>(
         {
             say("silent-empty");
         }
+        if c.stop == RESET_STOP {
+            let mut w: HashSet<&'a str> = c.dispatched.iter().map(|d| d.id.as_str()).collect();
+            w.extend(c.cursor.as_deref());
+            rst_window = Some(w);
+            rst_delivered = in_leg;
+        } else {
+            rst_window = None;
+            rst_delivered.clear();
+        }
     }
     if responses.len() > 1 {
         say("duplicate-response");
@@ -444,6 +489,7 @@ mod tests {
             dispatched,
             partial,
             stop: stop.into(),
+            ..ClientLeg::default()
         }
     }
 

@@ -1,7 +1,13 @@
-//! Measures the audit against ground truth: runs the lab (with scripted server bugs) behind the
-//! proxy with a scripted `sse_cut`, the load client (strict, stale-cursor, or EventSource-like)
-//! in front, and compares the auditor's finding kinds with the kinds the truth records require
-//! ([`expect`]), per kind, over many seeded runs ([`table`]).
+//! Measures the audit against ground truth, in two eras:
+//! - legacy (2025-11-25, resumable): the lab (with scripted server bugs) behind the proxy with
+//!   a scripted `sse_cut`, the load client (strict, stale-cursor, or EventSource-like) in front
+//!   ([`cell`], [`run`], [`expect`]);
+//! - 2026-07-28 (stateless): the lab behind the proxy with a scripted cut of one call, the real
+//!   SDK clients (app drivers in `tests/peers/`) and tearline's strict, naive and retry clients
+//!   in front ([`modern`]).
+//!
+//! Both compare the auditor's finding kinds with the kinds the truth records require, per kind,
+//! over many seeded runs ([`table`]).
 //!
 //! Why here, above `lab`, `load`, `proxy` and `audit`: composition lives in one place, and the
 //! test (`tests/audit/accuracy.rs`) and the bench (`bench/audit_accuracy.rs`) share it.
@@ -11,6 +17,8 @@
 
 pub mod cell;
 pub mod expect;
+pub mod modern;
+pub mod peers;
 pub mod run;
 pub mod table;
 

@@ -44,11 +44,14 @@ pub const PROGRESS_N: u64 = 12;
 /// Path of the lab's plain-SSE endpoint in EventSource runs.
 pub const PLAIN_PATH: &str = "/events";
 
-/// What one run produced.
+/// What one run produced (of either era).
 #[derive(Debug, Clone)]
 pub struct RunResult {
-    /// The cell.
-    pub cell: Cell,
+    /// The cell's label (`scenario/ids/eol/action`, or `2026/client/workload/tool/spot`).
+    pub label: String,
+    /// Whether the cell's server and client are both correct: only `torn-cut` and
+    /// `replay-exact` may be reported.
+    pub clean: bool,
     /// The seed.
     pub seed: u64,
     /// The profile's name, if one was added.
@@ -174,7 +177,8 @@ fn client(target: Target, n: u64, attempts: u32, truth: &Arc<ClientTruth>) -> Lo
 /// Runs `cell` once with `seed`, adding `profile`'s faults when given.
 pub async fn run(cell: Cell, seed: u64, profile: Option<(&str, &Profile)>) -> RunResult {
     let mut result = RunResult {
-        cell,
+        label: cell.label(),
+        clean: cell.scenario.is_clean(),
         seed,
         profile: profile.map(|p| p.0.to_owned()),
         expected: BTreeSet::new(),

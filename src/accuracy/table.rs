@@ -57,7 +57,7 @@ fn describe(r: &RunResult) -> String {
         |s: &std::collections::BTreeSet<String>| s.iter().cloned().collect::<Vec<_>>().join(",");
     format!(
         "{}{} seed {}: expected [{}] observed [{}]",
-        r.cell.label(),
+        r.label,
         r.profile
             .as_deref()
             .map(|p| format!(" +{p}"))
@@ -75,7 +75,7 @@ impl Table {
         for r in results {
             if let Some(e) = &r.harness_error {
                 t.harness_errors
-                    .push(format!("{} seed {}: {e}", r.cell.label(), r.seed));
+                    .push(format!("{} seed {}: {e}", r.label, r.seed));
                 continue;
             }
             t.runs += 1;

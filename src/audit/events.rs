@@ -305,6 +305,9 @@ impl Ledger {
                 empty,
             });
         };
+        if id == r.cursor && empty && r.nothing_yet() {
+            return Some(ReplayClass::Priming { id });
+        }
         if r.seen_on_leg(&id) {
             return Some(ReplayClass::Duplicate { id });
         }
@@ -333,11 +336,19 @@ impl Ledger {
                 ReplayClass::Reused { id }
             });
         }
+        // Without a session, equal ids on two streams are normal (broadcast, several tabs):
+        // only another stream's own event on a stream known to differ is evidence.
         let other_in_session = self
             .sessions
             .get(&stream.session)
             .and_then(|s| s.ids.get(&id))
-            .is_some_and(|owners| owners.iter().any(|k| *k != key));
+            .is_some_and(|owners| {
+                owners.iter().any(|k| {
+                    *k != key
+                        && (stream.session.is_some()
+                            || self.differing_twin(key, *k, &id, ev.data_hash, ev.data_len))
+                })
+            });
         let other_session = self.opaque.get(&id).is_some_and(|k| {
             *k != key
                 && self
@@ -427,13 +438,25 @@ impl Ledger {
             let Some(key) = self.legs.get(&(conn, *seq)).map(|l| l.stream) else {
                 continue;
             };
-            if Some(*seq) == body_seq && direction == Direction::Downstream {
+            let in_flight = Some(*seq) == body_seq && direction == Direction::Downstream;
+            if in_flight {
                 self.tear(now, key, action, &point);
                 self.arm_truncation(now, key, action, &point);
             }
+            // What a reset may keep from the client: the events delivered on this leg after
+            // its own cursor (the stream's start for a first leg).
+            let from = self
+                .legs
+                .get(&(conn, *seq))
+                .and_then(|l| l.resume.as_ref())
+                .and_then(|r| r.cursor_ordinal.or(r.snapshot));
+            self.lost.count_cut(key);
             if let Some(s) = self.streams.get_mut(&key) {
                 s.cut_at = Some(now);
                 s.awaiting_reconnect = true;
+                s.unread = (in_flight && action == CutAction::Reset)
+                    .then(|| s.last_ordinal().map(|through| (from, through)))
+                    .flatten();
             }
             self.end_leg(now, conn, *seq, true, false);
         }
@@ -527,6 +550,7 @@ impl Ledger {
             .unanswered()
             .any(|c| c.method == TOOLS_CALL && !c.reported);
         let mut signalled = leg.resume.as_ref().is_some_and(|r| r.explicit_reported);
+        let mut explicit = signalled;
         if let Some(r) = leg.resume.as_ref().filter(|_| !leg.blind) {
             let end = LegEnd {
                 cut,
@@ -537,6 +561,7 @@ impl Ledger {
             };
             for (kind, ids, detail) in r.verdict(end) {
                 signalled |= matches!(kind, FindingKind::SilentEmpty | FindingKind::ExplicitLoss);
+                explicit |= kind == FindingKind::ExplicitLoss;
                 let f = self.finding(kind, key, now).ids(ids).detail(detail);
                 if kind == FindingKind::SilentEmpty {
                     self.defer(key, f);
@@ -545,19 +570,31 @@ impl Ledger {
                 }
             }
         }
-        if clean && !cut && !signalled && !leg.blind && leg.status == Some(200) {
+        let pending = clean && !cut && !signalled && !leg.blind && leg.status == Some(200);
+        if pending {
             self.defer_pending(now, key);
         }
-        self.settle_reissues(now, key);
+        let last = self.streams.get(&key).is_some_and(|s| s.open_legs == 0);
+        // A cut leaves the calls waiting (`unanswered`); so does a resume of a cut stream that
+        // the server refused (`explicit-loss`) or whose connection closed without a clean end.
+        // A clean 200 end is `pending-call`'s or `silent-empty`'s.
+        let failed_resume = leg.resume.is_some() && (explicit || (!clean && !self.finishing));
+        if last && !leg.blind && (cut || failed_resume) {
+            self.arm_lost(now, key);
+        }
         self.modern_closed(now, key, clean);
         if cut {
             self.arm_watch(now, key);
+        }
+        if last {
+            self.stream_ended(now, key);
         }
     }
 
     fn defer(&mut self, key: StreamKey, f: Finding) {
         if let Some(s) = self.streams.get_mut(&key) {
             s.deferred.push(f);
+            self.lost.deferring(key);
         }
     }
 
@@ -598,6 +635,7 @@ impl Ledger {
             return;
         };
         let deferred = std::mem::take(&mut stream.deferred);
+        self.lost.settled(key);
         let mut out = Vec::new();
         for f in deferred {
             if f.kind == FindingKind::PendingCall {

@@ -37,6 +37,8 @@ pub struct RequestFacts {
     pub body: Option<Bytes>,
     /// The JSON-RPC id the wire reported at a cut, when the request itself was never seen.
     pub rpc_id_hint: Option<String>,
+    /// The `Idempotency-Key` header, if any.
+    pub idempotency_key: Option<String>,
 }
 
 impl Ledger {
@@ -104,6 +106,7 @@ impl Ledger {
                             answers: 0,
                             reported: false,
                             replaced: false,
+                            key: r.idempotency_key.clone(),
                         }),
                         _ => None,
                     })
@@ -117,6 +120,7 @@ impl Ledger {
                         answers: 0,
                         reported: false,
                         replaced: false,
+                        key: r.idempotency_key.clone(),
                     });
                 }
                 if calls.is_empty() && r.body.is_some() {
@@ -134,31 +138,33 @@ impl Ledger {
                 );
                 s.calls = calls;
                 let ids: Vec<String> = s.calls.iter().map(|c| c.id.clone()).collect();
-                let tools: Vec<(String, u64)> = s
-                    .calls
-                    .iter()
-                    .filter(|c| c.method == rpc::TOOLS_CALL)
-                    .map(|c| (c.id.clone(), c.params_hash))
-                    .collect();
-                for (id, params_hash) in &tools {
-                    let first_of_session = self
-                        .sessions
-                        .get(&r.session)
-                        .is_none_or(|s| s.tool_calls == 0);
-                    self.link_reissue(
+                let seen = r.body.is_some();
+                for c in s.calls.iter().filter(|_| seen) {
+                    let linked = self.link_reissue(
                         now,
                         Candidate {
                             session: &r.session,
-                            id,
-                            method: rpc::TOOLS_CALL,
-                            params_hash: *params_hash,
-                            first_of_session,
+                            id: &c.id,
+                            method: &c.method,
+                            params_hash: c.params_hash,
+                            key: r.idempotency_key.as_deref(),
                         },
                     );
-                    let session = self.session_mut(&r.session, now);
-                    session.tool_calls = session.tool_calls.saturating_add(1);
+                    if linked.is_none() {
+                        self.note_candidate(
+                            now,
+                            &r.session,
+                            (&c.id, &c.method, c.params_hash),
+                            (r.conn, r.seq),
+                        );
+                    }
                 }
                 let key = self.add_stream(s, now);
+                if let Some(k) = &r.idempotency_key {
+                    for id in &ids {
+                        self.resends.remember(k, key, id);
+                    }
+                }
                 if let Some(b) = &r.body {
                     self.modern_request(key, b);
                 }
@@ -181,6 +187,9 @@ impl Ledger {
         unmapped: bool,
     ) {
         if let Some(s) = self.streams.get_mut(&key) {
+            if s.open_legs == 0 && s.ended_at.is_some() {
+                self.ended.left();
+            }
             s.open_legs += 1;
             s.ended_at = None;
         }
@@ -259,10 +268,13 @@ impl Ledger {
                 .watches
                 .retain(|w| !(w.stream == key && matches!(w.kind, WatchKind::Resume { .. })));
         }
+        self.lost.pause(key);
         let Some(stream) = self.streams.get_mut(&key) else {
             return;
         };
         stream.deferred.clear();
+        self.lost.settled(key);
+        let unread = stream.unread.take();
         if stream.awaiting_reconnect {
             stream.awaiting_reconnect = false;
             if let Some(cut) = stream.cut_at {
@@ -309,7 +321,13 @@ impl Ledger {
             Some(e) => {
                 let after = stream.ids_between(Some(e.ordinal), snapshot);
                 let mut owed = stream.owed_between(e.ordinal, snapshot);
-                if !after.is_empty() {
+                // After a reset cut the client may never have read what the cut leg delivered
+                // (its kernel may discard unread bytes): a cursor inside that window is not
+                // behind; the replay is judged from it.
+                let unread_ok = unread.is_some_and(|(from, through)| {
+                    from.is_none_or(|f| e.ordinal >= f) && e.ordinal <= through
+                });
+                if !after.is_empty() && !unread_ok {
                     finding = Some(
                         self.finding(FindingKind::CursorBehind, key, now)
                             .ids(vec![cursor.clone(), last.clone().unwrap_or_default()])
@@ -329,7 +347,7 @@ impl Ledger {
                     owed.push(tid);
                 }
                 let mut r = Resume::new(cursor, Some(e.ordinal), snapshot, owed);
-                r.cursor_wrong = !after.is_empty();
+                r.cursor_wrong = !after.is_empty() && !unread_ok;
                 r
             }
         };
@@ -359,7 +377,22 @@ impl Ledger {
                 .collect();
             if kept.is_empty() { keys } else { kept }
         };
-        let holding = narrow(same_url, &|s| s.last_event_id.as_deref() == Some(cursor));
+        let exact = |s: &Stream| s.last_event_id.as_deref() == Some(cursor);
+        let holding = if same_url
+            .iter()
+            .any(|k| self.streams.get(k).is_some_and(exact))
+        {
+            narrow(same_url, &exact)
+        } else {
+            // A client cut by a reset may hold an earlier id of what the cut leg delivered.
+            narrow(same_url, &|s| {
+                s.unread.is_some_and(|(from, through)| {
+                    s.entry_of(cursor).is_some_and(|e| {
+                        from.is_none_or(|f| e.ordinal >= f) && e.ordinal <= through
+                    })
+                })
+            })
+        };
         let waiting = narrow(holding, &|s| s.awaiting_reconnect);
         match waiting.as_slice() {
             [k] => Some(*k),
@@ -369,11 +402,28 @@ impl Ledger {
                     .iter()
                     .filter_map(|k| self.streams.get(k).and_then(|s| s.cut_at).map(|t| (t, *k)))
                     .max()?;
-                let ties = many
+                let ties: Vec<StreamKey> = many
                     .iter()
+                    .copied()
                     .filter(|k| self.streams.get(k).and_then(|s| s.cut_at) == Some(latest.0))
-                    .count();
-                (ties == 1).then_some(latest.1)
+                    .collect();
+                if let [one] = ties.as_slice() {
+                    return Some(*one);
+                }
+                // Session-less twins (a broadcast feed: the same ids and data on every stream)
+                // are interchangeable for the judgement: take the first.
+                let hash = |k: &StreamKey| {
+                    self.streams
+                        .get(k)
+                        .filter(|s| s.session.is_none())
+                        .and_then(|s| s.entry_of(cursor))
+                        .map(|e| e.hash)
+                };
+                let first = hash(ties.first()?)?;
+                ties.iter()
+                    .all(|k| hash(k) == Some(first))
+                    .then(|| ties.iter().copied().min())
+                    .flatten()
             }
         }
     }
@@ -399,17 +449,25 @@ impl Ledger {
         for m in messages {
             let RpcMessage::Response {
                 id,
-                error,
                 protocol_version,
+                ..
             } = m
             else {
                 continue;
             };
-            let owner = self
-                .sessions
-                .get(&session)
-                .and_then(|s| s.calls.get(&id))
-                .copied();
+            // The stream's own call first: session-less clients reuse ids across streams.
+            let own = self
+                .streams
+                .get(&key)
+                .is_some_and(|s| s.calls.iter().any(|c| c.id == id));
+            let owner = if own {
+                Some(key)
+            } else {
+                self.sessions
+                    .get(&session)
+                    .and_then(|s| s.calls.get(&id))
+                    .copied()
+            };
             let Some(owner) = owner else { continue };
             let Some(stream) = self.streams.get_mut(&owner) else {
                 continue;
@@ -439,9 +497,7 @@ impl Ledger {
                     s.version = Some(v);
                 }
             }
-            if error {
-                self.drop_reissue_call(&session, &id);
-            }
+            self.lost.resolved(owner, &id);
         }
     }
 

@@ -44,17 +44,20 @@ pub enum FindingKind {
     PendingCall,
     /// A second response for one JSON-RPC request id.
     DuplicateResponse,
-    /// A call cut (or ended) without its response was sent again: MCP 2026-07-28 with a new
-    /// id, or after renegotiating a session (same tool and arguments, the first call of the
-    /// new session), or with the same id in the same session. The finding names both calls and
-    /// sessions; the replaced call is never `pending-call`.
+    /// A later request is a *proven* re-send of an unanswered call (see `audit::reissue` for
+    /// exactly what proves it: the same `Idempotency-Key`, or the same JSON-RPC id, method and
+    /// params from the same client). `proof` names the evidence; the replaced call is never
+    /// `pending-call` or `abandoned`. An identical later call without proof is not a re-send.
     Reissued,
-    /// MCP 2026-07-28: after a cut, the client neither re-issued nor cancelled the call in time.
+    /// A call the proxy cut that got no answer, no resume still open and no proven re-send,
+    /// `abandon_after` after its last cut or at the end of the run (both MCP eras): lost.
+    /// `waited_ms` says how long it waited; `candidates` names later identical calls that the
+    /// wire cannot tell from a re-send.
     Abandoned,
     /// MCP 2026-07-28: a call whose first execution had visibly started (progress or result
-    /// bytes delivered before the cut) was re-issued although its tool is not declared
-    /// idempotent or read-only in the `tools/list` annotations seen: a likely double side
-    /// effect (see `audit::stateless`).
+    /// bytes delivered before the cut) was re-sent (proven, see `Reissued`) although its tool
+    /// is not declared idempotent or read-only in the `tools/list` annotations seen: a likely
+    /// double side effect (see `audit::stateless`).
     Reexecuted,
     /// MCP 2026-07-28: the server sent a message for a request (its response, or progress for
     /// its token) after that request's response stream was closed, which cancels it.
@@ -208,6 +211,7 @@ impl FindingKind {
             FindingKind::ReplayGap
             | FindingKind::SilentEmpty
             | FindingKind::PendingCall
+            | FindingKind::Abandoned
             | FindingKind::LlmTruncated
             | FindingKind::LlmUnanswered => FindingClass::Loss,
             FindingKind::ReplayDuplicate
@@ -217,7 +221,6 @@ impl FindingKind {
             FindingKind::CursorAhead
             | FindingKind::CursorBehind
             | FindingKind::CursorMissing
-            | FindingKind::Abandoned
             | FindingKind::TruncationAccepted
             | FindingKind::LlmHung => FindingClass::ClientBug,
             FindingKind::FreshStream | FindingKind::CrossStream | FindingKind::SentAfterCancel => {
@@ -293,8 +296,34 @@ pub struct Finding {
     /// `close-notify`), for cut-related findings on a TLS client side.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls_end: Option<String>,
+    /// `abandoned`: milliseconds the call waited after its last cut for an answer, a resume or
+    /// a proven re-send before it was judged lost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waited_ms: Option<u64>,
+    /// `abandoned`: later calls with the same method and params that carry no proof of being a
+    /// re-send (the wire cannot tell them from the application's next identical call).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub candidates: Vec<CandidateCall>,
+    /// `reissued` / `reexecuted`: what proves the re-send, `idempotency-key` or `same-id`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proof: Option<String>,
     /// Human-readable evidence: what was expected and what was seen.
     pub detail: String,
+}
+
+/// A later call named as a possible, unproven re-send of a lost one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CandidateCall {
+    /// Its JSON-RPC id (JSON text).
+    pub id: String,
+    /// Its `Mcp-Session-Id`, if any.
+    pub session: Option<String>,
+    /// Connection and request sequence number of its POST.
+    pub conn: u64,
+    /// Request order on that connection.
+    pub seq: u64,
+    /// When the proxy saw it (milliseconds since the auditor was created).
+    pub at_ms: u64,
 }
 
 impl Finding {
@@ -312,6 +341,9 @@ impl Finding {
             torn_bytes: None,
             data_line: None,
             tls_end: None,
+            waited_ms: None,
+            candidates: Vec::new(),
+            proof: None,
             detail: String::new(),
         }
     }

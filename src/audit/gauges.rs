@@ -43,6 +43,9 @@ impl Ledger {
         shrink(&mut self.opaque);
         self.shared_ids.shrink();
         self.modern.shrink();
+        self.lost.shrink();
+        self.resends.shrink();
+        self.ended.shrink();
         for s in self.sessions.values_mut() {
             shrink(&mut s.ids);
             shrink(&mut s.calls);
@@ -77,6 +80,9 @@ impl Ledger {
             ("modern_calls", n(modern_calls)),
             ("cancelled_calls", n(cancelled)),
             ("tool_hints", n(hints)),
+            ("lost_calls", n(self.lost.len())),
+            ("idempotency_keys", n(self.resends.len())),
+            ("ended_streams", n(self.ended.live())),
             ("loss_keys", n(self.loss.remembered())),
             ("findings", n(self.findings.len())),
         ]

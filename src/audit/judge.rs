@@ -11,7 +11,13 @@
 //!   server's id counter restarted);
 //! - cross: its id belongs to another stream of the session, or (for ids that look globally
 //!   unique: 16+ characters, not a counter — see `ledger::is_globally_unique`) to a stream of
-//!   another session;
+//!   another session. Without a session (plain EventSource, MCP 2026-07-28) the id alone is no
+//!   evidence: broadcast feeds, several tabs and a favicon answered with the feed carry the same
+//!   ids and data on every stream. There an event is cross only if another session-less stream
+//!   delivered it with the same data *and* the two streams are known to differ (under some id
+//!   both delivered, their data differed; see `leak`);
+//! - priming: the leg's first event carries the cursor's own id and empty data (a server that
+//!   starts each resume with a priming event repeating the cursor): ignored by every rule below;
 //! - unseen: an id (or no id) the stream never delivered; `resent` if its non-empty data hash
 //!   equals an event the stream already delivered, `empty` if its data is empty.
 //!
@@ -66,6 +72,9 @@ pub enum ReplayClass {
     Reused { id: String },
     /// An id of another stream or session.
     Cross { id: String },
+    /// The leg's first event repeats the cursor's id with empty data: the server's priming
+    /// event (a cursor for the client), not a restart and not a replayed event.
+    Priming { id: String },
     /// An id (or none) this stream never delivered.
     Unseen {
         id: Option<String>,
@@ -148,6 +157,11 @@ impl Resume {
         self.owed_rank.get(id).copied()
     }
 
+    /// True if and only if nothing was classified on the leg yet.
+    pub fn nothing_yet(&self) -> bool {
+        self.classes.is_empty()
+    }
+
     /// True if and only if `id` already came on this leg.
     pub fn seen_on_leg(&self, id: &str) -> bool {
         self.leg_ids.contains(id)
@@ -167,6 +181,7 @@ impl Resume {
             | ReplayClass::Reused { id }
             | ReplayClass::Cross { id } => Some(id),
             ReplayClass::Unseen { id, .. } => id.as_ref(),
+            ReplayClass::Priming { .. } => None,
         };
         if let Some(id) = id
             && self.leg_ids.len() < MAX_CLASSIFIED

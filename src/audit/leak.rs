@@ -99,6 +99,31 @@ pub struct Leak {
 }
 
 impl Ledger {
+    /// Session-less evidence that stream `key` replays stream `other`'s event (`id`, `hash`):
+    /// `other` delivered it with that data and the two streams are known to differ (an id both
+    /// delivered with different data). Twins (a broadcast feed) never qualify.
+    pub fn differing_twin(
+        &self,
+        key: StreamKey,
+        other: StreamKey,
+        id: &str,
+        hash: u64,
+        len: u64,
+    ) -> bool {
+        if len == 0 {
+            return false;
+        }
+        let (Some(home), Some(o)) = (self.streams.get(&key), self.streams.get(&other)) else {
+            return false;
+        };
+        if home.has_hash(hash) {
+            return false;
+        }
+        o.entry_of(id)
+            .is_some_and(|e| e.dispatched && e.hash == hash)
+            && divergence(home, o).is_some()
+    }
+
     /// The stream of another session whose event (`id`, `hash`) stream `key` is replaying, if
     /// the evidence of the module doc holds.
     pub fn leak_source(&self, key: StreamKey, id: &str, hash: u64, len: u64) -> Option<Leak> {

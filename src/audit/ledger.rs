@@ -33,9 +33,6 @@ pub struct Session {
     /// JSON-RPC request id → the stream whose POST carried it.
     pub calls: HashMap<String, StreamKey>,
     pub streams: u32,
-    /// `tools/call` requests seen in this session (a re-issue after renegotiation is the
-    /// first of its session).
-    pub tool_calls: u32,
     pub watches: Vec<Watch>,
     /// Truncated TLS cuts waiting for what the client does next (see `truncation`).
     pub truncations: Vec<Truncation>,
@@ -49,7 +46,6 @@ impl Session {
             ids: HashMap::new(),
             calls: HashMap::new(),
             streams: 0,
-            tool_calls: 0,
             watches: Vec::new(),
             truncations: Vec::new(),
             last_active: now,
@@ -74,20 +70,20 @@ impl LossTally {
             return;
         }
         let session = f.session.as_deref().unwrap_or("-");
-        let calls: Vec<&String> = if f.kind == FindingKind::PendingCall {
-            f.ids.iter().take(1).collect()
-        } else {
-            f.stream.rpc_ids.iter().collect()
-        };
+        let calls: Vec<&String> =
+            if matches!(f.kind, FindingKind::PendingCall | FindingKind::Abandoned) {
+                f.ids.iter().take(1).collect()
+            } else {
+                f.stream.rpc_ids.iter().collect()
+            };
+        // The opening exchange is part of the key: session-less clients reuse ids.
+        let (conn, seq) = (f.stream.conn, f.stream.seq);
         let keys: Vec<String> = if calls.is_empty() {
-            vec![format!(
-                "{session} stream {}/{}",
-                f.stream.conn, f.stream.seq
-            )]
+            vec![format!("{session} stream {conn}/{seq}")]
         } else {
             calls
                 .iter()
-                .map(|id| format!("{session} call {id}"))
+                .map(|id| format!("{session} call {id} of {conn}/{seq}"))
                 .collect()
         };
         for k in keys {
@@ -165,6 +161,17 @@ pub struct Ledger {
     pub order: HashMap<u64, ConnOrder>,
     /// MCP 2026-07-28 state: tool annotations, calls, cancellations (see `stateless`).
     pub modern: super::stateless::Modern,
+    /// Idempotency keys and the session-less shared-id evidence (see `reissue`).
+    pub resends: super::reissue::Resends,
+    /// Lost-call watches (see `unanswered`).
+    pub lost: super::unanswered::Lost,
+    /// Ended streams in their grace, oldest first (see `grace`).
+    pub ended: super::grace::Ended,
+    /// The receipt time of the latest observation or query.
+    pub clock: Instant,
+    /// True while `finish` closes the legs still open (a resume cut short by the end of the run
+    /// is not a failed resume).
+    pub finishing: bool,
     /// LLM streams and their verdicts (see `llm`).
     pub llm: super::llm::LlmRule,
     last_sweep: Instant,
@@ -202,6 +209,11 @@ impl Ledger {
             loss: LossTally::default(),
             order: HashMap::new(),
             modern: Default::default(),
+            resends: Default::default(),
+            lost: Default::default(),
+            ended: Default::default(),
+            clock: now,
+            finishing: false,
             llm: Default::default(),
             last_sweep: now,
         }
@@ -327,6 +339,7 @@ impl Ledger {
     /// are due.
     pub fn sweep(&mut self, now: Instant) {
         self.last_sweep = now;
+        self.clock = self.clock.max(now);
         let grace = self.cfg.grace;
         let due: Vec<StreamKey> = self
             .streams
@@ -369,12 +382,20 @@ impl Ledger {
         self.shrink_stores();
     }
 
-    /// Forgets stream `key` now (after settling what it deferred).
+    /// Forgets stream `key` now (after settling what it deferred and what waits on it).
     pub fn forget_stream(&mut self, key: StreamKey) {
         self.settle_deferred(key);
+        let now = self.clock;
+        self.report_lost(now, key, "its stream was forgotten");
+        self.lost.forget(key);
         let Some(stream) = self.streams.remove(&key) else {
             return;
         };
+        if stream.open_legs == 0 && stream.ended_at.is_some() {
+            self.ended.left();
+        }
+        self.resends
+            .forget(key, stream.calls.iter().filter_map(|c| c.key.clone()));
         self.shared_ids.remove_stream(key, &stream);
         let mut ids: Vec<String> = stream.remembered_ids().cloned().collect();
         if let Some(t) = stream.torn.as_ref().and_then(|t| t.id.clone()) {

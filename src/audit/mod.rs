@@ -15,8 +15,10 @@
 //! - Time is the observation's receipt time (`tokio::time::Instant::now()` in `record`); the
 //!   histograms and `at_ms` use it, so a paused test clock drives them exactly.
 //! - Memory is bounded per stream (`ids_per_stream` ids and hashes, never payloads), streams and
-//!   sessions are forgotten `grace` after they end, and at most `max_findings` findings are
-//!   kept in memory (counters and the log see every finding).
+//!   sessions are forgotten `grace` after they end, an ended stream is kept compact (its newest
+//!   `ended_events` events) and at most `max_ended_streams` of them are kept (evictions counted,
+//!   see [`grace`]), and at most `max_findings` findings are kept in memory (counters and the log
+//!   see every finding).
 //! - Where the proxy cannot know, the finding is `unknown` with the reason in `detail`.
 //! - Observations may arrive out of exchange order (a response before its request); [`order`]
 //!   holds them until their request, so every judgement sees request, response, events, cut in
@@ -26,20 +28,26 @@
 //! (requests, resumes, JSON-RPC answers), [`events`] (responses, SSE events, cuts, leg ends),
 //! [`judge`] (replay rules), [`sequence`] (order and gaps across all legs of a logical stream,
 //! from counter ids and MCP progress values; pure), [`reissue`] (linking a call sent again to
-//! the call it replaces), [`watch`] (what the client does after a cut), [`stateless`] (MCP
-//! 2026-07-28: `reexecuted`, `sent-after-cancel`), [`truncation`] (whether a client took a TLS
-//! truncation for the end of its call), [`stream`] (one stream's bounded ledger), [`gauges`]
-//! (store sizes for `/metrics`), [`rpc`], [`histo`], [`log`], [`finding`] (kinds and their
-//! class: loss, duplicate, order, client-bug, server-bug, info).
+//! the call it replaces: only on proof — the same `Idempotency-Key`, or the same JSON-RPC id,
+//! method and params from the same client), [`unanswered`] (a cut call with no answer, no
+//! resume and no proven re-send is `abandoned`, class loss, in both eras), [`watch`] (what the
+//! client does after a cut: `cursor-missing`), [`stateless`] (MCP 2026-07-28: `reexecuted`,
+//! `sent-after-cancel`), [`truncation`] (whether a client took a TLS truncation for the end of
+//! its call), [`leak`] (content evidence for `cross-stream` across sessions and between
+//! session-less streams), [`grace`] (ended streams: compact, capped), [`stream`] (one stream's
+//! bounded ledger), [`gauges`] (store sizes for `/metrics`), [`rpc`], [`histo`], [`log`],
+//! [`finding`] (kinds and their class: loss, duplicate, order, client-bug, server-bug, info).
 //!
 //! The summary opens with "silent loss observed: yes/no (N calls affected)", counted from the
-//! `loss` findings; judgements still awaiting a resume or re-issue are listed under it, and
-//! settle `abandon_after` after the stream ended (or at [`Auditor::finish`]).
+//! `loss` findings (`abandoned` included); judgements still awaiting a resume or a re-send are
+//! listed under it, and settle `abandon_after` after the cut or stream end, or at
+//! [`Auditor::finish`] (the end of a run), whatever the wait.
 
 pub mod events;
 pub mod exchange;
 pub mod finding;
 pub mod gauges;
+pub mod grace;
 pub mod histo;
 pub mod intake;
 pub mod judge;
@@ -54,9 +62,10 @@ pub mod sequence;
 pub mod stateless;
 pub mod stream;
 pub mod truncation;
+pub mod unanswered;
 pub mod watch;
 
-pub use finding::{Finding, FindingClass, FindingKind, StreamRef};
+pub use finding::{CandidateCall, Finding, FindingClass, FindingKind, StreamRef};
 
 use crate::wire::{Observation, ObservationSink};
 use hdrhistogram::Histogram;
@@ -75,13 +84,19 @@ pub struct AuditConfig {
     /// be mapped; also how long after a cut a re-open without cursor may be followed by a real
     /// resume before it counts as `cursor-missing`.
     pub grace: Duration,
-    /// MCP 2026-07-28: how long after a cut the client has to re-issue or cancel its call
-    /// before it is `abandoned`.
+    /// How long after its last cut (or failed resume) a call may wait for an answer, a resume
+    /// or a proven re-send before it is `abandoned` (both eras; `--abandon-after`). At
+    /// [`Auditor::finish`] every such call is reported whatever it waited.
     pub abandon_after: Duration,
     /// Delivered events remembered per stream (oldest forgotten first).
     pub ids_per_stream: usize,
     /// Findings kept in memory for [`Auditor::findings`].
     pub max_findings: usize,
+    /// Delivered events an ended stream keeps for its grace (the newest; see [`grace`]).
+    pub ended_events: usize,
+    /// Ended streams kept for their grace, at most; beyond, the oldest are forgotten early and
+    /// counted (see [`grace`]).
+    pub max_ended_streams: usize,
 }
 
 impl Default for AuditConfig {
@@ -91,6 +106,8 @@ impl Default for AuditConfig {
             abandon_after: Duration::from_secs(30),
             ids_per_stream: 4096,
             max_findings: 100_000,
+            ended_events: 64,
+            max_ended_streams: 100_000,
         }
     }
 }
@@ -175,6 +192,12 @@ impl Auditor {
     /// Observations dropped because the intake queue was full (the relay never waits).
     pub fn dropped(&self) -> u64 {
         self.inner.intake.dropped()
+    }
+
+    /// Ended streams forgotten before their grace because of `max_ended_streams` (see
+    /// [`grace`]).
+    pub fn evicted(&self) -> u64 {
+        self.lock().ended.evicted
     }
 
     /// Stops (`true`) or resumes the worker that applies observations to the ledger; queries
@@ -278,8 +301,9 @@ impl Auditor {
 
     /// Closes pending judgements: open replay legs are judged with what they delivered (as if
     /// their connection ended), deferred findings (`pending-call`, `silent-empty`) are
-    /// reported, reconnect watches are settled (`cursor-missing`, `abandoned`, or `unknown`
-    /// when the run ended before `abandon_after`). Call it once, at the end of a run.
+    /// reported, reconnect watches are settled (`cursor-missing`), and every cut call still
+    /// without an answer, a resume or a proven re-send is `abandoned` whatever it waited (the
+    /// finding says how long). Call it once, at the end of a run.
     pub fn finish(&self) {
         let now = Instant::now();
         let mut l = self.lock();
@@ -289,9 +313,11 @@ impl Auditor {
             .filter(|(_, leg)| leg.resume.is_some())
             .map(|(k, _)| *k)
             .collect();
+        l.finishing = true;
         for (conn, seq) in open {
             l.end_leg(now, conn, seq, false, false);
         }
+        l.finishing = false;
         let keys: Vec<u64> = l.streams.keys().copied().collect();
         for key in keys {
             l.settle_deferred(key);
@@ -339,7 +365,8 @@ impl Auditor {
             .collect();
         if !awaiting.is_empty() {
             out.push_str(&format!(
-                " awaiting judgement ({} ms for a resume or re-issue; reported at shutdown):\n",
+                " awaiting judgement ({} ms for a resume or a proven re-send; reported at \
+                 shutdown):\n",
                 l.cfg.abandon_after.min(l.cfg.grace).as_millis()
             ));
             for line in awaiting {
@@ -352,11 +379,21 @@ impl Auditor {
             out.push('\n');
         }
         out.push_str(&format!(
-            " ledger: {} stream(s), {} session(s), {} open exchange(s)\n",
+            " ledger: {} stream(s) ({} ended, in grace), {} session(s), {} open exchange(s), \
+             {} cut call(s) awaiting an answer, a resume or a proven re-send\n",
             l.streams.len(),
+            l.ended.live(),
             l.sessions.len(),
-            l.legs.len()
+            l.legs.len(),
+            l.lost.len()
         ));
+        if l.ended.evicted > 0 {
+            out.push_str(&format!(
+                " ledger: {} ended stream(s) forgotten before their grace (at most {} kept); a \
+                 late resume of one is judged unknown\n",
+                l.ended.evicted, l.cfg.max_ended_streams
+            ));
+        }
         let dropped = self.dropped();
         if dropped > 0 {
             out.push_str(&format!(

@@ -51,6 +51,7 @@ fn seq_of(obs: &Observation) -> Option<(u64, u64)> {
 impl Ledger {
     /// Receives one observation at `now`, holding it if its request was not seen yet.
     pub fn arrive(&mut self, now: Instant, obs: Observation) {
+        self.clock = self.clock.max(now);
         if let Some((conn, seq)) = seq_of(&obs) {
             let c = self.order.entry(conn).or_default();
             if seq >= c.requests {
@@ -72,6 +73,7 @@ impl Ledger {
                 last_event_id,
                 protocol_version,
                 body,
+                idempotency_key,
                 ..
             } => {
                 let c = self.order.entry(conn).or_default();
@@ -88,6 +90,7 @@ impl Ledger {
                         protocol_version,
                         body,
                         rpc_id_hint: None,
+                        idempotency_key,
                     },
                 );
                 self.release(conn, seq);
@@ -241,6 +244,7 @@ impl Ledger {
                 protocol_version: None,
                 body: None,
                 rpc_id_hint: p.rpc_id.clone(),
+                idempotency_key: None,
             },
         );
         self.release(conn, seq);

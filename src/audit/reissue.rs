@@ -1,35 +1,52 @@
-//! Linking a call sent again to the call it replaces, so a client that recovered a lost call is
-//! never reported as losing it.
+//! Re-sends: which later request provably sends an earlier, unanswered call again, so that a
+//! client that recovered a call is never reported as losing it — and a client that did not is
+//! never reported as recovered.
 //!
-//! A `tools/call` *re-issues* an earlier call if and only if both have the same method and the
-//! same params without `_meta` (tool and arguments; a new progress token does not matter), the
-//! earlier call is unanswered and not yet replaced, every leg of its stream has ended or its
-//! last cut has not been followed by a reconnect (a client may re-issue before the proxy saw its
-//! old connection close), and one of:
-//! - the new request is in the same session with the same JSON-RPC id (sent again as is);
-//! - the new request is the first `tools/call` of a session other than the earlier call's (the
-//!   client renegotiated a session and re-issued, as tearline's strict client does).
+//! What the wire can prove (the rule, precisely). A request R re-sends an earlier call C if and
+//! only if C is unanswered (no result or error delivered), not already re-sent and not
+//! cancelled, and one of:
+//! - **`idempotency-key`**: R's POST carries an `Idempotency-Key` header (IETF httpapi draft)
+//!   whose non-blank value equals the one C's POST carried. The client named both requests one
+//!   logical call; any session, any era, whether or not C's stream was cut. tearline's own load
+//!   client sends a fresh key per logical call and repeats it on every re-send; any client can.
+//! - **`same-id`**: R carries C's JSON-RPC id with C's method and params (without `_meta`: a new
+//!   progress token does not matter), from the same client, after C's stream was cut or ended
+//!   without its answer. "The same client" is the same `Mcp-Session-Id`. Without a session
+//!   (MCP 2026-07-28, plain clients) the wire cannot tell two clients apart: the same id counts
+//!   as proof only while no two session-less requests have shown that ids are shared — the same
+//!   id in flight twice at once, naming two different requests, or coming back after its
+//!   request was answered (a client that starts its ids again, e.g. a new client object after a
+//!   transport error, sends the cut call's id with the next identical call). From then on (for the rest
+//!   of the run) only `Idempotency-Key` proves a session-less re-send, and the detail of every
+//!   `abandoned` finding says why its candidates were not taken.
 //!
-//! A stream whose resume is still open when such a call arrives is being recovered, or the
-//! client gave up on it a moment before the proxy saw the resume end (the two travel on
-//! different connections): the link is held on the stream ([`Tentative`]) and settled when its
-//! last leg ends — made if the call is still unanswered then, dropped if the resume delivered
-//! its answer (the new call was another call alike, e.g. another session's first call with the
-//! same arguments).
+//! Nothing else is proof: an identical later call (same method and params, a new id), even the
+//! first call of a renegotiated session, is what applications send anyway — they call the same
+//! tool with the same arguments again and again — and the timing or the calls in between do not
+//! separate it from a re-send. Such calls are named as `candidates` of the lost call's
+//! `abandoned` finding (`unanswered`), with the words "the wire cannot tell", never linked.
 //!
-//! MCP 2026-07-28 calls (a new id in the same, session-less, exchange) are linked by the
-//! reconnect watch (`watch`); [`Ledger::link_reissue`] skips them. Of several candidates the
-//! most recently opened is linked. A linked call counts as answered for `pending-call`,
-//! `silent-empty` and watches, and a `reissued` finding (class info) states the link: both ids,
-//! both sessions, and how the earlier stream ended.
+//! A link marks C re-sent (it counts as answered for `pending-call`, `silent-empty`,
+//! `abandoned` and the truncation watch) and reports `reissued` (class info) with both ids,
+//! both sessions and the proof; for an MCP 2026-07-28 call it then asks `stateless` whether the
+//! first execution was visible (`reexecuted`).
+//!
+//! Invariants: at most [`MAX_KEYS`] idempotency keys are remembered (a key is forgotten with its
+//! stream, the oldest first beyond the cap); the same-id lookup uses the session's call index
+//! before the new request replaces it there, so no scan over streams is made per request.
+
+use std::collections::{HashMap, VecDeque};
 
 use super::finding::{Finding, FindingKind};
 use super::ledger::Ledger;
 use super::rpc::is_stateless_version;
-use super::stream::{Origin, StreamKey};
+use super::stream::StreamKey;
 use tokio::time::Instant;
 
-/// The request that may re-issue an earlier call.
+/// Idempotency keys remembered, at most (oldest forgotten first).
+pub const MAX_KEYS: usize = 65_536;
+
+/// A new request's call that may re-send an earlier one.
 #[derive(Debug, Clone, Copy)]
 pub struct Candidate<'a> {
     /// Its session.
@@ -40,120 +57,196 @@ pub struct Candidate<'a> {
     pub method: &'a str,
     /// Hash of its params without `_meta`.
     pub params_hash: u64,
-    /// True if it is the first `tools/call` of its session.
-    pub first_of_session: bool,
+    /// Its POST's `Idempotency-Key`, if any.
+    pub key: Option<&'a str>,
 }
 
-/// A possible re-issue of one of a stream's calls, held until that stream's legs end.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Tentative {
-    /// The earlier call's id.
-    pub old_id: String,
-    /// The new request's session.
-    pub session: Option<String>,
-    /// The new request's id.
-    pub id: String,
-    /// The method of both.
-    pub method: String,
+/// The proof of a re-send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proof {
+    /// The same `Idempotency-Key`.
+    IdempotencyKey,
+    /// The same JSON-RPC id, method and params from the same client.
+    SameId,
+}
+
+impl Proof {
+    /// The name in findings (`proof` field).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Proof::IdempotencyKey => "idempotency-key",
+            Proof::SameId => "same-id",
+        }
+    }
+}
+
+/// What the re-send rule remembers between requests.
+#[derive(Debug, Default)]
+pub struct Resends {
+    /// Idempotency key → the stream and id of the call that carried it last.
+    keys: HashMap<String, (StreamKey, String)>,
+    order: VecDeque<String>,
+    /// Why session-less ids no longer prove anything, once they were seen shared.
+    pub ids_shared: Option<String>,
+}
+
+impl Resends {
+    /// Keys remembered.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// True if no key is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Remembers that `key` named call `id` of stream `stream`.
+    pub fn remember(&mut self, key: &str, stream: StreamKey, id: &str) {
+        if self.keys.len() >= MAX_KEYS && !self.keys.contains_key(key) {
+            while let Some(old) = self.order.pop_front() {
+                if self.keys.remove(&old).is_some() {
+                    break;
+                }
+            }
+        }
+        if self
+            .keys
+            .insert(key.to_owned(), (stream, id.to_owned()))
+            .is_none()
+        {
+            self.order.push_back(key.to_owned());
+        }
+    }
+
+    /// Forgets the keys of stream `stream`'s calls.
+    pub fn forget(&mut self, stream: StreamKey, keys: impl Iterator<Item = String>) {
+        for k in keys {
+            if self.keys.get(&k).is_some_and(|(s, _)| *s == stream) {
+                self.keys.remove(&k);
+            }
+        }
+        if self.order.len() > 2 * self.keys.len() + 1024 {
+            let live = &self.keys;
+            self.order.retain(|k| live.contains_key(k));
+        }
+    }
+
+    /// Gives back capacity once most entries are gone.
+    pub fn shrink(&mut self) {
+        super::gauges::shrink(&mut self.keys);
+        self.order
+            .shrink_to(super::gauges::room_for(self.order.len()));
+    }
 }
 
 impl Ledger {
-    /// Links `new` to the call it re-issues, if any (rules in the module doc); returns the
-    /// stream and id of the replaced call.
+    /// Links `new` to the earlier call it provably re-sends, if any (rules in the module doc);
+    /// call it before `new`'s own call is indexed. Returns the stream and id of the call linked.
     pub fn link_reissue(
         &mut self,
         now: Instant,
         new: Candidate<'_>,
     ) -> Option<(StreamKey, String)> {
-        // (opened_at, stream, old id, abandoned): the most recently opened candidate.
-        let mut best: Option<(Instant, StreamKey, String, bool)> = None;
-        for (key, s) in &self.streams {
-            // A client that saw its stream break may re-issue before the proxy saw the old
-            // connection close: a stream cut and not yet reconnected counts as ended for this.
-            // A stream with a resume still open is settled later (module doc).
-            let abandoned = s.open_legs == 0 || (s.cut_at.is_some() && s.awaiting_reconnect);
-            let resuming = !abandoned && s.cut_at.is_some();
-            if s.origin != Origin::Post
-                || !(abandoned || resuming)
-                || s.version.as_deref().is_some_and(is_stateless_version)
-            {
-                continue;
-            }
-            let same_session = s.session == *new.session;
-            for c in &s.calls {
-                let linkable = c.answers == 0
-                    && !c.replaced
-                    && c.method == new.method
-                    && c.params_hash == new.params_hash
-                    && if same_session {
-                        c.id == new.id
-                    } else {
-                        new.first_of_session
-                    };
-                if linkable && best.as_ref().is_none_or(|b| s.opened_at > b.0) {
-                    best = Some((s.opened_at, *key, c.id.clone(), abandoned));
+        let by_key = new
+            .key
+            .and_then(|k| self.resends.keys.get(k).cloned())
+            .filter(|(key, id)| self.unanswered_call(*key, id));
+        let (key, old_id, proof) = match by_key {
+            Some((key, id)) => (key, id, Proof::IdempotencyKey),
+            None => {
+                self.note_shared_ids(now, new);
+                let key = self.sessions.get(new.session)?.calls.get(new.id).copied()?;
+                let stream = self.streams.get(&key)?;
+                let call = stream.calls.iter().find(|c| c.id == new.id)?;
+                let after_cut = stream.cut_at.is_some() || stream.open_legs == 0;
+                let same = call.method == new.method && call.params_hash == new.params_hash;
+                let client_known = new.session.is_some() || self.resends.ids_shared.is_none();
+                if !(same && after_cut && client_known && self.unanswered_call(key, new.id)) {
+                    return None;
                 }
+                (key, new.id.to_owned(), Proof::SameId)
             }
-        }
-        let (_, key, old_id, abandoned) = best?;
-        let new = Tentative {
-            old_id,
-            session: new.session.clone(),
-            id: new.id.to_owned(),
-            method: new.method.to_owned(),
         };
-        if !abandoned {
-            self.streams.get_mut(&key)?.maybe_reissued.push(new);
-            return None;
-        }
-        self.link(now, key, new)
+        self.link(now, key, &old_id, new, proof)
     }
 
-    /// Settles the links held on stream `key` (its last leg has ended): each call still
-    /// unanswered is linked to the request that re-issued it; the others are dropped.
-    pub fn settle_reissues(&mut self, now: Instant, key: StreamKey) {
-        let Some(stream) = self.streams.get_mut(&key) else {
-            return;
-        };
-        if stream.open_legs > 0 || stream.maybe_reissued.is_empty() {
+    /// True if call `id` of stream `key` has no answer, no re-send and no cancellation.
+    fn unanswered_call(&self, key: StreamKey, id: &str) -> bool {
+        self.streams
+            .get(&key)
+            .is_some_and(|s| s.unanswered().any(|c| c.id == id))
+    }
+
+    /// Session-less evidence that several clients share ids: `new` repeats the id of a call
+    /// that is still in flight (not cut, not ended), or of a different request.
+    fn note_shared_ids(&mut self, now: Instant, new: Candidate<'_>) {
+        if new.session.is_some() || self.resends.ids_shared.is_some() {
             return;
         }
-        for t in std::mem::take(&mut stream.maybe_reissued) {
-            let still_lost = self
-                .streams
-                .get(&key)
-                .is_some_and(|s| s.unanswered().any(|c| c.id == t.old_id));
-            if still_lost {
-                self.link(now, key, t);
-            }
+        let Some(key) = self.sessions.get(&None).and_then(|s| s.calls.get(new.id)) else {
+            return;
+        };
+        let Some(stream) = self.streams.get(key) else {
+            return;
+        };
+        let Some(call) = stream.calls.iter().find(|c| c.id == new.id) else {
+            return;
+        };
+        let in_flight = stream.open_legs > 0 && stream.cut_at.is_none() && call.answers == 0;
+        let other = call.method != new.method || call.params_hash != new.params_hash;
+        // Nobody re-sends an answered call: its id coming back means ids start again (a client
+        // that opened a new connection pool, another process), the same request or not.
+        let answered = call.answers > 0;
+        if in_flight || other || answered {
+            self.resends.ids_shared = Some(format!(
+                "session-less requests share JSON-RPC ids (id {} {} at {} ms), so an equal id \
+                 proves no re-send",
+                new.id,
+                if in_flight {
+                    "was sent again while its first request was still in flight"
+                } else if other {
+                    "named two different requests"
+                } else {
+                    "came back after its request was answered"
+                },
+                self.ms(now)
+            ));
         }
     }
 
-    /// Marks `new.old_id` of stream `key` replaced by `new`, drops its deferred
-    /// `pending-call` and reports `reissued`.
+    /// Marks call `old_id` of stream `key` re-sent by `new`, drops its deferred `pending-call`,
+    /// reports `reissued` and, for MCP 2026-07-28, judges the re-execution.
     fn link(
         &mut self,
         now: Instant,
         key: StreamKey,
-        new: Tentative,
+        old_id: &str,
+        new: Candidate<'_>,
+        proof: Proof,
     ) -> Option<(StreamKey, String)> {
-        let old_id = new.old_id.clone();
         let stream = self.streams.get_mut(&key)?;
-        if let Some(c) = stream.calls.iter_mut().find(|c| c.id == old_id) {
-            c.replaced = true;
-        }
-        stream
-            .deferred
-            .retain(|f| !(f.kind == FindingKind::PendingCall && f.ids.first() == Some(&old_id)));
+        let call = stream.calls.iter_mut().find(|c| c.id == old_id)?;
+        call.replaced = true;
+        let method = call.method.clone();
+        stream.deferred.retain(|f| {
+            !(f.kind == FindingKind::PendingCall
+                && f.ids.first().map(String::as_str) == Some(old_id))
+        });
         let how = if stream.cut_at.is_some() && stream.awaiting_reconnect {
             "was cut and not resumed"
         } else if stream.cut_at.is_some() {
-            "was cut, resumed, and ended without its response"
+            "was cut, resumed, and not answered"
+        } else if stream.open_legs > 0 {
+            "was still open"
         } else {
             "ended without its response"
         };
+        let stateless = stream.version.as_deref().is_some_and(is_stateless_version);
+        let reconnect = stream.awaiting_reconnect.then_some(stream.cut_at).flatten();
+        stream.awaiting_reconnect = false;
         let old_session = stream.session.clone();
-        let where_ = if old_session == new.session {
+        let where_ = if old_session == *new.session {
             "in the same session".to_string()
         } else {
             format!(
@@ -161,17 +254,32 @@ impl Ledger {
                 new.session.as_deref().unwrap_or("(none)")
             )
         };
-        let f: Finding = self
+        let evidence = match proof {
+            Proof::IdempotencyKey => format!(
+                "both carry Idempotency-Key {:?}",
+                new.key.unwrap_or_default()
+            ),
+            Proof::SameId => "same JSON-RPC id, method and params from the same client".into(),
+        };
+        let mut f: Finding = self
             .finding(FindingKind::Reissued, key, now)
-            .ids(vec![old_id.clone(), new.id.to_string()])
+            .ids(vec![old_id.to_owned(), new.id.to_owned()])
             .detail(format!(
-                "{} {old_id} of session {} (its stream {how}) was sent again as {} {where_}, \
-                 same tool and arguments: the re-issue replaces it, so it is not pending",
-                new.method,
+                "{method} {old_id} of session {} (its stream {how}) was sent again as {} \
+                 {where_}: {evidence}; the re-send replaces it, so it is not lost",
                 old_session.as_deref().unwrap_or("(none)"),
                 new.id,
             ));
+        f.proof = Some(proof.as_str().to_owned());
         self.emit(f);
-        Some((key, old_id))
+        if let Some(cut) = reconnect {
+            self.histos
+                .record("client-reconnect", now.saturating_duration_since(cut));
+        }
+        self.lost.resolved(key, old_id);
+        if stateless {
+            self.judge_reexecution(now, key, old_id, new.id, proof);
+        }
+        Some((key, old_id.to_owned()))
     }
 }

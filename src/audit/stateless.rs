@@ -2,7 +2,7 @@
 //! (`reexecuted`) and output after cancellation (`sent-after-cancel`).
 //!
 //! Why: a 2026-07-28 stream cannot be resumed; a client recovers a cut call only by sending it
-//! again with a new id (`reissued`, see `watch`). That is safe for a tool whose annotations
+//! again (`reissued`: only a proven re-send counts, see `reissue`). That is safe for a tool whose annotations
 //! declare it repeat-safe, and a likely double side effect otherwise. And closing a response
 //! stream cancels its request: the server must send nothing more for it, on any stream.
 //!
@@ -16,8 +16,9 @@
 //! - A 2026-07-28 call has *visibly started* if and only if, before its stream was cut or
 //!   closed, that stream delivered a progress notification or any bytes of a response (a whole
 //!   event, or the head of a long one), or the cut tore an event after at least one byte.
-//! - `reexecuted` (class duplicate) iff a call that visibly started is re-issued (the
-//!   `reissued` rule of `watch`) and its tool's annotations seen say it is not repeat-safe.
+//! - `reexecuted` (class duplicate) iff a call that visibly started is provably re-sent (the
+//!   `reissued` rule of `reissue`: both the re-send and the first execution are then proven)
+//!   and its tool's annotations seen say it is not repeat-safe.
 //!   Evidence: both ids, the tool, what was delivered first. A call cut before any byte
 //!   reached the client is never `reexecuted`: from the wire, its first execution is not
 //!   visible (the server may still have run it: a lost acknowledgement).
@@ -367,7 +368,14 @@ impl Ledger {
 
     /// Call `old_id` of stream `key` was re-issued as `new_id`: `reexecuted` if it had
     /// visibly started and its tool is not repeat-safe.
-    pub fn judge_reexecution(&mut self, now: Instant, key: StreamKey, old_id: &str, new_id: &str) {
+    pub fn judge_reexecution(
+        &mut self,
+        now: Instant,
+        key: StreamKey,
+        old_id: &str,
+        new_id: &str,
+        proof: super::reissue::Proof,
+    ) {
         let Some(call) = self
             .modern
             .calls
@@ -399,14 +407,16 @@ impl Ledger {
             return;
         }
         let why = "its tools/list annotations declare it neither readOnlyHint nor idempotentHint";
-        let f = self
+        let mut f = self
             .finding(FindingKind::Reexecuted, key, now)
             .ids(vec![old_id.to_owned(), new_id.to_owned()])
             .detail(format!(
                 "tools/call {old_id} of tool {tool:?} had visibly started ({started} reached \
                  the client before the cut) and was re-issued as {new_id}, but the tool is not \
-                 repeat-safe: {why}; its side effect likely ran twice"
+                 repeat-safe: {why}; its side effect likely ran twice (re-send proven by {})",
+                proof.as_str()
             ));
+        f.proof = Some(proof.as_str().to_owned());
         self.emit(f);
     }
 }

@@ -66,8 +66,10 @@ pub struct Call {
     pub answers: u32,
     /// True once a `pending-call` was reported for it.
     pub reported: bool,
-    /// True once a later request re-issued it (see `reissue`): it counts as answered.
+    /// True once a later request re-sent it, proven (see `reissue`): it counts as answered.
     pub replaced: bool,
+    /// The `Idempotency-Key` of its POST, if any.
+    pub key: Option<String>,
 }
 
 /// Whether the stream was opened by a POST or a standalone GET.
@@ -105,6 +107,10 @@ pub struct Stream {
     pub last_event_id: Option<String>,
     /// The event torn by the last cut, if any.
     pub torn: Option<Torn>,
+    /// After a `reset` cut: the ordinals `(after, through]` the proxy delivered on the cut leg
+    /// that the client may never have read (its kernel may discard unread bytes at an RST);
+    /// `after` is the leg's own cursor (`None`: the stream's start). Cleared by the next resume.
+    pub unread: Option<(Option<u64>, u64)>,
     /// When the stream was last cut.
     pub cut_at: Option<Instant>,
     /// True between a cut and the first reconnect (resume, re-open or re-issue) for it.
@@ -116,9 +122,6 @@ pub struct Stream {
     /// Findings held until the stream is forgotten or the run finishes; a resume of the
     /// stream drops them.
     pub deferred: Vec<Finding>,
-    /// Calls that may re-issue one of this stream's calls, seen while its resume was open;
-    /// settled when its last leg ends (see `reissue`).
-    pub maybe_reissued: Vec<super::reissue::Tentative>,
     /// Order and gap state over all legs (ids and progress values).
     pub seq: Sequences,
 }
@@ -148,12 +151,12 @@ impl Stream {
             evicted: 0,
             last_event_id: None,
             torn: None,
+            unread: None,
             cut_at: None,
             awaiting_reconnect: false,
             open_legs: 0,
             ended_at: None,
             deferred: Vec::new(),
-            maybe_reissued: Vec::new(),
             seq: Sequences::default(),
         }
     }
@@ -187,6 +190,11 @@ impl Stream {
         if self.ring.len() <= self.cap {
             return None;
         }
+        self.pop_oldest()
+    }
+
+    /// Forgets the oldest remembered entry (counted in `evicted`) and returns it.
+    pub fn pop_oldest(&mut self) -> Option<Entry> {
         let old = self.ring.pop_front()?;
         self.evicted += 1;
         if let Some(id) = &old.id
@@ -204,6 +212,15 @@ impl Stream {
             }
         }
         Some(old)
+    }
+
+    /// Gives back the spare capacity of the stream's tables (an ended stream, see `grace`).
+    pub fn compact(&mut self) {
+        self.ring.shrink_to_fit();
+        self.id_pos.shrink_to_fit();
+        self.hashes.shrink_to_fit();
+        self.calls.shrink_to_fit();
+        self.deferred.shrink_to_fit();
     }
 
     /// Every remembered entry, oldest first.

@@ -1,8 +1,8 @@
 //! What the client does after a cut, and the judgements that wait for it.
 //!
-//! A cut arms a [`Watch`] on the stream's session: for a resumable stream (before MCP
-//! 2026-07-28) that delivered ids, a resume is expected; for a 2026-07-28 stream with
-//! unanswered calls, a re-issue with new ids is expected.
+//! A cut arms a [`Watch`] on the stream's session for a resumable stream (before MCP
+//! 2026-07-28) that delivered ids: a resume is expected. (Whether the cut calls are answered,
+//! resumed or provably re-sent at all is `unanswered`'s watch, in both eras.)
 //!
 //! Precise rules:
 //! - `cursor-missing` iff, after the cut, the client re-opened a standalone GET stream of the
@@ -11,11 +11,7 @@
 //!   arrived before the watch settled (`grace` after the cut, or `finish`). A client that
 //!   re-issues *and* resumes is not reported; a concurrent identical call is not a re-issue
 //!   once the resume arrives.
-//! - `reissued` iff a 2026-07-28 call cut unanswered is sent again (same method and params
-//!   hash) with a different id; reported at once (a correct behaviour).
-//! - `abandoned` iff such a call is neither re-issued, nor cancelled
-//!   (`notifications/cancelled`), nor answered with an error within `abandon_after` of the cut;
-//!   judged when due (sweep) or at `finish`, where a younger watch is `unknown`.
+//! - A `notifications/cancelled` for a cut call ends its wait (`unanswered`).
 //! - Findings deferred at a clean stream end (`pending-call`, `silent-empty`) are dropped if a
 //!   resume of that stream follows (a polling server may end a response without ending the
 //!   stream), and reported when the stream is forgotten or at `finish`.
@@ -54,8 +50,6 @@ pub enum WatchKind {
     /// A resumable stream with delivered ids: a resume GET is expected; a re-open (GET) or a
     /// re-issue (POST) without `Last-Event-ID` and no resume at all is `cursor-missing`.
     Resume { get: bool },
-    /// MCP 2026-07-28: a re-issue of the calls with new ids is expected, else `abandoned`.
-    Reissue,
 }
 
 /// A judgement pending on what the client does after a cut.
@@ -79,18 +73,11 @@ impl Ledger {
         };
         let calls = WatchCall::unanswered(stream);
         let stateless = stream.version.as_deref().is_some_and(is_stateless_version);
-        let kind = if stateless {
-            if calls.is_empty() {
-                return;
-            }
-            WatchKind::Reissue
-        } else {
-            let get = stream.origin == Origin::Get;
-            if stream.last_event_id.is_none() || (calls.is_empty() && !get) {
-                return;
-            }
-            WatchKind::Resume { get }
-        };
+        let get = stream.origin == Origin::Get;
+        if stateless || stream.last_event_id.is_none() || (calls.is_empty() && !get) {
+            return;
+        }
+        let kind = WatchKind::Resume { get };
         let watch = Watch {
             stream: key,
             reference: stream.reference.clone(),
@@ -117,10 +104,7 @@ impl Ledger {
         path: Option<&str>,
         new_ids: &[String],
     ) {
-        let ms = self.ms(now);
         let mut reconnect = Vec::new();
-        let mut found = Vec::new();
-        let mut reissues = Vec::new();
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
@@ -140,31 +124,9 @@ impl Ledger {
                     w.reopened = Some(new_ids.to_vec());
                     reconnect.push(w.stream);
                 }
-                (WatchKind::Reissue, Some((id, m, h))) => {
-                    if let Some(pos) = w
-                        .calls
-                        .iter()
-                        .position(|c| c.method == m && c.params_hash == h && c.id != id)
-                    {
-                        let old = w.calls.remove(pos);
-                        reconnect.push(w.stream);
-                        reissues.push((w.stream, old.id.clone(), id.to_string()));
-                        let f = super::finding::Finding::new(
-                            FindingKind::Reissued,
-                            ms,
-                            w.session.clone(),
-                            w.reference.clone(),
-                        )
-                        .ids(vec![old.id.clone(), id.to_string()])
-                        .detail(format!("{m} {} re-issued as {id} after the cut", old.id));
-                        found.push(f);
-                    }
-                }
                 _ => {}
             }
         }
-        s.watches
-            .retain(|w| w.kind != WatchKind::Reissue || !w.calls.is_empty());
         for key in reconnect {
             if let Some(st) = self.streams.get_mut(&key)
                 && st.awaiting_reconnect
@@ -175,12 +137,6 @@ impl Ledger {
                         .record("client-reconnect", now.saturating_duration_since(cut));
                 }
             }
-        }
-        for f in found {
-            self.emit(f);
-        }
-        for (key, old, new) in reissues {
-            self.judge_reexecution(now, key, &old, &new);
         }
     }
 
@@ -208,27 +164,15 @@ impl Ledger {
         }
     }
 
-    /// The client cancelled (or the server errored) call `id`: nothing to re-issue.
+    /// The client cancelled call `id`: nothing waits for it.
     pub fn drop_reissue_call(&mut self, session: &Option<String>, id: &str) {
-        if let Some(s) = self.sessions.get_mut(session) {
-            for w in s
-                .watches
-                .iter_mut()
-                .filter(|w| w.kind == WatchKind::Reissue)
-            {
-                w.calls.retain(|c| c.id != id);
-            }
-            s.watches
-                .retain(|w| w.kind != WatchKind::Reissue || !w.calls.is_empty());
-        }
+        self.lost_resolved_by_id(session, id);
     }
 
     /// Settles watches: `cursor-missing` for re-opened resume watches older than the grace
-    /// period (or all of them at `finish`), `abandoned` for re-issue watches older than
-    /// `abandon_after`; at `finish`, younger re-issue watches become `unknown`.
+    /// period (or all of them at `finish`), then the lost-call and truncation watches.
     pub fn settle_watches(&mut self, now: Instant, finish: bool) {
         let grace = self.cfg.grace;
-        let abandon = self.cfg.abandon_after;
         let mut out = Vec::new();
         for s in self.sessions.values_mut() {
             s.watches.retain_mut(|w| {
@@ -240,49 +184,24 @@ impl Ledger {
                         }
                         false
                     }
-                    WatchKind::Reissue if age >= abandon => {
-                        out.push((FindingKind::Abandoned, w.clone(), Vec::new(), age));
-                        false
-                    }
-                    WatchKind::Reissue if finish => {
-                        out.push((FindingKind::Unknown, w.clone(), Vec::new(), age));
-                        false
-                    }
                     _ => true,
                 }
             });
         }
-        for (kind, w, new_ids, age) in out {
-            let call_ids: Vec<String> = w.calls.iter().map(|c| c.id.clone()).collect();
-            let detail = match kind {
-                FindingKind::CursorMissing => format!(
-                    "stream cut after id {}; the client re-opened/re-issued ({}) without \
-                     Last-Event-ID and never resumed",
-                    w.cursor.as_deref().unwrap_or("-"),
-                    new_ids.join(", ")
-                ),
-                FindingKind::Abandoned => format!(
-                    "calls {} neither re-issued nor cancelled within {} ms of the cut",
-                    call_ids.join(", "),
-                    abandon.as_millis()
-                ),
-                _ => format!(
-                    "abandoned-or-reissued not judged: the run ended {} ms after the cut, \
-                     before abandon_after ({} ms); calls {}",
-                    age.as_millis(),
-                    abandon.as_millis(),
-                    call_ids.join(", ")
-                ),
-            };
-            let mut ids = call_ids;
-            if kind == FindingKind::CursorMissing {
-                ids = w.cursor.iter().cloned().chain(new_ids).collect();
-            }
+        for (kind, w, new_ids, _age) in out {
+            let detail = format!(
+                "stream cut after id {}; the client re-opened/re-issued ({}) without \
+                 Last-Event-ID and never resumed",
+                w.cursor.as_deref().unwrap_or("-"),
+                new_ids.join(", ")
+            );
+            let ids = w.cursor.iter().cloned().chain(new_ids).collect();
             let f = Finding::new(kind, self.ms(now), w.session, w.reference)
                 .ids(ids)
                 .detail(detail);
             self.emit(f);
         }
+        self.settle_lost(now, finish);
         self.settle_truncations(now, finish);
     }
 }

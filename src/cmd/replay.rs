@@ -13,7 +13,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::lab::LabConfig;
 use crate::lab::config::OnEvicted;
-use crate::load::{Policy, Stop};
+use crate::load::Stop;
+use crate::load::config::PolicyList;
 use crate::profile::{self, Profile, ProfileError};
 use crate::replay::{BUILTIN_PROFILE, DEFAULT_PROFILE_PATH, ReplayConfig, ReplayError};
 use crate::report::{self, ReportError, Threshold, ThresholdError};
@@ -71,12 +72,19 @@ pub struct Args {
     /// MCP endpoint path on the server.
     #[arg(long, default_value = "/mcp")]
     pub target_path: String,
-    /// Client policies to run.
-    #[arg(long, value_enum, default_value_t = PolicyChoice::Both)]
-    pub policy: PolicyChoice,
+    /// Client policies to run, in order: `strict`, `naive`, `retry`, a comma-separated list,
+    /// or `both` (strict then naive). `--scenario stateless` adds a `retry` phase (calling the
+    /// NOT idempotent `append`) when the list has none.
+    #[arg(long, default_value = "both", value_name = "POLICY[,POLICY]")]
+    pub policy: PolicyList,
     /// Per-call timeout.
     #[arg(long, default_value = "30s", value_parser = crate::units::parse_duration)]
     pub call_timeout: Duration,
+    /// How long a cut call may wait for its answer, a resume or a proven re-send before the
+    /// audit reports it `abandoned` (lost); at the end of each phase every such call is reported
+    /// whatever it waited.
+    #[arg(long, default_value = "30s", value_parser = crate::units::parse_duration)]
+    pub abandon_after: Duration,
     /// Report directory (default: ./tearline-report/<UTC timestamp>).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -97,17 +105,6 @@ pub struct Args {
     /// plus a `retry` phase re-issuing the NOT idempotent `append`: `reexecuted`).
     #[arg(long, value_enum, default_value_t = crate::replay::scenario::Scenario::Reset250ms)]
     pub scenario: crate::replay::scenario::Scenario,
-}
-
-/// Which client policies a replay runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum PolicyChoice {
-    /// Strict, then naive.
-    Both,
-    /// Only the strict (correct) client.
-    Strict,
-    /// Only the naive (the documents') client.
-    Naive,
 }
 
 /// Errors of `tearline replay`.
@@ -201,11 +198,7 @@ fn config(args: &Args, seed: u64, out: &std::path::Path) -> ReplayConfig {
         ..LabConfig::default()
     };
     args.scenario.apply(&mut lab);
-    let policies = match args.policy {
-        PolicyChoice::Both => vec![Policy::Strict, Policy::Naive],
-        PolicyChoice::Strict => vec![Policy::Strict],
-        PolicyChoice::Naive => vec![Policy::Naive],
-    };
+    let policies = args.policy.0.clone();
     ReplayConfig {
         sessions: args.sessions,
         stop: args
@@ -223,6 +216,7 @@ fn config(args: &Args, seed: u64, out: &std::path::Path) -> ReplayConfig {
         findings_dir: Some(out.to_path_buf()),
         tls_ca_dir: None,
         scenario: args.scenario,
+        abandon_after: Some(args.abandon_after),
     }
 }
 

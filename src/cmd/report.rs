@@ -91,11 +91,14 @@ pub const FAIL_ON_HELP: &str =
 
   THRESHOLD := METRIC OP VALUE          OP: >  >=  <  <=  ==  !=
   counts (VALUE is a plain number):
-    calls ok failed silent-loss torn-detections resumes renegotiations reissues
-    duplicates gaps reorders explicit-errors fresh-streams events
-                                          summed over the policies
-    POLICY.COUNTER                        one policy, e.g. naive.silent-loss
-    torn-cut cursor-ahead fresh-stream …  proxy findings by kind (also finding.KIND)
+    calls ok failed silent-loss resumes renegotiations explicit-errors events
+                                          the clients' counters, summed over the policies
+    POLICY.COUNTER                        one policy's counter, e.g. naive.silent-loss; the
+                                          facts the audit also reports keep its names:
+                                          torn-cut replay-gap replay-duplicate replay-reorder
+                                          fresh-stream explicit-loss reissued abandoned
+    torn-cut cursor-ahead abandoned …     proxy findings by kind (also finding.KIND); a name
+                                          both count means the findings without a POLICY.
     cuts  cut.CLASS  cut.ACTION           e.g. cut.mid-value, cut.reset
   latencies (VALUE needs a unit: us, ms or s):
     pNN(H) max(H) min(H) mean(H)          NN in (0, 100], e.g. p50 p99 p99.9

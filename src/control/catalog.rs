@@ -16,7 +16,7 @@ use super::hub::{CatalogError, FaultCatalog};
 use crate::fault::FaultFactory;
 use crate::fault::keys::FaultDef;
 use crate::fault::outage::OutageSchedule;
-use crate::fault::registry::{Built, KINDS, Scope, TOXIPROXY_TYPES, build, from_toxiproxy};
+use crate::fault::registry::{Built, KINDS, Scope, build, from_toxiproxy, toxic, toxics};
 use crate::vocab::Direction;
 
 /// Keys a toxic sets from its own fields; attributes may not repeat them.
@@ -27,7 +27,7 @@ const RESERVED: &[&str] = &["kind", "name", "proxy", "direction", "probability"]
 pub struct RegistryCatalog;
 
 fn is_toxiproxy(type_: &str) -> bool {
-    TOXIPROXY_TYPES.iter().any(|(t, _)| *t == type_)
+    toxic(type_).is_some()
 }
 
 fn own_kind(type_: &str) -> bool {
@@ -148,9 +148,8 @@ impl FaultCatalog for RegistryCatalog {
     }
 
     fn known_types(&self) -> Vec<String> {
-        let mut known: Vec<String> = TOXIPROXY_TYPES
-            .iter()
-            .map(|(t, _)| (*t).to_owned())
+        let mut known: Vec<String> = toxics()
+            .map(|t| t.type_.to_owned())
             .chain(KINDS.iter().map(|k| k.name.to_owned()))
             .collect();
         known.sort();

@@ -151,6 +151,10 @@ pub trait FindingsSource: Send + Sync {
     fn tracked(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
     }
+    /// Ended streams the audit forgot before their grace because of its cap (0 without one).
+    fn evicted(&self) -> u64 {
+        0
+    }
 }
 
 /// Number of cuts at one SSE position class with one action.

@@ -58,6 +58,8 @@ pub struct Scrape<'a> {
     pub audit_dropped: Option<u64>,
     /// Entries held per audit store, when the audit is attached.
     pub audit_tracked: Option<&'a [(&'static str, u64)]>,
+    /// Ended streams the audit forgot early (cap), when an audit runs.
+    pub audit_evicted: Option<u64>,
     /// The API's own request counters.
     pub api: &'a ApiCounters,
 }
@@ -298,6 +300,16 @@ pub fn render(s: &Scrape<'_>) -> String {
             "Observations the audit dropped because its queue was full (the relay never waits).",
         );
         let _ = writeln!(out, "tearline_audit_dropped_total {n}");
+    }
+    if let Some(n) = s.audit_evicted {
+        family(
+            &mut out,
+            "tearline_audit_evicted_total",
+            "counter",
+            "Ended streams the audit forgot before their grace because it holds at most \
+             max_ended_streams of them (a late resume of one is judged unknown).",
+        );
+        let _ = writeln!(out, "tearline_audit_evicted_total {n}");
     }
     if let Some(stores) = s.audit_tracked {
         family(

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::errors::ApiError;
-use crate::fault::registry::TOXIPROXY_TYPES;
+use crate::fault::registry::toxic;
 use crate::vocab::Direction;
 
 /// Body of `POST /proxies` and one element of `POST /populate`.
@@ -96,10 +96,7 @@ pub fn toxiproxy_attributes(type_: &str) -> Option<&'static [&'static str]> {
     if type_ == "noop" {
         return Some(&[]);
     }
-    TOXIPROXY_TYPES
-        .iter()
-        .find(|(t, _)| *t == type_)
-        .map(|(_, a)| *a)
+    toxic(type_).map(|t| t.attributes)
 }
 
 /// Parses `stream` as Toxiproxy does: case-insensitive; absent or empty means downstream.

@@ -269,6 +269,7 @@ pub async fn dispatch(
                 findings: findings.as_deref(),
                 audit_dropped: api.findings.as_ref().map(|f| f.dropped()),
                 audit_tracked: tracked.as_deref(),
+                audit_evicted: api.findings.as_ref().map(|f| f.evicted()),
                 api: &api.counters,
             });
             Ok(respond(

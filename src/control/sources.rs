@@ -114,4 +114,8 @@ impl FindingsSource for AuditFindings {
     fn tracked(&self) -> Vec<(&'static str, u64)> {
         self.0.store_sizes()
     }
+
+    fn evicted(&self) -> u64 {
+        self.0.evicted()
+    }
 }

@@ -13,8 +13,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::common::Factory;
 use super::common::KindConfig;
 use super::keys::{FaultConfigError, KeyReader};
+use super::kind::{KindInfo, Scope, Toxic, conn};
 use super::{Chunk, ConnRng, Fault, Plan, Slice};
 
 /// Configuration of `bandwidth`.
@@ -119,3 +121,24 @@ impl Fault for Bandwidth {
         std::mem::swap(plan.slices_mut(), &mut self.scratch);
     }
 }
+
+/// `bandwidth` in the registry; Toxiproxy's `bandwidth` (`rate` in KB/s, 1 KB = 1,000 bytes).
+pub const KIND: KindInfo = KindInfo {
+    name: "bandwidth",
+    scope: Scope::Connection,
+    summary: "token bucket: at most `rate` bytes per second, smooth",
+    keys: &[("rate", "bytes per second, > 0 (required)")],
+    read: |r| conn(r, BandwidthConfig::read),
+    toxic: Some(Toxic {
+        type_: "bandwidth",
+        attributes: &["rate"],
+        read: |r, common| {
+            let kbps = r.u64("rate", "KB/s")?.unwrap_or(0);
+            if kbps == 0 {
+                return Err(r.invalid("rate", "rate must be > 0 KB/s"));
+            }
+            let rate = kbps.saturating_mul(1000);
+            Ok(Factory::shared(common, BandwidthConfig { rate }))
+        },
+    }),
+};

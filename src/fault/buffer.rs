@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 use super::common::KindConfig;
 use super::keys::{FaultConfigError, KeyReader};
+use super::kind::{KindInfo, Scope, conn};
 use super::{Chunk, ConnRng, Fault, Plan};
 
 /// Configuration of `buffer`.
@@ -79,3 +80,13 @@ impl Fault for Buffer {
         self.flush_at.map_or(now, |f| f.max(now))
     }
 }
+
+/// `buffer` in the registry (no Toxiproxy counterpart).
+pub const KIND: KindInfo = KindInfo {
+    name: "buffer",
+    scope: Scope::Connection,
+    summary: "a buffering intermediary: bytes held and flushed together every flush_ms",
+    keys: &[("flush_ms", "length of a buffering window, > 0 (required)")],
+    read: |r| conn(r, BufferConfig::read),
+    toxic: None,
+};

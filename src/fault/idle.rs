@@ -16,6 +16,7 @@ use tokio::time::Instant;
 
 use super::common::KindConfig;
 use super::keys::{FaultConfigError, KeyReader};
+use super::kind::{KindInfo, Scope, conn};
 use super::{Chunk, ConnRng, Deadline, Fault, Plan};
 use crate::vocab::CutAction;
 
@@ -94,3 +95,19 @@ impl Fault for Idle {
         })
     }
 }
+
+/// `idle` in the registry (no Toxiproxy counterpart).
+pub const KIND: KindInfo = KindInfo {
+    name: "idle",
+    scope: Scope::Connection,
+    summary: "a gateway's idle timeout: FIN (or RST) once nothing flowed for idle_ms",
+    keys: &[
+        (
+            "idle_ms",
+            "quiet time that ends the connection, > 0 (required)",
+        ),
+        ("action", "\"fin\" (default) or \"reset\""),
+    ],
+    read: |r| conn(r, IdleConfig::read),
+    toxic: None,
+};

@@ -272,7 +272,15 @@ impl<'a> KeyReader<'a> {
         }
     }
 
-    /// An error for a missing required key.
+    /// The error for `key`'s value (at the value when it is present, else at the definition).
+    pub fn invalid(&mut self, key: &'static str, message: &str) -> FaultConfigError {
+        match self.raw(key) {
+            Some(p) => FaultConfigError::at_value(p, message),
+            None => FaultConfigError::at_def(self.def, Some(key), message),
+        }
+    }
+
+    /// The error for a required key that is absent.
     pub fn missing(&self, key: &str) -> FaultConfigError {
         FaultConfigError::at_def(
             self.def,

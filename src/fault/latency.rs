@@ -15,8 +15,10 @@ use std::time::Duration;
 use rand::RngExt;
 use tokio::time::Instant;
 
+use super::common::Factory;
 use super::common::KindConfig;
 use super::keys::{FaultConfigError, KeyReader};
+use super::kind::{KindInfo, Scope, Toxic, conn, toxic_ms};
 use super::{Chunk, ConnRng, Fault, Plan};
 
 /// Configuration of `latency`.
@@ -91,3 +93,24 @@ impl Fault for Latency {
         self.last.map_or(at, |last| at.max(last))
     }
 }
+
+/// `latency` in the registry; Toxiproxy's `latency` (`latency`, `jitter` in ms).
+pub const KIND: KindInfo = KindInfo {
+    name: "latency",
+    scope: Scope::Connection,
+    summary: "each chunk leaves latency ± jitter later; order kept, throughput not capped",
+    keys: &[
+        ("latency_ms", "delay (required)"),
+        ("jitter_ms", "± uniform jitter (default 0)"),
+    ],
+    read: |r| conn(r, LatencyConfig::read),
+    toxic: Some(Toxic {
+        type_: "latency",
+        attributes: &["latency", "jitter"],
+        read: |r, common| {
+            let latency = toxic_ms(r, "latency")?;
+            let jitter = toxic_ms(r, "jitter")?;
+            Ok(Factory::shared(common, LatencyConfig { latency, jitter }))
+        },
+    }),
+};

@@ -7,8 +7,10 @@
 
 use tokio::time::Instant;
 
+use super::common::Factory;
 use super::common::KindConfig;
 use super::keys::{FaultConfigError, KeyReader};
+use super::kind::{KindInfo, Scope, Toxic, conn};
 use super::reset::ByteCut;
 use super::{ConnRng, Fault};
 use crate::vocab::CutAction;
@@ -35,3 +37,20 @@ impl KindConfig for LimitDataConfig {
         Box::new(ByteCut::new(self.bytes, CutAction::Fin, None, Self::KIND))
     }
 }
+
+/// `limit_data` in the registry; Toxiproxy's `limit_data` (`bytes`).
+pub const KIND: KindInfo = KindInfo {
+    name: "limit_data",
+    scope: Scope::Connection,
+    summary: "orderly FIN after exactly N bytes",
+    keys: &[("bytes", "bytes delivered before the FIN (required)")],
+    read: |r| conn(r, LimitDataConfig::read),
+    toxic: Some(Toxic {
+        type_: "limit_data",
+        attributes: &["bytes"],
+        read: |r, common| {
+            let bytes = r.u64("bytes", "bytes")?.unwrap_or(0);
+            Ok(Factory::shared(common, LimitDataConfig { bytes }))
+        },
+    }),
+};

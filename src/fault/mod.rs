@@ -14,6 +14,7 @@ pub mod buffer;
 pub mod common;
 pub mod idle;
 pub mod keys;
+pub mod kind;
 pub mod latency;
 pub mod limit_data;
 pub mod outage;

@@ -15,6 +15,7 @@
 use std::time::Duration;
 
 use super::keys::{FaultConfigError, KeyReader};
+use super::kind::{Built, KindInfo, Scope};
 use crate::vocab::OutageMode;
 
 /// When a proxy is out: one window, or a periodic series.
@@ -116,3 +117,25 @@ fn value_error(r: &mut KeyReader<'_>, key: &'static str, message: String) -> Fau
         None => FaultConfigError::at_def(r.def(), Some(key), message),
     }
 }
+
+/// `outage` in the registry: a proxy-wide schedule (no Toxiproxy counterpart).
+pub const KIND: KindInfo = KindInfo {
+    name: "outage",
+    scope: Scope::Proxy,
+    summary: "proxy-level window: open connections reset, new ones refused or held",
+    keys: &[
+        ("duration_ms", "window length, > 0 (required)"),
+        (
+            "start_ms",
+            "first window, since the proxy started (default 0)",
+        ),
+        ("every_ms", "repeat period (default: once)"),
+        (
+            "count",
+            "number of windows when repeating (default: forever)",
+        ),
+        ("mode", "\"refuse\" (default) or \"hold\""),
+    ],
+    read: |r| Ok(Built::Outage(OutageSchedule::read(r)?)),
+    toxic: None,
+};

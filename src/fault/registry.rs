@@ -3,8 +3,11 @@
 //!
 //! One path validates every definition: profiles and the Toxiproxy JSON API both go through the
 //! kinds' `read` functions, so a key means the same everywhere and every error names the key and
-//! what is allowed. Invariant: [`KINDS`] lists exactly the kinds [`build`] accepts, in the order
-//! error messages list them.
+//! what is allowed. A kind is one file that declares itself (`pub const KIND`, see
+//! [`super::kind`]) plus one line in [`KINDS`]; its Toxiproxy type, if any, is part of that
+//! declaration. Invariant: [`KINDS`] lists exactly the kinds [`build`] accepts and
+//! [`toxics`] exactly the Toxiproxy types [`from_toxiproxy`] accepts, in the order error
+//! messages list them; an unknown name is an error, never a fallback.
 //!
 //! `down` is not a fault kind: a proxy is down while it is disabled (`enabled = false` on a
 //! `[[proxy]]` in a profile, or toggled through the control API); its listener is closed and its
@@ -13,43 +16,16 @@
 use std::sync::Arc;
 
 use super::FaultFactory;
-use super::bandwidth::BandwidthConfig;
-use super::buffer::BufferConfig;
-use super::common::{Common, Factory};
-use super::idle::IdleConfig;
+use super::common::Common;
 use super::keys::{FaultConfigError, FaultDef, KeyReader};
-use super::latency::LatencyConfig;
-use super::limit_data::LimitDataConfig;
-use super::outage::OutageSchedule;
-use super::reset::ResetConfig;
-use super::slicer::SlicerConfig;
-use super::slow_close::SlowCloseConfig;
-use super::stall::StallConfig;
-use super::timeout::TimeoutConfig;
+use super::toxiproxy::json_def;
+use super::{
+    bandwidth, buffer, idle, latency, limit_data, outage, reset, slicer, slow_close, sse_cut,
+    stall, timeout,
+};
+use crate::vocab::Direction;
 
-pub use super::toxiproxy::{TOXIPROXY_TYPES, from_toxiproxy};
-
-/// Whether a kind acts on one connection's direction or on the whole proxy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    /// One direction of one connection; has `direction` and `probability`.
-    Connection,
-    /// The whole proxy (a schedule the runtime drives).
-    Proxy,
-}
-
-/// A kind as the registry lists it.
-#[derive(Debug, Clone, Copy)]
-pub struct KindInfo {
-    /// The name used in profiles.
-    pub name: &'static str,
-    /// Connection or proxy.
-    pub scope: Scope,
-    /// One line: the observable effect.
-    pub summary: &'static str,
-    /// Its own keys (common keys excluded), with a short description.
-    pub keys: &'static [(&'static str, &'static str)],
-}
+pub use super::kind::{Built, KindInfo, Scope, Toxic};
 
 /// Keys every fault definition may have.
 pub const DEF_KEYS: &[(&str, &str)] = &[
@@ -70,139 +46,20 @@ pub const COMMON_KEYS: &[(&str, &str)] = &[
     ),
 ];
 
-/// Every kind, in the order messages list them.
+/// Every kind, in the order messages list them: one line per kind.
 pub const KINDS: &[KindInfo] = &[
-    KindInfo {
-        name: "latency",
-        scope: Scope::Connection,
-        summary: "each chunk leaves latency ± jitter later; order kept, throughput not capped",
-        keys: &[
-            ("latency_ms", "delay (required)"),
-            ("jitter_ms", "± uniform jitter (default 0)"),
-        ],
-    },
-    KindInfo {
-        name: "bandwidth",
-        scope: Scope::Connection,
-        summary: "token bucket: at most `rate` bytes per second, smooth",
-        keys: &[("rate", "bytes per second, > 0 (required)")],
-    },
-    KindInfo {
-        name: "slicer",
-        scope: Scope::Connection,
-        summary: "chunks cut into slices of average ± variation bytes, delay between them",
-        keys: &[
-            ("average_size", "bytes, > 0 (required)"),
-            ("size_variation", "bytes, < average_size (default 0)"),
-            ("delay_us", "microseconds between slices (default 0)"),
-        ],
-    },
-    KindInfo {
-        name: "slow_close",
-        scope: Scope::Connection,
-        summary: "the EOF is passed on delay_ms late",
-        keys: &[("delay_ms", "hold of the EOF (required)")],
-    },
-    KindInfo {
-        name: "timeout",
-        scope: Scope::Connection,
-        summary: "blackhole: drop every byte, FIN after timeout_ms (0 = never)",
-        keys: &[("timeout_ms", "time to the close, 0 = never (required)")],
-    },
-    KindInfo {
-        name: "reset",
-        scope: Scope::Connection,
-        summary: "RST after N bytes, at a random byte in a range, or after a time",
-        keys: &[
-            ("bytes", "reset after exactly this many bytes"),
-            (
-                "range",
-                "[a, b]: reset at a byte drawn uniformly per connection",
-            ),
-            ("after_ms", "reset this long after the connection opened"),
-            (
-                "outage_ms",
-                "proxy outage opened by the cut (with bytes or range)",
-            ),
-        ],
-    },
-    KindInfo {
-        name: "limit_data",
-        scope: Scope::Connection,
-        summary: "orderly FIN after exactly N bytes",
-        keys: &[("bytes", "bytes delivered before the FIN (required)")],
-    },
-    KindInfo {
-        name: "stall",
-        scope: Scope::Connection,
-        summary: "nothing leaves for duration_ms from a byte or a time, then it resumes",
-        keys: &[
-            ("duration_ms", "length of the stall (required)"),
-            ("at_byte", "stall before this byte offset"),
-            ("after_ms", "stall this long after the connection opened"),
-        ],
-    },
-    KindInfo {
-        name: "outage",
-        scope: Scope::Proxy,
-        summary: "proxy-level window: open connections reset, new ones refused or held",
-        keys: &[
-            ("duration_ms", "window length, > 0 (required)"),
-            (
-                "start_ms",
-                "first window, since the proxy started (default 0)",
-            ),
-            ("every_ms", "repeat period (default: once)"),
-            (
-                "count",
-                "number of windows when repeating (default: forever)",
-            ),
-            ("mode", "\"refuse\" (default) or \"hold\""),
-        ],
-    },
-    KindInfo {
-        name: "sse_cut",
-        scope: Scope::Connection,
-        summary: "one cut per SSE stream at a chosen SSE position or byte, then reset/fin/clean-end",
-        keys: &[
-            (
-                "at",
-                "class, { class = weight, … }, or \"any-byte\" (required)",
-            ),
-            (
-                "leg",
-                "\"any\" (default), \"first\" or \"resume\": which legs of a stream are cut",
-            ),
-            ("range", "[a, b]: payload offsets the cut is drawn from"),
-            ("events", "[n, m]: event indexes the cut may fall in"),
-            ("method", "only streams whose request has this method"),
-            (
-                "path",
-                "only streams whose request path is this (prefix when it ends in *)",
-            ),
-            ("action", "\"reset\" (default), \"fin\" or \"clean-end\""),
-            ("stall_ms", "pause before the action"),
-            ("outage_ms", "proxy outage opened by the cut"),
-        ],
-    },
-    KindInfo {
-        name: "idle",
-        scope: Scope::Connection,
-        summary: "a gateway's idle timeout: FIN (or RST) once nothing flowed for idle_ms",
-        keys: &[
-            (
-                "idle_ms",
-                "quiet time that ends the connection, > 0 (required)",
-            ),
-            ("action", "\"fin\" (default) or \"reset\""),
-        ],
-    },
-    KindInfo {
-        name: "buffer",
-        scope: Scope::Connection,
-        summary: "a buffering intermediary: bytes held and flushed together every flush_ms",
-        keys: &[("flush_ms", "length of a buffering window, > 0 (required)")],
-    },
+    latency::KIND,
+    bandwidth::KIND,
+    slicer::KIND,
+    slow_close::KIND,
+    timeout::KIND,
+    reset::KIND,
+    limit_data::KIND,
+    stall::KIND,
+    outage::KIND,
+    sse_cut::KIND,
+    idle::KIND,
+    buffer::KIND,
 ];
 
 /// The names of every kind, comma-separated.
@@ -210,22 +67,14 @@ pub fn known_kinds() -> String {
     KINDS.iter().map(|k| k.name).collect::<Vec<_>>().join(", ")
 }
 
-/// What a definition builds.
-#[derive(Clone)]
-pub enum Built {
-    /// A per-connection fault.
-    Conn(Arc<dyn FaultFactory>),
-    /// A proxy-level outage schedule.
-    Outage(OutageSchedule),
+/// The Toxiproxy toxic types tearline answers, in [`KINDS`] order.
+pub fn toxics() -> impl Iterator<Item = &'static Toxic> {
+    KINDS.iter().filter_map(|k| k.toxic.as_ref())
 }
 
-impl std::fmt::Debug for Built {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Built::Conn(c) => write!(f, "Conn({} {})", c.kind(), c.direction()),
-            Built::Outage(o) => write!(f, "Outage({o:?})"),
-        }
-    }
+/// The Toxiproxy toxic of type `type_`, if tearline answers it.
+pub fn toxic(type_: &str) -> Option<&'static Toxic> {
+    toxics().find(|t| t.type_ == type_)
 }
 
 /// Builds one definition (a profile's `[[fault]]` table): validates every key.
@@ -275,58 +124,88 @@ pub fn build(def: &FaultDef) -> Result<Built, FaultConfigError> {
     r.raw("kind");
     r.str("name")?;
     r.str("proxy")?;
-    if info.scope == Scope::Proxy {
-        let schedule = OutageSchedule::read(&mut r)?;
-        r.finish()?;
-        return Ok(Built::Outage(schedule));
-    }
-    if info.name == "sse_cut" {
-        let factory = sse_cut_slot(&mut r)?;
-        r.finish()?;
-        return Ok(Built::Conn(factory));
-    }
-    let common = Common::read(&mut r)?;
-    let factory = match info.name {
-        "latency" => Factory::shared(common, LatencyConfig::read(&mut r)?),
-        "bandwidth" => Factory::shared(common, BandwidthConfig::read(&mut r)?),
-        "slicer" => Factory::shared(common, SlicerConfig::read(&mut r)?),
-        "slow_close" => Factory::shared(common, SlowCloseConfig::read(&mut r)?),
-        "timeout" => Factory::shared(common, TimeoutConfig::read(&mut r)?),
-        "reset" => Factory::shared(common, ResetConfig::read(&mut r)?),
-        "limit_data" => Factory::shared(common, LimitDataConfig::read(&mut r)?),
-        "idle" => Factory::shared(common, IdleConfig::read(&mut r)?),
-        "buffer" => Factory::shared(common, BufferConfig::read(&mut r)?),
-        _ => Factory::shared(common, StallConfig::read(&mut r)?),
-    };
+    let built = (info.read)(&mut r)?;
     r.finish()?;
-    Ok(Built::Conn(factory))
+    Ok(built)
 }
 
-/// The `sse_cut` kind: the SSE-position fault of [`crate::fault::sse_cut`].
-fn sse_cut_slot(r: &mut KeyReader<'_>) -> Result<Arc<dyn FaultFactory>, FaultConfigError> {
-    // Names are checked here first so their errors point at the value and list what is
-    // allowed; the fault then validates its keys itself (direction and probability included).
-    r.choice("leg", &crate::fault::sse_cut::Leg::NAMES)?;
-    if let Some(p) = r.raw("at") {
-        crate::fault::sse_cut::check_target(&p.value)
-            .map_err(|m| FaultConfigError::at_value(p, m))?;
+/// Builds a factory from a Toxiproxy toxic: its `type`, `attributes` (Toxiproxy's names and
+/// units: ms, KB/s for `rate`, µs for slicer `delay`), `stream` and `toxicity`. Missing
+/// attributes take Toxiproxy's zero defaults (see [`super::toxiproxy`]).
+pub fn from_toxiproxy(
+    type_: &str,
+    attributes: &serde_json::Value,
+    stream: Direction,
+    toxicity: f64,
+) -> Result<Arc<dyn FaultFactory>, FaultConfigError> {
+    let common = Common::checked(stream, toxicity)?;
+    let def = json_def(attributes)?;
+    let mut r = KeyReader::new(&def, type_);
+    let Some(toxic) = toxic(type_) else {
+        return Err(FaultConfigError {
+            key: Some("type".into()),
+            span: None,
+            message: format!(
+                "unknown toxic type '{type_}'; known: {}",
+                toxics().map(|t| t.type_).collect::<Vec<_>>().join(", ")
+            ),
+        });
+    };
+    r.declare(toxic.attributes.iter())?;
+    let factory = (toxic.read)(&mut r, common)?;
+    r.finish()?;
+    Ok(factory)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_names_and_toxiproxy_types_are_each_listed_once() {
+        let mut names: Vec<&str> = KINDS.iter().map(|k| k.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), KINDS.len(), "a kind name is listed twice");
+        let mut types: Vec<&str> = toxics().map(|t| t.type_).collect();
+        types.sort_unstable();
+        types.dedup();
+        assert_eq!(
+            types.len(),
+            toxics().count(),
+            "a toxic type is listed twice"
+        );
+        assert_eq!(
+            types,
+            [
+                "bandwidth",
+                "latency",
+                "limit_data",
+                "reset_peer",
+                "slicer",
+                "slow_close",
+                "timeout"
+            ],
+            "Toxiproxy's seven types with attributes (noop is the API's own)"
+        );
     }
-    let cfg = params_as::<crate::fault::sse_cut::SseCutConfig>(r.def())?;
-    Ok(crate::fault::sse_cut::factory(cfg))
-}
 
-/// Deserializes a definition's keys (all of them, common keys included) into a serde type;
-/// errors carry the span of the whole definition.
-pub fn params_as<T: serde::de::DeserializeOwned>(def: &FaultDef) -> Result<T, FaultConfigError> {
-    let table: toml::Table = def
-        .params
-        .iter()
-        .filter(|p| !matches!(p.key.as_str(), "kind" | "name" | "proxy"))
-        .map(|p| (p.key.clone(), p.value.clone()))
-        .collect();
-    T::deserialize(table).map_err(|e| FaultConfigError {
-        key: None,
-        span: def.span.clone(),
-        message: e.message().to_owned(),
-    })
+    #[test]
+    fn an_unknown_kind_is_an_error_never_a_fallback() {
+        let def = FaultDef::from_pairs(vec![
+            ("kind", toml::Value::String("stal".into())),
+            ("duration_ms", toml::Value::Integer(5)),
+        ]);
+        let err = build(&def).expect_err("an unknown kind must not build");
+        assert!(err.message.contains("unknown fault kind 'stal'"), "{err:?}");
+        assert!(
+            from_toxiproxy(
+                "stall",
+                &serde_json::Value::Null,
+                Direction::Downstream,
+                1.0
+            )
+            .is_err()
+        );
+    }
 }

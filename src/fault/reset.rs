@@ -16,8 +16,10 @@ use std::time::Duration;
 use rand::RngExt;
 use tokio::time::Instant;
 
+use super::common::Factory;
 use super::common::{KindConfig, cut_point};
 use super::keys::{FaultConfigError, KeyReader};
+use super::kind::{KindInfo, Scope, Toxic, conn, toxic_ms};
 use super::{Chunk, ConnRng, Cut, Deadline, Fault, Plan, Unseen};
 use crate::vocab::CutAction;
 
@@ -198,3 +200,38 @@ impl Fault for TimedReset {
         Unseen::Always
     }
 }
+
+/// `reset` in the registry; Toxiproxy's `reset_peer` (`timeout` in ms: 0 resets on the first
+/// byte, otherwise that long after the connection opened).
+pub const KIND: KindInfo = KindInfo {
+    name: "reset",
+    scope: Scope::Connection,
+    summary: "RST after N bytes, at a random byte in a range, or after a time",
+    keys: &[
+        ("bytes", "reset after exactly this many bytes"),
+        (
+            "range",
+            "[a, b]: reset at a byte drawn uniformly per connection",
+        ),
+        ("after_ms", "reset this long after the connection opened"),
+        (
+            "outage_ms",
+            "proxy outage opened by the cut (with bytes or range)",
+        ),
+    ],
+    read: |r| conn(r, ResetConfig::read),
+    toxic: Some(Toxic {
+        type_: "reset_peer",
+        attributes: &["timeout"],
+        read: |r, common| {
+            let t = toxic_ms(r, "timeout")?;
+            let trigger = if t.is_zero() {
+                ResetTrigger::Bytes(0)
+            } else {
+                ResetTrigger::After(t)
+            };
+            let outage = None;
+            Ok(Factory::shared(common, ResetConfig { trigger, outage }))
+        },
+    }),
+};

@@ -14,8 +14,10 @@ use std::time::Duration;
 use rand::RngExt;
 use tokio::time::Instant;
 
+use super::common::Factory;
 use super::common::KindConfig;
 use super::keys::{FaultConfigError, KeyReader};
+use super::kind::{KindInfo, Scope, Toxic, conn};
 use super::{Chunk, ConnRng, Fault, Plan, Slice};
 
 /// Configuration of `slicer`.
@@ -144,3 +146,28 @@ impl Fault for Slicer {
         std::mem::swap(plan.slices_mut(), &mut self.scratch);
     }
 }
+
+/// `slicer` in the registry; Toxiproxy's `slicer` (`average_size`, `size_variation` in bytes,
+/// `delay` in µs).
+pub const KIND: KindInfo = KindInfo {
+    name: "slicer",
+    scope: Scope::Connection,
+    summary: "chunks cut into slices of average ± variation bytes, delay between them",
+    keys: &[
+        ("average_size", "bytes, > 0 (required)"),
+        ("size_variation", "bytes, < average_size (default 0)"),
+        ("delay_us", "microseconds between slices (default 0)"),
+    ],
+    read: |r| conn(r, SlicerConfig::read),
+    toxic: Some(Toxic {
+        type_: "slicer",
+        attributes: &["average_size", "size_variation", "delay"],
+        read: |r, common| {
+            let avg = r.u64("average_size", "bytes")?.unwrap_or(0);
+            let var = r.u64("size_variation", "bytes")?.unwrap_or(0);
+            let delay = r.micros("delay")?.unwrap_or_default();
+            let cfg = SlicerConfig::checked(r, "average_size", "size_variation", avg, var, delay)?;
+            Ok(Factory::shared(common, cfg))
+        },
+    }),
+};

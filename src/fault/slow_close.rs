@@ -9,8 +9,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::common::Factory;
 use super::common::KindConfig;
 use super::keys::{FaultConfigError, KeyReader};
+use super::kind::{KindInfo, Scope, Toxic, conn, toxic_ms};
 use super::{Chunk, ConnRng, Fault, Plan, Unseen};
 
 /// Configuration of `slow_close`.
@@ -57,3 +59,20 @@ impl Fault for SlowClose {
         Unseen::Always
     }
 }
+
+/// `slow_close` in the registry; Toxiproxy's `slow_close` (`delay` in ms).
+pub const KIND: KindInfo = KindInfo {
+    name: "slow_close",
+    scope: Scope::Connection,
+    summary: "the EOF is passed on delay_ms late",
+    keys: &[("delay_ms", "hold of the EOF (required)")],
+    read: |r| conn(r, SlowCloseConfig::read),
+    toxic: Some(Toxic {
+        type_: "slow_close",
+        attributes: &["delay"],
+        read: |r, common| {
+            let delay = toxic_ms(r, "delay")?;
+            Ok(Factory::shared(common, SlowCloseConfig { delay }))
+        },
+    }),
+};

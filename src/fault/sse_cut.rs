@@ -44,6 +44,8 @@ use std::time::Duration;
 use rand::RngExt;
 use tokio::time::Instant;
 
+use super::keys::{FaultConfigError, KeyReader};
+use super::kind::{Built, KindInfo, Scope, params_as};
 use super::{Chunk, ConnRng, Cut, Fault, FaultFactory, Plan, Slice};
 use crate::vocab::CutAction;
 use crate::vocab::{Direction, StreamInfo};
@@ -51,7 +53,7 @@ use crate::wire::position::UnknownClass;
 use crate::wire::{ChunkPositions, LlmPos, SseClass};
 
 /// The fault kind's name.
-pub const KIND: &str = "sse_cut";
+pub const NAME: &str = "sse_cut";
 
 /// Why an `sse_cut` definition is invalid.
 #[derive(Debug, thiserror::Error)]
@@ -298,7 +300,7 @@ struct SseCutFactory(Arc<SseCutConfig>);
 
 impl FaultFactory for SseCutFactory {
     fn kind(&self) -> &'static str {
-        KIND
+        NAME
     }
 
     fn direction(&self) -> Direction {
@@ -314,7 +316,7 @@ impl FaultFactory for SseCutFactory {
     }
 
     fn fingerprint(&self) -> String {
-        format!("{KIND}{:?}", self.0)
+        format!("{NAME}{:?}", self.0)
     }
 }
 
@@ -426,7 +428,7 @@ fn pick<T: Copy>(weights: &[(T, f64)], u: f64) -> Option<T> {
 
 impl Fault for SseCut {
     fn kind(&self) -> &'static str {
-        KIND
+        NAME
     }
 
     /// The current stream and its decision: an edited `sse_cut` applies from the next stream,
@@ -448,7 +450,7 @@ impl Fault for SseCut {
             at: k,
             action: self.cfg.action,
             outage: self.cfg.outage,
-            by: KIND,
+            by: NAME,
         });
         if let Some(stall) = self.cfg.stall
             && plan.cut().is_some_and(|c| c.at == k)
@@ -462,6 +464,47 @@ impl Fault for SseCut {
             });
         }
     }
+}
+
+/// `sse_cut` in the registry (no Toxiproxy counterpart).
+pub const KIND: KindInfo = KindInfo {
+    name: NAME,
+    scope: Scope::Connection,
+    summary: "one cut per SSE stream at a chosen SSE position or byte, then reset/fin/clean-end",
+    keys: &[
+        (
+            "at",
+            "class, { class = weight, … }, or \"any-byte\" (required)",
+        ),
+        (
+            "leg",
+            "\"any\" (default), \"first\" or \"resume\": which legs of a stream are cut",
+        ),
+        ("range", "[a, b]: payload offsets the cut is drawn from"),
+        ("events", "[n, m]: event indexes the cut may fall in"),
+        ("method", "only streams whose request has this method"),
+        (
+            "path",
+            "only streams whose request path is this (prefix when it ends in *)",
+        ),
+        ("action", "\"reset\" (default), \"fin\" or \"clean-end\""),
+        ("stall_ms", "pause before the action"),
+        ("outage_ms", "proxy outage opened by the cut"),
+    ],
+    read: read_def,
+    toxic: None,
+};
+
+/// A profile definition of `sse_cut`: names are checked first so their errors point at the
+/// value and list what is allowed; the fault then validates its keys itself (direction and
+/// probability included).
+fn read_def(r: &mut KeyReader<'_>) -> Result<Built, FaultConfigError> {
+    r.choice("leg", &Leg::NAMES)?;
+    if let Some(p) = r.raw("at") {
+        check_target(&p.value).map_err(|m| FaultConfigError::at_value(p, m))?;
+    }
+    let cfg = params_as::<SseCutConfig>(r.def())?;
+    Ok(Built::Conn(factory(cfg)))
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 use super::common::KindConfig;
 use super::keys::{FaultConfigError, KeyReader};
+use super::kind::{KindInfo, Scope, conn};
 use super::{Chunk, ConnRng, Fault, Plan};
 
 /// Where a `stall` starts.
@@ -126,3 +127,17 @@ impl Fault for Stall {
         }
     }
 }
+
+/// `stall` in the registry (no Toxiproxy counterpart).
+pub const KIND: KindInfo = KindInfo {
+    name: "stall",
+    scope: Scope::Connection,
+    summary: "nothing leaves for duration_ms from a byte or a time, then it resumes",
+    keys: &[
+        ("duration_ms", "length of the stall (required)"),
+        ("at_byte", "stall before this byte offset"),
+        ("after_ms", "stall this long after the connection opened"),
+    ],
+    read: |r| conn(r, StallConfig::read),
+    toxic: None,
+};

@@ -12,8 +12,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::common::Factory;
 use super::common::KindConfig;
 use super::keys::{FaultConfigError, KeyReader};
+use super::kind::{KindInfo, Scope, Toxic, conn, toxic_ms};
 use super::{Chunk, ConnRng, Deadline, Fault, Plan};
 use crate::vocab::CutAction;
 
@@ -74,3 +76,20 @@ impl Fault for Timeout {
 
 /// "Never" for a held EOF: longer than any run (tokio's own far future is 30 years).
 const NEVER: Duration = Duration::from_secs(86_400 * 365 * 30);
+
+/// `timeout` in the registry; Toxiproxy's `timeout` (`timeout` in ms).
+pub const KIND: KindInfo = KindInfo {
+    name: "timeout",
+    scope: Scope::Connection,
+    summary: "blackhole: drop every byte, FIN after timeout_ms (0 = never)",
+    keys: &[("timeout_ms", "time to the close, 0 = never (required)")],
+    read: |r| conn(r, TimeoutConfig::read),
+    toxic: Some(Toxic {
+        type_: "timeout",
+        attributes: &["timeout"],
+        read: |r, common| {
+            let timeout = toxic_ms(r, "timeout")?;
+            Ok(Factory::shared(common, TimeoutConfig { timeout }))
+        },
+    }),
+};

@@ -174,10 +174,18 @@ pub struct LabConfig {
     pub ids: super::bugs::IdStyle,
     /// Path of the plain-SSE endpoint (no MCP, no session; see [`crate::lab::plain`]).
     pub plain_path: Option<String>,
+    /// The plain feed starts every resume with a priming event repeating the cursor (see
+    /// [`crate::lab::plain_priming`]).
+    pub plain_priming: bool,
     /// Records what the lab emitted per leg (see [`crate::lab::truth`]); `None`: no record.
     pub truth: Option<std::sync::Arc<super::truth::LabTruth>>,
     /// Knobs of the LLM endpoints (see [`crate::lab::llm`]).
     pub llm: super::llm::Knobs,
+    /// 2026-07-28: answer `tools/call` with one `application/json` body (the final response,
+    /// no progress notifications) instead of an SSE stream, as the spec lets a server choose
+    /// (see [`super::tools::answer_json`]). Off by default; the accuracy harness cuts such
+    /// bodies.
+    pub json_results: bool,
 }
 
 /// Default of [`LabConfig::session_idle`].
@@ -235,8 +243,10 @@ impl Default for LabConfig {
             bug: super::bugs::ServerBug::None,
             ids: super::bugs::IdStyle::Counter,
             plain_path: None,
+            plain_priming: false,
             truth: None,
             llm: super::llm::Knobs::default(),
+            json_results: false,
         }
     }
 }

@@ -73,7 +73,9 @@
 //!
 //! # Plain SSE (off by default; see [`plain`])
 //! With [`LabConfig::plain_path`], `GET <plain_path>` serves a fixed feed of
-//! [`plain::PLAIN_EVENTS`] events without MCP or sessions, resumable by `Last-Event-ID`.
+//! [`plain::PLAIN_EVENTS`] events without MCP or sessions, resumable by `Last-Event-ID`;
+//! with [`LabConfig::plain_priming`] each resume starts with a priming event repeating the
+//! cursor ([`plain_priming`]).
 //!
 //! # Ground truth (off by default; see [`truth`])
 //! With [`LabConfig::truth`], every leg records the events handed to its body and every bug it
@@ -120,6 +122,7 @@ mod http;
 mod legs;
 pub mod llm;
 pub mod plain;
+pub mod plain_priming;
 mod post;
 pub mod ring;
 pub mod session;

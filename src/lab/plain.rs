@@ -110,7 +110,17 @@ pub(crate) fn handle(
     });
     let (tx, rx) = mpsc::channel(4);
     let feed = Arc::clone(shared);
+    let priming = super::plain_priming::resume_priming(
+        shared.cfg.plain_priming,
+        &SseEncoder::new(shared.cfg.line_ending),
+        cursor.as_deref(),
+    );
     shared.tasks.spawn(async move {
+        if let Some(p) = priming
+            && tx.send(p).await.is_err()
+        {
+            return;
+        }
         for (k, ev) in feed.plain.events.iter().enumerate().skip(start) {
             if let Some(leg) = &leg {
                 leg.emit("", 0, k as u64, ev);

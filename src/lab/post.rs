@@ -238,6 +238,7 @@ pub(super) fn stream_steps(
         shared.enc,
         shared.cfg.retry,
         cancel,
+        shared.cfg.truth.clone(),
     ));
     sse_response(body)
 }

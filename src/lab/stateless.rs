@@ -19,7 +19,9 @@
 //!   -32601**. A batch gets 400 -32600 (2026-07-28 has none).
 //! - `server/discover` and `tools/list` results carry `resultType`, `ttlMs` and `cacheScope`.
 //! - `tools/call` streams as in the legacy era, except that closing the response stream cancels
-//!   the call: its producer stops and nothing more is ever sent for it.
+//!   the call: its producer stops and nothing more is ever sent for it. With
+//!   [`LabConfig::json_results`] it is answered with one JSON body instead (the final response
+//!   only), written once the call has finished.
 //! - `confirm` is the multi-round-trip tool: without `inputResponses` it answers
 //!   `resultType: "input_required"` with one `elicitation/create` input request (key
 //!   `confirm`) and a `requestState`; the retry carrying the response gets the final result.
@@ -319,6 +321,11 @@ pub(crate) async fn handle(
             }
             if let Step::Reply(v) = step {
                 return json_response(StatusCode::OK, &v);
+            }
+            if let (true, Step::Call { id, tool, .. }) = (shared.cfg.json_results, &step) {
+                let answer =
+                    super::tools::answer_json(id, tool.clone(), shared.cfg.truth.as_deref()).await;
+                return json_response(StatusCode::OK, &answer);
             }
             let session = Arc::new(Session::new(
                 String::new(),

@@ -23,6 +23,7 @@ use super::config::SideEffects;
 use super::hold::Hold;
 use super::session::Session;
 use super::sse_body::SseEncoder;
+use super::truth::LabTruth;
 
 /// The bytes of the `blob` text repeat this alphabet: byte `i` is `ALPHABET[i % 26]`.
 pub const ALPHABET: &[u8; 26] = b"abcdefghijklmnopqrstuvwxyz";
@@ -143,6 +144,17 @@ impl Tool {
         }
     }
 
+    /// The tool's name, as `tools/call` names it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Tool::Blob { .. } => "blob",
+            Tool::Progress { .. } => "progress",
+            Tool::Search { .. } => "search",
+            Tool::Fetch { .. } => "fetch",
+            Tool::Append { .. } => "append",
+        }
+    }
+
     /// The resource indicator a token must name to run this tool and receive its events.
     pub fn resource(&self) -> &'static str {
         match self {
@@ -216,7 +228,8 @@ pub enum Step {
 ///
 /// `cancel` (a child of the session's token) stops it early: `notifications/cancelled` for
 /// one of its requests, the end of the session, or in 2026-07-28 mode the response stream
-/// closing. A cancelled call gets no response.
+/// closing. A cancelled call gets no response. With `truth`, each call's start and finish go
+/// to the execution counter ([`super::truth::LabTruth::started`]).
 pub async fn produce(
     session: Arc<Session>,
     stream: u64,
@@ -224,6 +237,7 @@ pub async fn produce(
     enc: SseEncoder,
     retry: Duration,
     cancel: CancellationToken,
+    truth: Option<Arc<LabTruth>>,
 ) {
     let ids: Vec<String> = steps
         .iter()
@@ -241,7 +255,7 @@ pub async fn produce(
         });
     }
     tokio::select! {
-        _ = run_steps(&session, stream, steps, enc) => {}
+        _ = run_steps(&session, stream, steps, enc, truth.as_deref()) => {}
         _ = cancel.cancelled() => {}
     }
     for id in &ids {
@@ -285,7 +299,13 @@ impl Emitter<'_> {
     }
 }
 
-async fn run_steps(session: &Session, stream: u64, steps: Vec<Step>, enc: SseEncoder) {
+async fn run_steps(
+    session: &Session,
+    stream: u64,
+    steps: Vec<Step>,
+    enc: SseEncoder,
+    truth: Option<&LabTruth>,
+) {
     let out = Emitter {
         session,
         stream,
@@ -296,6 +316,15 @@ async fn run_steps(session: &Session, stream: u64, steps: Vec<Step>, enc: SseEnc
         match step {
             Step::Reply(msg) => out.emit(None, &[msg.to_string().as_bytes()]).await,
             Step::Call { id, token, tool } => {
+                let id_text = id.to_string();
+                if let Some(t) = truth {
+                    t.started(&id_text, tool.name());
+                }
+                let finished = || {
+                    if let Some(t) = truth {
+                        t.finished(&id_text);
+                    }
+                };
                 let res: Arc<str> = Arc::from(tool.resource());
                 let res = Some(&res);
                 let progress = |i: u64, total: u64| {
@@ -328,6 +357,7 @@ async fn run_steps(session: &Session, stream: u64, steps: Vec<Step>, enc: SseEnc
                             json.extend_from_slice(br#","resultType":"complete"}}"#);
                         }
                         out.emit_held(res, &split_at(&json, &cuts), hold).await;
+                        finished();
                         continue;
                     }
                     Tool::Progress { n, interval } => (n, interval, format!("progress done: {n}")),
@@ -353,6 +383,7 @@ async fn run_steps(session: &Session, stream: u64, steps: Vec<Step>, enc: SseEnc
                             "content": [{"type": "text", "text": text}],
                             "structuredContent": {"value": value}, "isError": false}}));
                         out.emit(res, &[json.as_bytes()]).await;
+                        finished();
                         continue;
                     }
                 };
@@ -365,10 +396,63 @@ async fn run_steps(session: &Session, stream: u64, steps: Vec<Step>, enc: SseEnc
                     out.emit(res, &[progress(i, n).as_bytes()]).await;
                 }
                 out.emit(res, &[small(last).as_bytes()]).await;
+                finished();
             }
         }
         tokio::task::yield_now().await;
     }
+}
+
+/// The response to one 2026-07-28 call answered with a single `application/json` body
+/// ([`super::LabConfig::json_results`]): the same result the call's SSE stream would end with
+/// (`resultType: "complete"`), computed after the same waits (`progress`'s `interval`s) and
+/// side effect (`append` adds first); no progress notification is sent (a JSON body holds one
+/// message). With `truth`, the start and the finish go to the execution counter.
+pub async fn answer_json(id: &Value, tool: Tool, truth: Option<&LabTruth>) -> Value {
+    let id_text = id.to_string();
+    if let Some(t) = truth {
+        t.started(&id_text, tool.name());
+    }
+    let text = |text: String| json!({"content": [{"type": "text", "text": text}]});
+    let mut result = match tool {
+        Tool::Blob { size, lines, .. } => {
+            let (json, _) = blob_json(id, size, lines);
+            serde_json::from_slice::<Value>(&json)
+                .map(|mut v| v["result"].take())
+                .unwrap_or(Value::Null)
+        }
+        Tool::Progress { n, interval } => {
+            for _ in 0..n {
+                if !interval.is_zero() {
+                    tokio::time::sleep(interval).await;
+                }
+            }
+            text(format!("progress done: {n}"))
+        }
+        Tool::Search { query, .. } => text(format!("search results for {query:?}")),
+        Tool::Fetch { url, .. } => text(format!("fetched {url:?}")),
+        Tool::Append {
+            amount,
+            pad,
+            counter,
+        } => {
+            let value = counter.add(amount);
+            let mut t = format!("appended: {value}");
+            if pad > 0 {
+                t.push(' ');
+                fill_pattern_str(&mut t, pad);
+            }
+            let mut r = text(t);
+            r["structuredContent"] = json!({"value": value});
+            r
+        }
+    };
+    result["isError"] = json!(false);
+    result["resultType"] = json!("complete");
+    if let Some(t) = truth {
+        t.finished(&id_text);
+    }
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
 }
 
 fn split_at<'a>(json: &'a [u8], cuts: &[usize]) -> Vec<&'a [u8]> {

@@ -9,6 +9,12 @@
 //!   record. Nothing here is derived from the audit.
 //! - Event classes come from the lab's own bytes (it wrote them): priming (empty data),
 //!   progress (token and value), response (JSON-RPC id), other.
+//! - The execution counter: every `tools/call` the lab starts running gets one [`Execution`]
+//!   (in start order) at the moment its tool starts (for `append`, just before its side
+//!   effect), and it is marked finished when the tool's result exists (handed to the SSE body,
+//!   or written as the JSON body). How many times a call ran is the number of executions of
+//!   its request ids; a call cut before it finished, and cancelled by the closed stream, stays
+//!   unfinished.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -125,10 +131,23 @@ pub struct LabLeg {
     pub emitted: Vec<Emitted>,
 }
 
-/// The lab's record of every leg (shared by all connections of one server).
+/// One run of a tool: the lab's execution counter (see the module doc).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Execution {
+    /// The JSON-RPC id of the request that ran it (JSON text).
+    pub request_id: String,
+    /// The tool's name.
+    pub tool: String,
+    /// Whether the tool's result exists (it was not cancelled first).
+    pub finished: bool,
+}
+
+/// The lab's record of every leg and every tool execution (shared by all connections of one
+/// server).
 #[derive(Debug, Default)]
 pub struct LabTruth {
     legs: Mutex<Vec<LabLeg>>,
+    executions: Mutex<Vec<Execution>>,
 }
 
 /// A handle on one leg's record.
@@ -156,6 +175,36 @@ impl LabTruth {
     /// A copy of every leg so far.
     pub fn legs(&self) -> Vec<LabLeg> {
         self.lock().clone()
+    }
+
+    /// Records that the tool `tool` started running for request `request_id` (JSON text).
+    pub fn started(&self, request_id: &str, tool: &str) {
+        self.runs().push(Execution {
+            request_id: request_id.to_owned(),
+            tool: tool.to_owned(),
+            finished: false,
+        });
+    }
+
+    /// Marks the latest unfinished execution of `request_id` finished (its result exists).
+    pub fn finished(&self, request_id: &str) {
+        let mut runs = self.runs();
+        if let Some(e) = runs
+            .iter_mut()
+            .rev()
+            .find(|e| e.request_id == request_id && !e.finished)
+        {
+            e.finished = true;
+        }
+    }
+
+    /// A copy of every execution so far, in start order.
+    pub fn executions(&self) -> Vec<Execution> {
+        self.runs().clone()
+    }
+
+    fn runs(&self) -> MutexGuard<'_, Vec<Execution>> {
+        self.executions.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Writes every leg as one JSON line.
@@ -265,5 +314,24 @@ mod tests {
         assert_eq!(classify(true, p), EventClass::Progress { value: 3.0 });
         let r = br#"{"jsonrpc":"2.0","id":7,"result":{}}"#;
         assert_eq!(classify(true, r), EventClass::Response { id: "7".into() });
+    }
+
+    #[test]
+    fn the_execution_counter_records_each_run_and_finishes_the_latest() {
+        let t = LabTruth::default();
+        t.started("7", "append");
+        t.finished("7");
+        t.started("8", "append");
+        t.started("7", "append");
+        t.finished("7");
+        let runs = t.executions();
+        let of7: Vec<bool> = runs
+            .iter()
+            .filter(|e| e.request_id == "7")
+            .map(|e| e.finished)
+            .collect();
+        assert_eq!(of7, [true, true]);
+        assert_eq!(runs.len(), 3);
+        assert!(!runs[1].finished, "id 8 never finished");
     }
 }

@@ -15,11 +15,20 @@
 //! - With truth recording on, every request of the call is recorded as one
 //!   [`super::truth::ClientLeg`] once it stopped being read.
 //! - A call uses at most `max_attempts` connections and ends by `call_timeout` after its start.
-//! - `reissues` counts requests sent again after the previous one reached the server (a
+//! - `reissued` counts requests sent again after the previous one reached the server (a
 //!   response head came back); a POST that never connected is retried, not re-issued.
+//! - The counters that name a fact the audit also reports count it as the audit does:
+//!   `torn-cut` (every policy: a stop with part of an undispatched event in hand),
+//!   `explicit-loss` (a resume refused, or answered with `event: error`), `abandoned` (a call
+//!   ended without its answer while its last request's stream or body was cut: nothing was
+//!   sent for it afterwards); each finished call's share of the counters is kept, with its
+//!   requests, when `keep_calls` asks (`replay` reconciles them with the audit per call).
 //! - A session the client abandons (to renegotiate) is ended with a DELETE first, within
 //!   [`ABANDON_BUDGET`], unless the server already said it is gone (404); a failed DELETE is
 //!   only logged.
+//! - Strict and retry send every call's POSTs with one `Idempotency-Key`, fresh per logical
+//!   call (unique across workers and runs) and repeated on each of its re-sends; naive sends
+//!   none.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -32,7 +41,7 @@ use super::consume::{Clock, Consumed, Stop, consume};
 use super::histo::{self, Histograms};
 use super::policy::{Judgement, RequestStream};
 use super::session::Session;
-use super::stats::{CallEnd, CallTrace, Counters, ResumeAnswer};
+use super::stats::{CallEnd, CallFacts, CallTrace, Counters, ResumeAnswer};
 
 /// Longest wait for the DELETE of an abandoned session.
 pub const ABANDON_BUDGET: Duration = Duration::from_secs(1);
@@ -53,6 +62,17 @@ pub struct Worker {
     pub errors: BTreeMap<&'static str, u64>,
     /// Added to every request id (see [`super::segment::Segment::request_id_base`]).
     pub id_base: u64,
+    /// Calls started by this worker (the index of the next one).
+    calls_started: u64,
+    /// Random per worker: makes `Idempotency-Key`s unique across workers and runs.
+    key_nonce: u64,
+    /// Whether the last request of the current call that reached the server was cut (its
+    /// stream or JSON body broke).
+    last_leg_broken: bool,
+    /// The current call's requests (POSTs that reached the server): session and id.
+    requests: Vec<(Option<String>, u64)>,
+    /// Finished calls as the client saw them (at most `LoadConfig::keep_calls`).
+    pub calls: Vec<CallFacts>,
 }
 
 /// What to do next inside a call.
@@ -76,6 +96,11 @@ impl Worker {
             traces: Vec::new(),
             errors: BTreeMap::new(),
             id_base: 0,
+            calls_started: 0,
+            key_nonce: rand::random(),
+            last_leg_broken: false,
+            requests: Vec::new(),
+            calls: Vec::new(),
         }
     }
 
@@ -86,16 +111,29 @@ impl Worker {
     /// Runs one call intended to start at `intended` and records how it ended.
     pub async fn call(&mut self, intended: Instant) -> CallEnd {
         let first_trace = self.traces.len();
+        let before = self.counters;
+        self.last_leg_broken = false;
+        self.requests.clear();
         let end = self.drive(intended).await;
         let c = &mut self.counters;
         c.calls += 1;
         match end {
             CallEnd::Ok => c.ok += 1,
             CallEnd::Failed => c.failed += 1,
-            CallEnd::SilentlyLost => c.silently_lost += 1,
+            CallEnd::SilentlyLost => c.silent_loss += 1,
+        }
+        if end != CallEnd::Ok && self.last_leg_broken {
+            c.abandoned += 1;
         }
         for t in &mut self.traces[first_trace..] {
             t.outcome = Some(end);
+        }
+        if self.calls.len() < self.cfg.keep_calls {
+            self.calls.push(CallFacts {
+                requests: std::mem::take(&mut self.requests),
+                counts: self.counters.since(&before),
+                end,
+            });
         }
         end
     }
@@ -119,6 +157,21 @@ impl Worker {
     async fn drive(&mut self, intended: Instant) -> CallEnd {
         let cfg = Arc::clone(&self.cfg);
         let policy = cfg.policy;
+        let call_index = self.calls_started;
+        self.calls_started += 1;
+        // The re-send marker: one key per logical call, on every POST of it.
+        let key = policy
+            .verifies()
+            .then(|| format!("tl-{:016x}-{:x}-{call_index}", self.key_nonce, self.id_base));
+        let args = if cfg.distinct_args {
+            let mut a = cfg.args.clone();
+            if let Some(o) = a.as_object_mut() {
+                o.insert("item".to_owned(), call_index.into());
+            }
+            a
+        } else {
+            cfg.args.clone()
+        };
         let deadline = intended.max(Instant::now()) + cfg.call_timeout;
         let mut clock = Clock {
             intended,
@@ -167,6 +220,8 @@ impl Worker {
                 session: session.id.clone().unwrap_or_default(),
                 method: if resuming { "GET" } else { "POST" }.to_owned(),
                 path: cfg.target.path.clone(),
+                call: call_index,
+                idempotency_key: key.clone().filter(|_| !resuming),
                 ..ClientLeg::default()
             });
             let sent = match std::mem::replace(&mut step, Step::Issue) {
@@ -199,7 +254,7 @@ impl Worker {
                 }
                 Step::Issue => {
                     if req.is_some() && reached {
-                        self.counters.reissues += 1;
+                        self.counters.reissued += 1;
                     }
                     reached = false;
                     let id = self.id_base + session.next_request_id();
@@ -208,7 +263,7 @@ impl Worker {
                     let body = json!({
                         "jsonrpc": "2.0", "id": id, "method": "tools/call",
                         "params": {
-                            "name": cfg.tool, "arguments": cfg.args,
+                            "name": cfg.tool, "arguments": args,
                             "_meta": {"progressToken": r.progress_token},
                         }
                     });
@@ -216,7 +271,7 @@ impl Worker {
                     cursor.clear();
                     clock.resumed_from = None;
                     session
-                        .send("POST", body.to_string().as_bytes(), None, deadline, true)
+                        .send_call(body.to_string().as_bytes(), key.as_deref(), deadline)
                         .await
                 }
             };
@@ -231,6 +286,11 @@ impl Worker {
                 Ok(resp) => {
                     step = Step::Issue;
                     reached = true;
+                    self.last_leg_broken = false;
+                    if !resuming {
+                        let sid = self.session.as_ref().and_then(|s| s.id.clone());
+                        self.requests.push((sid, rq.request_id));
+                    }
                     resp
                 }
                 Err(e) => {
@@ -251,6 +311,7 @@ impl Worker {
                 self.counters.explicit_errors += 1;
                 self.error(status_kind(resp.status));
                 if resuming {
+                    self.counters.explicit_loss += 1;
                     self.answer(
                         open_trace,
                         ResumeAnswer::Refused {
@@ -267,18 +328,37 @@ impl Worker {
                 continue;
             }
             if !resp.is_event_stream() {
-                record(&cfg, leg, "json");
+                let mut leg = leg;
                 match resp.body.read_all(deadline).await {
                     Ok(bytes) => match serde_json::from_slice(&bytes) {
                         Ok(msg) => rq.on_message(msg),
                         Err(_) => self.error("json-body"),
                     },
-                    Err(e) => self.error(e.kind()),
+                    Err(e) => {
+                        self.last_leg_broken = true;
+                        self.error(e.kind());
+                    }
                 }
                 if let Some(s) = self.session.as_mut() {
                     s.recycle(resp.body);
                 }
-                let judged = rq.judge(&cfg.args);
+                if let Some(l) = &mut leg {
+                    l.answered = rq.has_response();
+                }
+                record(&cfg, leg, "json");
+                let judged = rq.judge(&args);
+                // 2026-07-28: a JSON body cut before the response is a cut call, as a cut
+                // stream is: re-send only what is safe to repeat (era.rs).
+                if !rq.has_response()
+                    && let Some(s) = self.session.as_ref().filter(|s| s.modern)
+                    && let Some((end, why)) =
+                        super::era::after_cut(policy, s.repeat_safe, judged.clone())
+                {
+                    if let Some(why) = why {
+                        self.error(why);
+                    }
+                    return end;
+                }
                 match self.settle(policy, judged, &clock) {
                     Some(end) => return end,
                     None => continue,
@@ -307,10 +387,12 @@ impl Worker {
                 };
                 self.answer(open_trace, answer);
             }
+            self.last_leg_broken = matches!(got.stop, Stop::Broken(_));
             if let Some(mut l) = leg {
                 l.dispatched = rq.tape.replace(Vec::new()).unwrap_or_default();
                 l.committed.clone_from(&got.committed);
                 l.partial = got.partial;
+                l.answered = rq.has_response();
                 record(&cfg, Some(l), got.stop.label());
             }
             // The stale-cursor client bug keeps the cursor its cut resume was sent with.
@@ -324,7 +406,7 @@ impl Worker {
             }
             match got.stop {
                 Stop::Answered => {
-                    let judged = rq.judge(&cfg.args);
+                    let judged = rq.judge(&args);
                     match self.settle(policy, judged, &clock) {
                         Some(end) => return end,
                         None => continue,
@@ -333,6 +415,9 @@ impl Worker {
                 Stop::Discontinuity | Stop::ErrorEvent => {
                     if rq.error_event {
                         self.counters.explicit_errors += 1;
+                        if resuming {
+                            self.counters.explicit_loss += 1;
+                        }
                     }
                     self.error(got.stop.label());
                     self.abandon(true).await;
@@ -340,14 +425,10 @@ impl Worker {
                 }
                 Stop::CleanEnd | Stop::Broken(_) => {}
             }
-            if policy == Policy::Strict && got.partial {
-                self.counters.torn_detections += 1;
+            if got.partial {
+                self.counters.torn_cut += 1;
             }
-            if policy == Policy::Strict
-                && resuming
-                && narrowed
-                && matches!(got.stop, Stop::CleanEnd)
-            {
+            if policy.verifies() && resuming && narrowed && matches!(got.stop, Stop::CleanEnd) {
                 // Seed 000: a clean end is not completion; the narrowed audience may have hidden
                 // this call's events. Re-authorize with the full token and resume again.
                 narrowed = false;
@@ -356,7 +437,7 @@ impl Worker {
             open_trace = self.story(rq.request_id, &got);
             if policy == Policy::Naive && matches!(got.stop, Stop::CleanEnd) {
                 // The documents' client: a clean end is completion.
-                return match rq.judge(&cfg.args) {
+                return match rq.judge(&args) {
                     Judgement::Valid => CallEnd::Ok,
                     _ => CallEnd::SilentlyLost,
                 };
@@ -365,7 +446,7 @@ impl Worker {
             if cursor.is_empty()
                 && let Some(s) = self.session.as_ref().filter(|s| s.modern)
                 && let Some((end, why)) =
-                    super::era::after_cut(policy, s.repeat_safe, rq.judge(&cfg.args))
+                    super::era::after_cut(policy, s.repeat_safe, rq.judge(&args))
             {
                 if let Some(why) = why {
                     self.error(why);
@@ -400,11 +481,11 @@ impl Worker {
                 self.error("jsonrpc-error");
                 Some(CallEnd::Failed)
             }
-            (Judgement::Invalid(why), Policy::Strict) => {
+            (Judgement::Invalid(why), Policy::Strict | Policy::Retry) => {
                 self.error(why);
                 None
             }
-            (Judgement::Missing, Policy::Strict) => None,
+            (Judgement::Missing, Policy::Strict | Policy::Retry) => None,
             (Judgement::Invalid(_) | Judgement::Missing, Policy::Naive) => {
                 Some(CallEnd::SilentlyLost)
             }

@@ -132,31 +132,96 @@ impl fmt::Display for Target {
     }
 }
 
-/// How a client treats cursors, disconnects and stream ends.
+/// How a client treats cursors, disconnects, stream ends and re-sends: the one policy enum of
+/// `load`, `replay` and the reports (a run's phases, `--policy`, `--fail-on 'strict.…'`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Policy {
     /// Cursor = last dispatched id; a partial event at a disconnect is a torn-boundary
-    /// detection; replays are verified; a call completes only with its verified result.
+    /// detection; replays are verified; a call completes only with its verified result. A cut
+    /// MCP 2026-07-28 call is re-sent only when its tool is declared idempotent.
     Strict,
     /// Cursor = last `id:` line seen; resumes with it and accepts whatever comes; a clean
-    /// stream end counts as completion.
+    /// stream end counts as completion. Never re-sends.
     Naive,
+    /// Strict, plus a retry layer that re-sends a cut MCP 2026-07-28 call whatever its tool's
+    /// annotations say (a repeated side effect is then possible: the audit's `reexecuted`).
+    Retry,
 }
 
 impl Policy {
-    /// `"strict"` or `"naive"`.
+    /// Every policy, in the order of `--policy` help.
+    pub const ALL: [Policy; 3] = [Policy::Strict, Policy::Naive, Policy::Retry];
+
+    /// `"strict"`, `"naive"` or `"retry"`.
     pub fn as_str(self) -> &'static str {
         match self {
             Policy::Strict => "strict",
             Policy::Naive => "naive",
+            Policy::Retry => "retry",
         }
+    }
+
+    /// True for the policies that verify what they get (strict and retry): resume from the
+    /// last dispatched id, count torn events, never take a truncated stream as the answer, and
+    /// mark every call with a fresh `Idempotency-Key` repeated on its re-sends.
+    pub fn verifies(self) -> bool {
+        self != Policy::Naive
     }
 }
 
 impl fmt::Display for Policy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Policy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Policy, String> {
+        Policy::ALL
+            .into_iter()
+            .find(|p| p.as_str() == s.trim())
+            .ok_or_else(|| {
+                format!("unknown policy {s:?}: use strict, naive, retry, a comma-separated list, or both")
+            })
+    }
+}
+
+/// The policies a run executes, in order (`--policy strict,naive`; `both` is strict then
+/// naive). Never empty, no policy twice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyList(pub Vec<Policy>);
+
+impl std::str::FromStr for PolicyList {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<PolicyList, String> {
+        let mut out: Vec<Policy> = Vec::new();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let add: &[Policy] = match part {
+                "both" => &[Policy::Strict, Policy::Naive],
+                p => &[p.parse::<Policy>()?],
+            };
+            for p in add {
+                if out.contains(p) {
+                    return Err(format!("policy {p} is named twice in {s:?}"));
+                }
+                out.push(*p);
+            }
+        }
+        if out.is_empty() {
+            return Err("name at least one policy: strict, naive or retry".to_owned());
+        }
+        Ok(PolicyList(out))
+    }
+}
+
+impl fmt::Display for PolicyList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.0.iter().map(|p| p.as_str()).collect();
+        f.write_str(&names.join(","))
     }
 }
 
@@ -214,10 +279,10 @@ pub struct LoadConfig {
     /// A bearer token sent on every request (`Authorization: Bearer <token>`), e.g. a lab
     /// audience token `aud=https://lab/tools/search`.
     pub token: Option<String>,
-    /// MCP 2026-07-28: re-issue a cut call even when its tool is not declared idempotent, as a
-    /// retry layer that ignores tool annotations does (the audit then reports `reexecuted`
-    /// when the first execution had visibly started). Off by default.
-    pub reissue_unsafe: bool,
+    /// Each call's arguments made distinct: `"item": <call index>` is added to `args` (the
+    /// session's k-th call gets k), so no two calls of a session are identical. Off by default
+    /// (every call identical, as apps repeat calls).
+    pub distinct_args: bool,
     /// Seed 000: the token presented on a call's first resume GET after a cut — a refreshed
     /// token whose audience was narrowed (e.g. `aud=https://lab/tools/search` while the call is
     /// `fetch`). The strict client, seeing that resume end cleanly with its call pending,
@@ -229,6 +294,9 @@ pub struct LoadConfig {
     pub stale_cursor: bool,
     /// Records what the client dispatched per leg (see [`crate::load::truth`]).
     pub truth: Option<std::sync::Arc<super::truth::ClientTruth>>,
+    /// Keep this many finished calls' facts (requests and counter shares) in the outcome
+    /// ([`super::LoadOutcome::calls`]); 0 (the default) keeps none.
+    pub keep_calls: usize,
 }
 
 /// Text a caller adds to the progress bar, computed at each tick.
@@ -264,10 +332,11 @@ impl LoadConfig {
             start_at: None,
             era: super::era::EraChoice::Auto,
             token: None,
-            reissue_unsafe: false,
+            distinct_args: false,
             resume_token: None,
             stale_cursor: false,
             truth: None,
+            keep_calls: 0,
         }
     }
 }
@@ -287,6 +356,21 @@ mod tests {
         assert_eq!((t.port, t.path.as_str()), (80, "/mcp"));
         let t = Target::parse("http://[::1]:9/x").expect("valid");
         assert_eq!((t.host.as_str(), t.port), ("::1", 9));
+    }
+
+    #[test]
+    fn policy_lists_parse_names_lists_and_both_and_refuse_repeats() {
+        let parse = |s: &str| s.parse::<PolicyList>().map(|l| l.0);
+        assert_eq!(parse("strict"), Ok(vec![Policy::Strict]));
+        assert_eq!(parse("both"), Ok(vec![Policy::Strict, Policy::Naive]));
+        assert_eq!(
+            parse("naive, retry"),
+            Ok(vec![Policy::Naive, Policy::Retry])
+        );
+        assert!(parse("both,strict").is_err());
+        assert!(parse("").is_err());
+        let err = parse("lenient").expect_err("unknown");
+        assert!(err.contains("strict, naive, retry"), "{err}");
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! Invariants:
 //! - One scanner per connection (a new connection is a new event stream); the cursor is
 //!   carried across connections by the caller.
-//! - Strict cursor = the scanner's committed last event id (advances only at dispatch); naive
+//! - Strict (and retry) cursor = the scanner's committed last event id (advances only at
+//!   dispatch); naive
 //!   cursor = the id line of the event in progress if one was seen, else the committed id.
 //! - `partial` is the scanner's `has_partial_event()` at the stop: bytes of an event that was
 //!   never dispatched — the torn-boundary condition.
@@ -121,6 +122,9 @@ pub async fn consume(
     let mut first_id: Option<String> = None;
     let mut deadline = clock.deadline;
     let mut reusable = false;
+    if clock.resumed_from.is_some() {
+        req.begin_resume();
+    }
     let stop = loop {
         let chunk = match resp.body.next(deadline).await {
             Ok(Next::Data(d)) => d,
@@ -187,7 +191,7 @@ pub async fn consume(
         {
             verdict = IdVerdict::Discontinuity;
         }
-        if policy == Policy::Strict {
+        if policy.verifies() {
             if verdict == IdVerdict::Discontinuity {
                 if let Some(tape) = &mut req.tape {
                     drain(resp, &mut scanner, tape, deadline).await;
@@ -219,13 +223,13 @@ pub async fn consume(
     let committed = scanner.last_event_id().to_string();
     let pending = scanner.pending_id().map(str::to_string);
     let cursor = match policy {
-        Policy::Strict if !committed.is_empty() => committed.clone(),
         Policy::Naive => match pending.as_deref().filter(|p| !p.is_empty()) {
             Some(p) => p.to_string(),
             None if !committed.is_empty() => committed.clone(),
             None => prev_cursor.to_string(),
         },
-        Policy::Strict => prev_cursor.to_string(),
+        Policy::Strict | Policy::Retry if !committed.is_empty() => committed.clone(),
+        Policy::Strict | Policy::Retry => prev_cursor.to_string(),
     };
     Consumed {
         partial: scanner.has_partial_event(),

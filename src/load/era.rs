@@ -14,9 +14,10 @@
 //! - Every modern POST carries `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name` (for
 //!   `tools/call`, Base64-sentinel encoded when not plain ASCII) and the three
 //!   `io.modelcontextprotocol/*` `_meta` keys; never `Mcp-Session-Id` or `Last-Event-ID`.
-//! - After a cut of a modern call (no cursor to resume from): strict re-issues with a new id
-//!   iff the tool's `tools/list` annotations declare `idempotentHint: true`, else the call
-//!   fails with the reason `not-idempotent`; naive takes the truncated stream as the answer.
+//! - After a cut of a modern call (no cursor to resume from): strict re-sends it with a new id
+//!   (and the call's `Idempotency-Key`) iff the tool's `tools/list` annotations declare
+//!   `idempotentHint: true`, else the call fails with the reason `not-idempotent`; retry
+//!   re-sends whatever the annotations say; naive takes the truncated stream as the answer.
 
 use base64::Engine as _;
 use serde_json::{Value, json};
@@ -125,6 +126,7 @@ pub fn after_cut(
             Judgement::Valid => (CallEnd::Ok, None),
             _ => (CallEnd::SilentlyLost, None),
         }),
+        Policy::Retry => None,
         Policy::Strict if repeat_safe => None,
         Policy::Strict => Some((CallEnd::Failed, Some("not-idempotent"))),
     }
@@ -150,8 +152,9 @@ mod tests {
     }
 
     #[test]
-    fn strict_reissues_only_idempotent_calls_and_naive_accepts_the_cut() {
+    fn strict_reissues_only_idempotent_calls_retry_all_and_naive_accepts_the_cut() {
         assert!(after_cut(Policy::Strict, true, Judgement::Missing).is_none());
+        assert!(after_cut(Policy::Retry, false, Judgement::Missing).is_none());
         assert_eq!(
             after_cut(Policy::Strict, false, Judgement::Missing),
             Some((CallEnd::Failed, Some("not-idempotent")))

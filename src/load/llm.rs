@@ -4,8 +4,10 @@
 //! naive takes it), and measures what users feel.
 //!
 //! Invariants of [`run`]: every logical request lands in exactly one of `ok` (complete),
-//! `failed` (visible failure) and `silently_lost` (a truncated answer taken as complete), so
-//! the counters balance as the MCP client's do; `reissues` counts re-sends; latencies are
+//! `failed` (visible failure) and `silent_loss` (a truncated answer taken as complete), so
+//! the counters balance as the MCP client's do; `reissued` counts re-sends, and
+//! [`LlmExtras::truncations`] the answers strict refused for a missing completion signal
+//! (`retry` behaves as `strict` here: LLM requests have no annotations); latencies are
 //! measured from each request's intended start (open loop under `rate`, no coordinated
 //! omission) and recorded per user, merged at the end; the key sent (`api_key`) is never
 //! logged, counted or recorded.
@@ -97,6 +99,9 @@ pub struct LlmExtras {
     pub tokens: u64,
     /// Output tokens per second over the run (kept answers' tokens / wall time).
     pub tokens_per_s: f64,
+    /// Answers the strict client refused because their completion signal never came (the body
+    /// ended cleanly without it): truncations detected.
+    pub truncations: u64,
     /// Logical requests (at most `max_records`), in completion order.
     pub records: Vec<CallRecord>,
 }
@@ -145,6 +150,7 @@ pub async fn run(
         counters.merge(&u.counters);
         histos.merge(&u.histos);
         extras.tokens += u.tokens;
+        extras.truncations += u.truncations;
         for r in u.records {
             if extras.records.len() < cfg.max_records {
                 extras.records.push(r);
@@ -162,6 +168,7 @@ pub async fn run(
         counters,
         histograms: histos.into_map(),
         traces: Vec::new(),
+        calls: Vec::new(),
         errors,
         elapsed,
         started_at,
@@ -177,6 +184,7 @@ struct User {
     counters: Counters,
     histos: Histograms,
     tokens: u64,
+    truncations: u64,
     records: Vec<CallRecord>,
     errors: BTreeMap<&'static str, u64>,
 }
@@ -193,6 +201,7 @@ async fn user(
         counters: Counters::default(),
         histos,
         tokens: 0,
+        truncations: 0,
         records: Vec::new(),
         errors: BTreeMap::new(),
     };
@@ -239,7 +248,7 @@ async fn one_call(cfg: &LlmLoadConfig, call: u64, intended: Instant, u: &mut Use
         idle_timeout: cfg.idle_timeout,
     };
     let attempts_allowed = match cfg.policy {
-        Policy::Strict => cfg.max_attempts,
+        Policy::Strict | Policy::Retry => cfg.max_attempts,
         Policy::Naive => 1,
     };
     let mut attempts = Vec::new();
@@ -247,7 +256,7 @@ async fn one_call(cfg: &LlmLoadConfig, call: u64, intended: Instant, u: &mut Use
     let mut outcome = Outcome::Failed;
     for n in 0..attempts_allowed {
         if n > 0 {
-            u.counters.reissues += 1;
+            u.counters.reissued += 1;
             tokio::time::sleep(cfg.backoff).await;
         }
         let a = attempt(&ask, n, intended, &mut timings).await;
@@ -268,10 +277,10 @@ async fn one_call(cfg: &LlmLoadConfig, call: u64, intended: Instant, u: &mut Use
             }
             (AttemptEnd::Broken { error }, _) => *u.errors.entry(error).or_insert(0) += 1,
             (AttemptEnd::Timeout, _) => *u.errors.entry("timeout").or_insert(0) += 1,
-            (AttemptEnd::CleanEnd, Policy::Strict) => {
+            (AttemptEnd::CleanEnd, Policy::Strict | Policy::Retry) => {
                 // The body ended as if complete, without the completion signal: a truncation
                 // the strict client detects.
-                u.counters.torn_detections += 1;
+                u.truncations += 1;
             }
         }
     }
@@ -282,7 +291,7 @@ async fn one_call(cfg: &LlmLoadConfig, call: u64, intended: Instant, u: &mut Use
         .sum::<u64>();
     match outcome {
         Outcome::Complete => u.counters.ok += 1,
-        Outcome::AcceptedPartial => u.counters.silently_lost += 1,
+        Outcome::AcceptedPartial => u.counters.silent_loss += 1,
         Outcome::Failed => u.counters.failed += 1,
     }
     if outcome != Outcome::Failed {

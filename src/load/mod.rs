@@ -11,7 +11,7 @@
 //! - The target is probed first (`server/discover`, then `initialize` unless it answered as a
 //!   2026-07-28 server; see [`era`]): a bad target (refused, not HTTP, 404, silent) fails the
 //!   run with [`LoadError::Target`] within the connect timeout.
-//! - Every finished call is counted once: `calls == ok + failed + silently_lost`.
+//! - Every finished call is counted once: `calls == ok + failed + silent_loss`.
 //! - Latencies are measured from each call's intended start ([`histo::Pacer`]) and recorded in
 //!   per-task histograms merged at the end (no contention, no coordinated omission).
 //! - Cancelling `shutdown` stops issuing calls and abandons calls in flight (not counted).
@@ -50,7 +50,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use config::{LoadConfig, Policy, Stop, Target, TargetError};
 pub use session::SessionError;
-pub use stats::{CallEnd, CallTrace, Counters, ResumeAnswer};
+pub use stats::{CallEnd, CallFacts, CallTrace, Counters, ResumeAnswer};
 
 /// Why a run could not start.
 #[derive(Debug, Error)]
@@ -80,6 +80,8 @@ pub struct LoadOutcome {
     pub histograms: BTreeMap<&'static str, Histogram<u64>>,
     /// Disconnect stories (bounded by `max_traces`).
     pub traces: Vec<CallTrace>,
+    /// Finished calls' facts (bounded by `keep_calls`; none by default).
+    pub calls: Vec<CallFacts>,
     /// Failures by kind.
     pub errors: BTreeMap<&'static str, u64>,
     /// Wall time of the run.
@@ -180,6 +182,7 @@ pub async fn run(
     let mut counters = Counters::default();
     let mut histos = histo::Histograms::default();
     let mut traces = Vec::new();
+    let mut calls = Vec::new();
     let mut errors: BTreeMap<&'static str, u64> = BTreeMap::new();
     while let Some(joined) = tasks.join_next().await {
         let Ok(w) = joined else {
@@ -193,6 +196,8 @@ pub async fn run(
                 traces.push(t);
             }
         }
+        let room = cfg.keep_calls.saturating_sub(calls.len());
+        calls.extend(w.calls.into_iter().take(room));
         for (k, v) in w.errors {
             *errors.entry(k).or_insert(0) += v;
         }
@@ -206,6 +211,7 @@ pub async fn run(
         counters,
         histograms: histos.into_map(),
         traces,
+        calls,
         errors,
         elapsed: start.elapsed(),
         started_at,

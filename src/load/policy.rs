@@ -6,9 +6,11 @@
 //!   never processed twice.
 //! - Ids are sequence ids once they show it (a first id `<stream>-0`, a priming event, or two
 //!   consecutive ids `<s>-<n>`, `<s>-<n+1>`); then an id of another stream, or a forward jump
-//!   in the sequence, is a discontinuity (the server did not replay: fresh stream or gap) and a
-//!   step back to an undelivered id is a reorder. Other ids (uuids, …) stay opaque: only
-//!   duplicates are judged.
+//!   in the sequence, is a discontinuity (the server did not replay) and a step back to an
+//!   undelivered id is a reorder. The discontinuity is counted as the audit names it: a
+//!   `fresh-stream` when the ids belong to another stream or the resumed leg opens with a new
+//!   priming event that jumps over the owed events, else a `replay-gap`. Other ids (uuids, …)
+//!   stay opaque: only duplicates are judged.
 //! - A call is complete if and only if a JSON-RPC response for its request id arrived; it is
 //!   `Valid` only if the result passes [`verify_result`] and the progress sequence was in order.
 //!
@@ -71,6 +73,8 @@ pub struct RequestStream {
     pub error_event: bool,
     /// Every dispatched event, when the client records truth ([`super::truth`]).
     pub tape: Option<Vec<super::truth::Dispatched>>,
+    /// Set by the reader at the start of a resumed leg, until its first event.
+    resume_start: bool,
 }
 
 impl RequestStream {
@@ -92,7 +96,13 @@ impl RequestStream {
             response: None,
             error_event: false,
             tape: None,
+            resume_start: false,
         }
+    }
+
+    /// A resumed leg begins: its first event decides between a gap and a fresh stream.
+    pub fn begin_resume(&mut self) {
+        self.resume_start = true;
     }
 
     /// True once the response for the request id arrived.
@@ -103,6 +113,13 @@ impl RequestStream {
     /// Judges a committed id (a dispatched event's id, or the scanner's committed cursor after
     /// a read, which covers the priming event that is never dispatched).
     pub fn observe_id(&mut self, id: &str, counters: &mut Counters) -> IdVerdict {
+        self.observe(id, false, counters)
+    }
+
+    /// [`RequestStream::observe_id`]; `fresh_priming`: the id is a priming event's (empty
+    /// data) opening a resumed leg, so a forward jump there is a fresh stream (a new priming
+    /// event instead of the owed events), as the audit judges it, not a gap.
+    fn observe(&mut self, id: &str, fresh_priming: bool, counters: &mut Counters) -> IdVerdict {
         if id.is_empty() || id == self.last_observed {
             return IdVerdict::New;
         }
@@ -112,7 +129,7 @@ impl RequestStream {
             return IdVerdict::New;
         }
         if !self.delivered.insert(id.to_string()) {
-            counters.duplicates += 1;
+            counters.replay_duplicate += 1;
             return IdVerdict::Duplicate;
         }
         let parsed = split_id(id);
@@ -137,15 +154,19 @@ impl RequestStream {
             (Some(true), Some((stream, seq))) => {
                 let last = self.last_seq.unwrap_or(0);
                 if self.stream.as_deref() != Some(stream) {
-                    counters.fresh_streams += 1;
+                    counters.fresh_stream += 1;
                     return IdVerdict::Discontinuity;
                 }
                 if seq > last + 1 {
-                    counters.gaps += 1;
+                    if fresh_priming {
+                        counters.fresh_stream += 1;
+                    } else {
+                        counters.replay_gap += 1;
+                    }
                     return IdVerdict::Discontinuity;
                 }
                 if seq <= last {
-                    counters.reorders += 1;
+                    counters.replay_reorder += 1;
                     return IdVerdict::New;
                 }
                 self.last_seq = Some(seq);
@@ -158,8 +179,9 @@ impl RequestStream {
     /// processed (the caller stops reading on `Discontinuity`).
     pub fn on_event(&mut self, ev: &SseEvent<'_>, counters: &mut Counters) -> IdVerdict {
         counters.events += 1;
+        let opens_resume = std::mem::take(&mut self.resume_start);
         if let Some(id) = ev.id {
-            let verdict = self.observe_id(id, counters);
+            let verdict = self.observe(id, opens_resume && ev.data.is_empty(), counters);
             if verdict != IdVerdict::New {
                 return verdict;
             }
@@ -305,7 +327,10 @@ mod tests {
         assert_eq!(r.observe_id("s1-0", &mut c), IdVerdict::Duplicate);
         assert_eq!(r.observe_id("s1-3", &mut c), IdVerdict::Discontinuity);
         assert_eq!(r.observe_id("s2-0", &mut c), IdVerdict::Discontinuity);
-        assert_eq!((c.duplicates, c.gaps, c.fresh_streams), (1, 1, 1));
+        assert_eq!(
+            (c.replay_duplicate, c.replay_gap, c.fresh_stream),
+            (1, 1, 1)
+        );
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! Invariants: every request after `initialize` carries `Mcp-Session-Id` (when the server gave
 //! one) and `MCP-Protocol-Version`; a connection is reused if and only if its previous response
 //! body ended cleanly (see [`super::http::Body::into_conn`]); a reused connection the server had
-//! closed meanwhile is replaced once, transparently, before any response byte was read.
+//! closed meanwhile is replaced once, transparently, before any response byte was read; a
+//! `tools/call` sent with [`Session::send_call`] carries its call's `Idempotency-Key`.
 
 use serde_json::{Value, json};
 use thiserror::Error;
@@ -13,6 +14,9 @@ use tokio::time::Instant;
 use super::config::{LoadConfig, OFFERED_PROTOCOL_VERSION, Target};
 use super::http::{Body, Conn, HttpError, Next, Request, Response};
 use crate::wire::sse::SseScanner;
+
+/// The re-send marker header (IETF httpapi `Idempotency-Key`): see [`Session::send_call`].
+pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
 
 /// `Accept` of every POST: MCP servers may answer JSON or an SSE stream.
 pub const ACCEPT_POST: &str = "application/json, text/event-stream";
@@ -195,7 +199,7 @@ impl Session {
             .map_err(SessionError::Http)?;
         let list = read_response(&mut resp, id, deadline).await?;
         self.recycle(resp.body);
-        self.repeat_safe = config.reissue_unsafe || era::declared_idempotent(&list, &config.tool);
+        self.repeat_safe = era::declared_idempotent(&list, &config.tool);
         Ok(true)
     }
 
@@ -215,6 +219,32 @@ impl Session {
         last_event_id: Option<&str>,
         deadline: Instant,
         with_session: bool,
+    ) -> Result<Response, HttpError> {
+        self.send_marked(method, body, last_event_id, deadline, with_session, None)
+            .await
+    }
+
+    /// POSTs one call (`tools/call`) carrying `Idempotency-Key: key` when given: the re-send
+    /// marker (README "Marking re-sends"): one fresh key per logical call, the same key on
+    /// every re-send of it, so a proxy's audit can prove a re-send from the wire alone.
+    pub async fn send_call(
+        &mut self,
+        body: &[u8],
+        key: Option<&str>,
+        deadline: Instant,
+    ) -> Result<Response, HttpError> {
+        self.send_marked("POST", body, None, deadline, true, key)
+            .await
+    }
+
+    async fn send_marked(
+        &mut self,
+        method: &str,
+        body: &[u8],
+        last_event_id: Option<&str>,
+        deadline: Instant,
+        with_session: bool,
+        key: Option<&str>,
     ) -> Result<Response, HttpError> {
         let session_id = self.id.clone();
         let version = self.protocol_version.clone();
@@ -253,6 +283,9 @@ impl Session {
         }
         if let Some(id) = last_event_id {
             headers.push(("Last-Event-ID", id));
+        }
+        if let Some(k) = key {
+            headers.push((IDEMPOTENCY_KEY, k));
         }
         let req = Request {
             method,

@@ -1,90 +1,27 @@
 //! What a run counts and which disconnect stories it keeps.
 //!
-//! Invariant: every finished call lands in exactly one of `ok`, `failed`, `silently_lost`, so
-//! `calls == ok + failed + silently_lost` ([`Counters::is_balanced`]). The other counters count
-//! events inside calls (a call may resume several times). Counters are plain integers owned by
-//! one session task and summed at the end: recording never contends.
+//! The counters are the reports' one [`Counters`] type (`crate::report::counters`), named as
+//! the audit names the same facts. Invariant: every finished call lands in exactly one of `ok`,
+//! `failed`, `silent-loss` ([`Counters::is_balanced`]); the other counters count events inside
+//! calls (a call may resume several times).
 
 use serde::Serialize;
 
 use super::config::Policy;
 
-/// Counts over a run (or one session of it).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct Counters {
-    /// Calls finished (each lands in exactly one of the next three).
-    pub calls: u64,
-    /// Calls completed with their verified result (or JSON-RPC error) for their id.
-    pub ok: u64,
-    /// Calls that ended in a known failure (attempts or time exhausted, explicit failure).
-    pub failed: u64,
-    /// Calls the client took as complete although it had no valid result (naive policy).
-    pub silently_lost: u64,
-    /// Disconnects while a partial event was in hand (strict policy).
-    pub torn_detections: u64,
-    /// Resume GETs sent with `Last-Event-ID`.
-    pub resumes: u64,
-    /// Fresh sessions negotiated to replace one that could not continue.
-    pub renegotiations: u64,
-    /// Calls re-sent as a new request with a new JSON-RPC id.
-    pub reissues: u64,
-    /// Events whose id was already delivered in the same call.
-    pub duplicates: u64,
-    /// Sequence jumps forward within a stream (`<stream>-<seq>` ids).
-    pub gaps: u64,
-    /// Sequence steps backwards within a stream not explained as duplicates.
-    pub reorders: u64,
-    /// Explicit failures the server signalled: non-2xx, `event: error`, JSON-RPC error.
-    pub explicit_errors: u64,
-    /// Fresh streams served in answer to a resume (continuation instead of replay).
-    pub fresh_streams: u64,
-    /// Events dispatched to the client.
-    pub events: u64,
-}
+pub use crate::report::counters::Counters;
 
-impl Counters {
-    /// Adds `other` into `self`.
-    pub fn merge(&mut self, other: &Counters) {
-        self.calls += other.calls;
-        self.ok += other.ok;
-        self.failed += other.failed;
-        self.silently_lost += other.silently_lost;
-        self.torn_detections += other.torn_detections;
-        self.resumes += other.resumes;
-        self.renegotiations += other.renegotiations;
-        self.reissues += other.reissues;
-        self.duplicates += other.duplicates;
-        self.gaps += other.gaps;
-        self.reorders += other.reorders;
-        self.explicit_errors += other.explicit_errors;
-        self.fresh_streams += other.fresh_streams;
-        self.events += other.events;
-    }
-
-    /// True if and only if `calls == ok + failed + silently_lost`.
-    pub fn is_balanced(&self) -> bool {
-        self.calls == self.ok + self.failed + self.silently_lost
-    }
-
-    /// (name, value) pairs in a stable order, for summaries and reports.
-    pub fn pairs(&self) -> [(&'static str, u64); 14] {
-        [
-            ("calls", self.calls),
-            ("ok", self.ok),
-            ("failed", self.failed),
-            ("silently_lost", self.silently_lost),
-            ("torn_detections", self.torn_detections),
-            ("resumes", self.resumes),
-            ("renegotiations", self.renegotiations),
-            ("reissues", self.reissues),
-            ("duplicates", self.duplicates),
-            ("gaps", self.gaps),
-            ("reorders", self.reorders),
-            ("explicit_errors", self.explicit_errors),
-            ("fresh_streams", self.fresh_streams),
-            ("events", self.events),
-        ]
-    }
+/// One finished call as the client saw it: its requests and its share of the counters, for
+/// setting them beside the audit's findings call by call (`replay`'s reconciliation).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CallFacts {
+    /// The call's POSTs that reached the server, in order: the `Mcp-Session-Id` they named (none
+    /// in 2026-07-28) and their JSON-RPC id.
+    pub requests: Vec<(Option<String>, u64)>,
+    /// What the call added to the counters (`calls` is 1).
+    pub counts: Counters,
+    /// How it ended.
+    pub end: CallEnd,
 }
 
 /// How a call ended.
@@ -152,34 +89,4 @@ pub struct CallTrace {
     pub answer: Option<ResumeAnswer>,
     /// How the call ended.
     pub outcome: Option<CallEnd>,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn merged_counters_stay_balanced() {
-        let a = Counters {
-            calls: 3,
-            ok: 2,
-            failed: 1,
-            ..Counters::default()
-        };
-        let b = Counters {
-            calls: 2,
-            ok: 1,
-            silently_lost: 1,
-            ..Counters::default()
-        };
-        let mut m = a;
-        m.merge(&b);
-        assert!(m.is_balanced());
-        assert_eq!((m.calls, m.ok, m.failed, m.silently_lost), (5, 3, 1, 1));
-        let bad = Counters {
-            calls: 1,
-            ..Counters::default()
-        };
-        assert!(!bad.is_balanced());
-    }
 }

@@ -10,6 +10,9 @@
 //!   it); `committed` is the parser's last event id when the leg stopped (it covers a priming
 //!   event, which is never dispatched); `partial` says whether bytes of an undispatched event
 //!   were in hand at the stop (the torn-cut condition).
+//! - A leg names its logical call (`call`): a POST of a call already sent before is a re-send
+//!   of that call (a re-issue), and it carries the call's `Idempotency-Key` when the policy
+//!   marks re-sends; `answered` says whether the response for its request id arrived.
 //! - Nothing here is derived from the audit.
 
 use std::io::Write;
@@ -55,6 +58,13 @@ pub struct ClientLeg {
     pub path: String,
     /// The JSON-RPC request id the leg serves (POST: the call; GET: the call it resumes).
     pub request_id: Option<u64>,
+    /// The logical call the leg belongs to (the worker's call index: every POST and resume of
+    /// one call, its re-sends included, share it).
+    pub call: u64,
+    /// The `Idempotency-Key` the POST carried (the call's re-send marker), if any.
+    pub idempotency_key: Option<String>,
+    /// Whether the response for `request_id` arrived on this leg.
+    pub answered: bool,
     /// The `Last-Event-ID` sent.
     pub cursor: Option<String>,
     /// The response status (`None`: no response head).

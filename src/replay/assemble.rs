@@ -3,6 +3,8 @@
 //!
 //! Invariants: every number in the report comes from a phase's recorded outcome (nothing is
 //! estimated); findings of both phases are summed by kind and each example names its policy;
+//! each policy's client counters are reconciled with its own phase's findings
+//! ([`super::reconcile`]);
 //! histogram names are `<policy>.<name>` for the proxy's own histograms so the two phases stay
 //! apart; client histograms go to `report.hlog` as one interval per second of each phase.
 
@@ -13,8 +15,7 @@ use hdrhistogram::Histogram;
 
 use super::phase::PhaseOutcome;
 use super::tap::Moment;
-use crate::load::Counters as LoadCounters;
-use crate::report::{Counters, FindingExample, Report, RunFacts, Target, TimelineKind};
+use crate::report::{FindingExample, Report, RunFacts, Target, TimelineKind};
 
 /// Examples kept per finding kind and policy.
 const EXAMPLES_PER_POLICY: usize = 3;
@@ -78,7 +79,16 @@ pub fn assemble(run: RunDescription, phases: &[PhaseOutcome], story: Vec<String>
             .collect();
         let elapsed = phase.load.elapsed;
         add_seconds(&mut report, policy, phase_start_ms, &phase.load);
-        report.add_policy(policy, counters(&phase.load.counters), histograms);
+        report.reconciliation.insert(
+            policy.to_owned(),
+            super::reconcile::reconcile(
+                phase.policy,
+                &phase.load.calls,
+                &phase.load.counters,
+                &phase.auditor.findings(),
+            ),
+        );
+        report.add_policy(policy, phase.load.counters, histograms);
         for (name, h) in phase.auditor.histograms() {
             let label = format!("{policy}.{name}");
             report.add_interval(
@@ -171,26 +181,6 @@ fn add_timeline(report: &mut Report, policy: &str, offset_ms: u64, moments: &[Mo
                 report.add_timeline(offset_ms + t_ms, TimelineKind::Resume, 0, &detail);
             }
         }
-    }
-}
-
-/// The report's counters for a load client's counters.
-pub fn counters(c: &LoadCounters) -> Counters {
-    Counters {
-        calls: c.calls,
-        ok: c.ok,
-        failed: c.failed,
-        silent_loss: c.silently_lost,
-        torn_detections: c.torn_detections,
-        resumes: c.resumes,
-        renegotiations: c.renegotiations,
-        reissues: c.reissues,
-        fresh_streams: c.fresh_streams,
-        events: c.events,
-        duplicates: c.duplicates,
-        gaps: c.gaps,
-        reorders: c.reorders,
-        explicit_errors: c.explicit_errors,
     }
 }
 

@@ -162,7 +162,7 @@ pub fn story(phases: &[PhaseOutcome]) -> Vec<String> {
                 .iter()
                 .filter(|r| r.outcome == Outcome::AcceptedPartial)
                 .max_by_key(first_deltas),
-            Policy::Strict => x
+            Policy::Strict | Policy::Retry => x
                 .records
                 .iter()
                 .filter(|r| {
@@ -175,7 +175,7 @@ pub fn story(phases: &[PhaseOutcome]) -> Vec<String> {
         if let Some(r) = pick {
             match phase.policy {
                 Policy::Naive => naive_lines(phase, r, &mut out),
-                Policy::Strict => strict_lines(phase, r, &mut out),
+                Policy::Strict | Policy::Retry => strict_lines(phase, r, &mut out),
             }
         }
     }
@@ -189,8 +189,8 @@ pub fn story(phases: &[PhaseOutcome]) -> Vec<String> {
             phase.label,
             c.calls,
             c.ok,
-            c.silently_lost,
-            c.reissues,
+            c.silent_loss,
+            c.reissued,
             n(FindingKind::LlmTruncated),
             n(FindingKind::LlmRetried)
         ));

@@ -14,6 +14,7 @@
 pub mod assemble;
 pub mod llm;
 pub mod phase;
+pub mod reconcile;
 pub mod scenario;
 pub mod story;
 pub mod tap;
@@ -70,6 +71,8 @@ pub struct ReplayConfig {
     pub tls_ca_dir: Option<PathBuf>,
     /// Which document's run (`scenario::Scenario`): the lab's era and the phases.
     pub scenario: scenario::Scenario,
+    /// The audit's `abandon_after` (`--abandon-after`); `None`: the audit's default.
+    pub abandon_after: Option<Duration>,
 }
 
 /// Why a replay could not run.
@@ -149,7 +152,7 @@ pub async fn run(
             t0.elapsed().as_secs_f64(),
             c.ok,
             phase.tap.cuts(),
-            c.silently_lost
+            c.silent_loss
         );
         phases.push(phase);
     }

@@ -27,6 +27,9 @@ use crate::proxy::{Proxy, ProxyConfig, StatsSnapshot};
 /// Name of the replay's proxy (it feeds the per-connection RNG derivation).
 pub const PROXY_NAME: &str = "replay";
 
+/// Calls whose facts a phase keeps for the reconciliation (later calls are counted only).
+pub const KEEP_CALLS: usize = 10_000;
+
 /// How long a phase's servers may take to stop after the load finished.
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -79,7 +82,11 @@ pub async fn run_phase(
         }
     };
 
-    let auditor = Arc::new(Auditor::new(AuditConfig::default()));
+    let mut audit = AuditConfig::default();
+    if let Some(d) = cfg.abandon_after {
+        audit.abandon_after = d;
+    }
+    let auditor = Arc::new(Auditor::new(audit));
     if let Some(path) = &findings_log {
         auditor
             .log_to_file(path)
@@ -129,7 +136,6 @@ pub async fn run_phase(
         .clone()
         .unwrap_or_else(|| serde_json::json!({ "size": cfg.size, "lines": cfg.lines }));
     let mut lcfg = LoadConfig::new(target, plan.tool, args);
-    lcfg.reissue_unsafe = plan.reissue_unsafe;
     lcfg.token = plan.token.map(str::to_owned);
     lcfg.resume_token = plan.resume_token.map(str::to_owned);
     lcfg.sessions = cfg.sessions;
@@ -146,6 +152,8 @@ pub async fn run_phase(
     // Half the streams are cut: eight attempts make a visible failure of a correct client rare.
     lcfg.max_attempts = 8;
     lcfg.progress = cfg.progress;
+    // The calls' facts, for reconciling the client's counts with the audit's call by call.
+    lcfg.keep_calls = KEEP_CALLS;
     let cuts = tap.clone();
     lcfg.progress_note = Some(crate::load::config::ProgressNote(Arc::new(move || {
         format!("cuts {}", cuts.cuts())

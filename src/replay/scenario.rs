@@ -60,8 +60,6 @@ pub struct PhasePlan {
     pub tool: &'static str,
     /// Its arguments; `None`: the `blob` arguments of the run (`size`, `lines`).
     pub args: Option<Value>,
-    /// Re-issue cut calls of tools not declared idempotent (2026-07-28).
-    pub reissue_unsafe: bool,
     /// Bearer token of every request (lab audience token), if any.
     pub token: Option<&'static str>,
     /// Token of a call's first resume after a cut (seed 000's narrowed refresh), if any.
@@ -97,7 +95,6 @@ impl PhasePlan {
             label: policy.as_str(),
             tool: "blob",
             args: None,
-            reissue_unsafe: false,
             token: None,
             resume_token: None,
         }
@@ -145,9 +142,11 @@ impl Scenario {
         }
     }
 
-    /// The phases to run for the chosen `policies`, in order. `stateless` adds, after them, a
-    /// `retry` phase: the strict client calling `append` (padded to `size` bytes, so cuts fall
-    /// in its result as they fall in `blob`'s) that re-issues regardless of annotations.
+    /// The phases to run for the chosen `policies`, in order: one per policy calling `blob`
+    /// (`fetch` under per-tool tokens for `audience-narrowing`). In `stateless` a `retry`
+    /// policy is the `retry` phase: the client re-sending regardless of annotations, calling
+    /// `append` (padded to `size` bytes, so cuts fall in its result as they fall in `blob`'s);
+    /// `stateless` adds that phase last when `policies` has no `retry`.
     pub fn phases(self, policies: &[Policy], size: u64) -> Vec<PhasePlan> {
         if self == Scenario::AudienceNarrowing {
             return policies
@@ -170,17 +169,20 @@ impl Scenario {
                 })
                 .collect();
         }
-        let mut out: Vec<PhasePlan> = policies.iter().map(|p| PhasePlan::blob(*p)).collect();
-        if self == Scenario::Stateless {
-            out.push(PhasePlan {
-                policy: Policy::Strict,
-                label: "retry",
-                tool: "append",
-                args: Some(json!({"amount": 1, "pad": size})),
-                reissue_unsafe: true,
-                token: None,
-                resume_token: None,
-            });
+        let retry_phase = PhasePlan {
+            tool: "append",
+            args: Some(json!({"amount": 1, "pad": size})),
+            ..PhasePlan::blob(Policy::Retry)
+        };
+        let mut out: Vec<PhasePlan> = policies
+            .iter()
+            .map(|&p| match (self, p) {
+                (Scenario::Stateless, Policy::Retry) => retry_phase.clone(),
+                _ => PhasePlan::blob(p),
+            })
+            .collect();
+        if self == Scenario::Stateless && !policies.contains(&Policy::Retry) {
+            out.push(retry_phase);
         }
         out
     }
@@ -235,7 +237,10 @@ mod tests {
         let st = Scenario::Stateless.phases(&both, 10);
         let labels: Vec<&str> = st.iter().map(|p| p.label).collect();
         assert_eq!(labels, ["strict", "naive", "retry"]);
-        assert!(st[2].reissue_unsafe && st[2].tool == "append");
+        assert!(st[2].policy == Policy::Retry && st[2].tool == "append");
+        let chosen = Scenario::Stateless.phases(&[Policy::Retry, Policy::Naive], 10);
+        let labels: Vec<&str> = chosen.iter().map(|p| p.label).collect();
+        assert_eq!(labels, ["retry", "naive"]);
         let aud = Scenario::AudienceNarrowing.phases(&both, 10);
         assert!(
             aud.iter()

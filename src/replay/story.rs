@@ -51,7 +51,7 @@ pub fn tell(phases: &[PhaseOutcome]) -> Vec<String> {
 fn pick(traces: &[CallTrace], policy: Policy) -> Option<&CallTrace> {
     let telling = match policy {
         Policy::Naive => CallEnd::SilentlyLost,
-        Policy::Strict => CallEnd::Ok,
+        Policy::Strict | Policy::Retry => CallEnd::Ok,
     };
     let mine = || traces.iter().filter(move |t| t.policy == policy);
     mine()
@@ -163,16 +163,16 @@ fn audience_chapter(phase: &PhaseOutcome) -> Vec<String> {
         .copied()
         .unwrap_or(0);
     lines.push(match phase.policy {
-        Policy::Strict => format!(
+        Policy::Strict | Policy::Retry => format!(
             "  4. A clean end is not completion: {detected} clean end(s) with the call pending \
              were detected; the client re-authorized with its per-tool token and resumed from \
              its cursor: {} of {} calls completed, {} failed visibly, {} silently lost.",
-            c.ok, c.calls, c.failed, c.silently_lost
+            c.ok, c.calls, c.failed, c.silent_loss
         ),
         Policy::Naive => format!(
             "  4. The client took the clean end as the call's completion: {} of {} calls \
              silently lost, {} completed, {} failed visibly.",
-            c.silently_lost, c.calls, c.ok, c.failed
+            c.silent_loss, c.calls, c.ok, c.failed
         ),
     });
     lines
@@ -211,7 +211,7 @@ fn side_effect_chapter(phase: &PhaseOutcome) -> Vec<String> {
              new ids.",
             c.calls,
             phase.tap.cuts(),
-            c.reissues
+            c.reissued
         ),
         format!(
             "  2. The lab's counter moved by {} for {} calls: the side effect ran {extra} extra \

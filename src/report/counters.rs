@@ -1,12 +1,20 @@
-//! Outcome counters of one client policy.
+//! The client's counters: ONE type for the load client (which counts), the reports (which keep
+//! and merge them) and `--fail-on` (which names them).
 //!
-//! Why: the load client's outcomes (calls, ok, failed, silently lost, detections, …) are the
-//! numbers that show the documents' failure and its fix; their names are shared by the JSON
-//! keys and the `--fail-on` metrics.
+//! Why one vocabulary: a fact the client and the proxy's audit both see has one name, the
+//! audit's finding kind (`torn-cut`, `replay-gap`, `replay-duplicate`, `replay-reorder`,
+//! `fresh-stream`, `explicit-loss`, `reissued`, `abandoned`), so `replay` can set the client's
+//! count beside the audit's and reconcile them call by call. The other counters are the
+//! client's own (`calls`, `ok`, `failed`, `silent-loss`, `resumes`, `renegotiations`,
+//! `explicit-errors`, `events`).
+//!
 //! Invariants: [`Counters::NAMES`], [`Counters::get`], [`Counters::set`] and the serde keys
-//! (kebab-case of the field names) name the same fourteen counters; lookups also accept the
-//! load client's snake_case names (`silently_lost`, `torn_detections`, …), see
-//! [`Counters::canonical`].
+//! (kebab-case of the field names) name the same sixteen counters; every finished call lands
+//! in exactly one of `ok`, `failed`, `silent-loss` ([`Counters::is_balanced`]); lookups and
+//! report files of schema version 2 also accept the former names (`torn-detections`,
+//! `reissues`, `gaps`, `duplicates`, `reorders`, `fresh-streams`, `silently_lost`, and any
+//! snake_case spelling), see [`Counters::canonical`]. Counters are plain integers owned by one
+//! session task and summed at the end: recording never contends.
 
 use serde::{Deserialize, Serialize};
 
@@ -18,8 +26,8 @@ pub struct UnknownCounter {
     pub name: String,
 }
 
-/// Outcome counters of one client policy. JSON keys (kebab-case) are the metric names of
-/// thresholds: `calls`, `ok`, `failed`, `silent-loss`, ….
+/// Counts over a client run (or one session of it). JSON keys (kebab-case) are the metric names
+/// of thresholds: `calls`, `ok`, `failed`, `silent-loss`, `torn-cut`, ….
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct Counters {
@@ -31,56 +39,97 @@ pub struct Counters {
     /// explicit failure).
     pub failed: u64,
     /// Calls the client took as complete without a valid result: the documents' failure.
+    #[serde(alias = "silently-lost")]
     pub silent_loss: u64,
-    /// Disconnects while a partial event was in hand, detected by the client.
-    pub torn_detections: u64,
+    /// Connections that stopped while the client held part of an undispatched event (the
+    /// audit's `torn-cut`, seen from the client).
+    #[serde(alias = "torn-detections")]
+    pub torn_cut: u64,
     /// Resume GETs sent with `Last-Event-ID`.
     pub resumes: u64,
     /// Fresh sessions negotiated to replace one that could not continue.
     pub renegotiations: u64,
-    /// Calls re-sent as a new request with a new JSON-RPC id.
-    pub reissues: u64,
-    /// Events whose id was already delivered in the same call.
-    pub duplicates: u64,
-    /// Sequence jumps forward within a stream.
-    pub gaps: u64,
-    /// Sequence steps backwards within a stream not explained as duplicates.
-    pub reorders: u64,
-    /// Explicit failures the server signalled: non-2xx, `event: error`, JSON-RPC error.
+    /// Calls re-sent (a new JSON-RPC id, the call's `Idempotency-Key`) after their request
+    /// reached the server without an answer (the audit's `reissued`).
+    #[serde(alias = "reissues")]
+    pub reissued: u64,
+    /// Events whose id was already delivered in the same call (the audit's `replay-duplicate`).
+    #[serde(alias = "duplicates")]
+    pub replay_duplicate: u64,
+    /// Resumed streams that skipped owed events: a forward jump in `<stream>-<seq>` ids (the
+    /// audit's `replay-gap`).
+    #[serde(alias = "gaps")]
+    pub replay_gap: u64,
+    /// Sequence steps backwards within a stream not explained as duplicates (the audit's
+    /// `replay-reorder`).
+    #[serde(alias = "reorders")]
+    pub replay_reorder: u64,
+    /// Failures the server signalled: non-2xx, `event: error`, JSON-RPC error.
     pub explicit_errors: u64,
-    /// Fresh streams served in answer to a resume (continuation instead of replay).
-    pub fresh_streams: u64,
+    /// Resumes the server refused (non-200) or answered with `event: error`: the loss said
+    /// out loud (the audit's `explicit-loss`).
+    #[serde(default)]
+    pub explicit_loss: u64,
+    /// Resumes answered with a fresh stream instead of a replay: another stream's ids, or a new
+    /// priming event that skips the owed events (the audit's `fresh-stream`).
+    #[serde(alias = "fresh-streams")]
+    pub fresh_stream: u64,
+    /// Calls that ended without their answer right after a cut (the connection broke on their
+    /// last request) with nothing sent for them afterwards: no resume, no re-send (the audit's
+    /// `abandoned`).
+    #[serde(default)]
+    pub abandoned: u64,
     /// Events dispatched to the client.
     pub events: u64,
 }
 
 impl Counters {
     /// Metric names, in JSON order.
-    pub const NAMES: [&'static str; 14] = [
+    pub const NAMES: [&'static str; 16] = [
         "calls",
         "ok",
         "failed",
         "silent-loss",
-        "torn-detections",
+        "torn-cut",
         "resumes",
         "renegotiations",
-        "reissues",
-        "duplicates",
-        "gaps",
-        "reorders",
+        "reissued",
+        "replay-duplicate",
+        "replay-gap",
+        "replay-reorder",
         "explicit-errors",
-        "fresh-streams",
+        "explicit-loss",
+        "fresh-stream",
+        "abandoned",
         "events",
     ];
 
-    /// The metric name `name` stands for: `_` read as `-`, and `silently-lost` as
-    /// `silent-loss`; `None` when it names no counter.
+    /// The counters that count a fact the audit also reports, by the same name.
+    pub const SHARED: [&'static str; 8] = [
+        "torn-cut",
+        "replay-gap",
+        "replay-duplicate",
+        "replay-reorder",
+        "fresh-stream",
+        "explicit-loss",
+        "reissued",
+        "abandoned",
+    ];
+
+    /// The metric name `name` stands for: `_` read as `-`, and the former names
+    /// (`silently-lost`, `torn-detections`, `reissues`, `duplicates`, `gaps`, `reorders`,
+    /// `fresh-streams`) as today's; `None` when it names no counter.
     pub fn canonical(name: &str) -> Option<&'static str> {
         let kebab = name.replace('_', "-");
-        let kebab = if kebab == "silently-lost" {
-            "silent-loss"
-        } else {
-            kebab.as_str()
+        let kebab = match kebab.as_str() {
+            "silently-lost" => "silent-loss",
+            "torn-detections" => "torn-cut",
+            "reissues" => "reissued",
+            "duplicates" => "replay-duplicate",
+            "gaps" => "replay-gap",
+            "reorders" => "replay-reorder",
+            "fresh-streams" => "fresh-stream",
+            k => k,
         };
         Counters::NAMES.iter().copied().find(|n| *n == kebab)
     }
@@ -91,15 +140,17 @@ impl Counters {
             "ok" => &mut self.ok,
             "failed" => &mut self.failed,
             "silent-loss" => &mut self.silent_loss,
-            "torn-detections" => &mut self.torn_detections,
+            "torn-cut" => &mut self.torn_cut,
             "resumes" => &mut self.resumes,
             "renegotiations" => &mut self.renegotiations,
-            "reissues" => &mut self.reissues,
-            "duplicates" => &mut self.duplicates,
-            "gaps" => &mut self.gaps,
-            "reorders" => &mut self.reorders,
+            "reissued" => &mut self.reissued,
+            "replay-duplicate" => &mut self.replay_duplicate,
+            "replay-gap" => &mut self.replay_gap,
+            "replay-reorder" => &mut self.replay_reorder,
             "explicit-errors" => &mut self.explicit_errors,
-            "fresh-streams" => &mut self.fresh_streams,
+            "explicit-loss" => &mut self.explicit_loss,
+            "fresh-stream" => &mut self.fresh_stream,
+            "abandoned" => &mut self.abandoned,
             "events" => &mut self.events,
             _ => return None,
         })
@@ -122,8 +173,7 @@ impl Counters {
         copy.slot(name).map(|v| *v)
     }
 
-    /// Counters from `(name, value)` pairs, e.g. the load client's `Counters::pairs()`;
-    /// counters not named stay 0.
+    /// Counters from `(name, value)` pairs; counters not named stay 0.
     pub fn from_pairs<'a>(
         pairs: impl IntoIterator<Item = (&'a str, u64)>,
     ) -> Result<Counters, UnknownCounter> {
@@ -136,6 +186,37 @@ impl Counters {
             }
         }
         Ok(c)
+    }
+
+    /// (name, value) pairs in [`Counters::NAMES`] order.
+    pub fn pairs(&self) -> [(&'static str, u64); 16] {
+        Counters::NAMES.map(|n| (n, self.get(n).unwrap_or(0)))
+    }
+
+    /// Adds `other` into `self`, counter by counter.
+    pub fn merge(&mut self, other: &Counters) {
+        for name in Counters::NAMES {
+            let sum = self.get(name).unwrap_or(0) + other.get(name).unwrap_or(0);
+            self.set(name, sum);
+        }
+    }
+
+    /// `self - before`, counter by counter (saturating): what happened in between.
+    pub fn since(&self, before: &Counters) -> Counters {
+        let mut d = Counters::default();
+        for name in Counters::NAMES {
+            let v = self
+                .get(name)
+                .unwrap_or(0)
+                .saturating_sub(before.get(name).unwrap_or(0));
+            d.set(name, v);
+        }
+        d
+    }
+
+    /// True if and only if `calls == ok + failed + silent-loss`.
+    pub fn is_balanced(&self) -> bool {
+        self.calls == self.ok + self.failed + self.silent_loss
     }
 }
 
@@ -159,15 +240,50 @@ mod tests {
             json.as_object().map(|o| o.len()),
             Some(Counters::NAMES.len())
         );
+        for shared in Counters::SHARED {
+            assert!(Counters::NAMES.contains(&shared), "{shared}");
+        }
     }
 
     #[test]
-    fn the_load_clients_snake_case_names_are_accepted() {
-        let c = Counters::from_pairs([("silently_lost", 3), ("torn_detections", 2)])
+    fn former_and_snake_case_names_are_accepted_in_lookups_and_files() {
+        let c = Counters::from_pairs([("silently_lost", 3), ("torn_detections", 2), ("gaps", 1)])
             .expect("known names");
-        assert_eq!((c.silent_loss, c.torn_detections), (3, 2));
-        assert_eq!(c.get("silently_lost"), Some(3));
+        assert_eq!((c.silent_loss, c.torn_cut, c.replay_gap), (3, 2, 1));
+        assert_eq!(c.get("reissues"), Some(0));
         let err = Counters::from_pairs([("lost", 1)]).expect_err("unknown");
         assert!(err.to_string().contains("silent-loss"), "{err}");
+        let v2 = r#"{"calls":2,"ok":1,"failed":0,"silent-loss":1,"torn-detections":1,
+            "resumes":1,"renegotiations":0,"reissues":1,"duplicates":0,"gaps":1,"reorders":0,
+            "explicit-errors":0,"fresh-streams":0,"events":9}"#;
+        let old: Counters = serde_json::from_str(v2).expect("a version-2 file reads");
+        assert_eq!((old.torn_cut, old.reissued, old.replay_gap), (1, 1, 1));
+        assert_eq!((old.explicit_loss, old.abandoned), (0, 0));
+    }
+
+    #[test]
+    fn merged_counters_stay_balanced_and_since_gives_the_difference() {
+        let a = Counters {
+            calls: 3,
+            ok: 2,
+            failed: 1,
+            ..Counters::default()
+        };
+        let b = Counters {
+            calls: 2,
+            ok: 1,
+            silent_loss: 1,
+            ..Counters::default()
+        };
+        let mut m = a;
+        m.merge(&b);
+        assert!(m.is_balanced());
+        assert_eq!((m.calls, m.ok, m.failed, m.silent_loss), (5, 3, 1, 1));
+        assert_eq!(m.since(&a), b);
+        let bad = Counters {
+            calls: 1,
+            ..Counters::default()
+        };
+        assert!(!bad.is_balanced());
     }
 }

@@ -77,7 +77,7 @@ pub fn render(report: &Report) -> String {
             c.failed,
             c.silent_loss,
             pct(c.silent_loss, c.calls),
-            c.torn_detections
+            c.torn_cut
         );
         let _ = write!(out, "<li>{}</li>", escape(&line));
     }

@@ -5,7 +5,8 @@
 //! Invariants: output is pretty-printed, deterministic (ordered maps) and validates against
 //! [`SCHEMA`] (`report.schema.json`, JSON Schema draft 2020-12); reading checks
 //! `schema_version` before anything else so a future layout fails with a version error, not a
-//! field error; `to_json(from_json(x)) == x` for any `x` produced by [`to_json`].
+//! field error, and upgrades an older readable version ([`FIRST_READABLE`]) to today's;
+//! `to_json(from_json(x)) == x` for any `x` produced by [`to_json`].
 
 use std::path::Path;
 
@@ -34,17 +35,24 @@ pub fn from_json(text: &str, path: &Path) -> Result<Report, ReportError> {
         .get("schema_version")
         .and_then(serde_json::Value::as_u64)
         .unwrap_or(0);
-    if found != u64::from(SCHEMA_VERSION) {
+    if !(FIRST_READABLE..=u64::from(SCHEMA_VERSION)).contains(&found) {
         return Err(ReportError::SchemaVersion {
             path: path.to_owned(),
             found,
         });
     }
-    serde_json::from_value(value).map_err(|source| ReportError::Json {
+    let mut report: Report = serde_json::from_value(value).map_err(|source| ReportError::Json {
         path: path.to_owned(),
         source,
-    })
+    })?;
+    report.schema_version = SCHEMA_VERSION;
+    Ok(report)
 }
+
+/// The oldest `schema_version` read: version 2 named five client counters differently
+/// (`torn-detections`, `reissues`, `duplicates`, `gaps`, `reorders`, `fresh-streams`) and had
+/// no `explicit-loss`, `abandoned` or `reconciliation`; it is read under today's names.
+pub const FIRST_READABLE: u64 = 2;
 
 /// Reads and parses `path`.
 pub fn load(path: &Path) -> Result<Report, ReportError> {

@@ -23,7 +23,7 @@
 //! let mut r = Report::new(facts);
 //! r.add_cut("mid-value", "reset");
 //! r.add_finding("torn-cut", FindingExample { session: "s1".into(), ..Default::default() });
-//! let counters = Counters::from_pairs([("calls", 10), ("ok", 9), ("silently_lost", 1)])?;
+//! let counters = Counters::from_pairs([("calls", 10), ("ok", 9), ("silent_loss", 1)])?;
 //! let histograms: BTreeMap<&str, Histogram<u64>> = BTreeMap::new();
 //! r.add_policy("naive", counters, histograms);
 //! r.add_timeline(1_250, TimelineKind::Cut, 0, "s1: mid-value, data line 1, byte 1000");
@@ -58,8 +58,9 @@ use std::time::SystemTime;
 
 pub use latency::{Latency, Summary};
 pub use model::{
-    Counters, Cuts, FindingExample, FindingGroup, Interval, PolicyOutcome, Report, RunFacts,
-    SCHEMA_VERSION, Target, TimelineEntry, TimelineKind,
+    Counters, Cuts, FactCounts, FindingExample, FindingGroup, Interval, MAX_RECONCILE_NOTES,
+    PolicyOutcome, Reconciliation, Report, RunFacts, SCHEMA_VERSION, Target, TimelineEntry,
+    TimelineKind,
 };
 pub use thresholds::{Threshold, ThresholdError, Verdict};
 

@@ -18,7 +18,7 @@ pub use super::counters::Counters;
 use super::latency::{Latency, safe_name};
 
 /// Version of the `report.json` layout; bumped on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Examples kept per finding kind.
 pub const MAX_EXAMPLES: usize = 3;
@@ -136,6 +136,35 @@ pub struct PolicyOutcome {
     pub histograms: BTreeMap<String, Latency>,
 }
 
+/// One fact both the client and the audit count, for one policy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FactCounts {
+    /// The client's counter.
+    pub client: u64,
+    /// The audit's findings of that kind.
+    pub audit: u64,
+    /// Calls whose two counts differ.
+    pub calls_differ: u64,
+}
+
+/// The client's and the audit's counts of the same facts for one policy's phase, reconciled
+/// call by call.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reconciliation {
+    /// Per fact ([`Counters::SHARED`]): both counts over the whole phase.
+    pub facts: BTreeMap<String, FactCounts>,
+    /// Calls compared one by one (the client keeps a bounded number of calls' facts).
+    pub calls_compared: u64,
+    /// Why counts differ: one line per call that differs (at most [`MAX_RECONCILE_NOTES`]),
+    /// then one per audit finding that names no call of the client.
+    pub notes: Vec<String>,
+}
+
+/// Notes kept per policy in [`Reconciliation::notes`].
+pub const MAX_RECONCILE_NOTES: usize = 50;
+
 /// What a timeline entry marks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -218,6 +247,10 @@ pub struct Report {
     pub timeline: Vec<TimelineEntry>,
     /// One affected session told step by step.
     pub story: Vec<String>,
+    /// Per policy: the client's and the audit's counts of the facts both see
+    /// ([`Counters::SHARED`]), and why they differ, call by call (`replay` only).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub reconciliation: BTreeMap<String, Reconciliation>,
     /// Interval histograms for `report.hlog` (not part of the JSON).
     #[serde(skip)]
     pub intervals: Vec<Interval>,
@@ -235,6 +268,7 @@ impl Report {
             proxy_histograms: BTreeMap::new(),
             timeline: Vec::new(),
             story: Vec::new(),
+            reconciliation: BTreeMap::new(),
             intervals: Vec::new(),
         }
     }

@@ -222,6 +222,8 @@ pub fn render(report: &Report) -> String {
         out.push_str(&table(&header, &rows));
     }
 
+    reconciliation(report, &mut out);
+
     let _ = writeln!(out, "\nLatency");
     let rows = latency_rows(report);
     if rows.is_empty() {
@@ -241,6 +243,51 @@ pub fn render(report: &Report) -> String {
         out.push_str(&table(&STREAM_RATE_HEADER, &rates));
     }
     out
+}
+
+/// Notes shown per policy in the summary (the report keeps more).
+pub const NOTES_SHOWN: usize = 8;
+
+/// The client's and the audit's counts of the same facts, per policy, and the first notes on
+/// the calls where they differ (nothing when the report has no reconciliation).
+fn reconciliation(report: &Report, out: &mut String) {
+    if report.reconciliation.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nClient and audit, same facts (client / audit; calls whose counts differ in brackets)"
+    );
+    let mut header = vec!["fact"];
+    header.extend(report.reconciliation.keys().map(String::as_str));
+    let rows: Vec<Vec<String>> = Counters::SHARED
+        .iter()
+        .map(|fact| {
+            let mut row = vec![(*fact).to_owned()];
+            for r in report.reconciliation.values() {
+                let f = r.facts.get(*fact).copied().unwrap_or_default();
+                row.push(if f.calls_differ == 0 {
+                    format!("{} / {}", f.client, f.audit)
+                } else {
+                    format!("{} / {} ({})", f.client, f.audit, f.calls_differ)
+                });
+            }
+            row
+        })
+        .collect();
+    out.push_str(&table(&header, &rows));
+    for (policy, r) in &report.reconciliation {
+        for note in r.notes.iter().take(NOTES_SHOWN) {
+            let _ = writeln!(out, "  {policy} {note}");
+        }
+        if r.notes.len() > NOTES_SHOWN {
+            let _ = writeln!(
+                out,
+                "  {policy}: {} more note(s) in report.json (reconciliation)",
+                r.notes.len() - NOTES_SHOWN
+            );
+        }
+    }
 }
 
 #[cfg(test)]

@@ -19,7 +19,9 @@
 //! Count names: a client counter ([`Counters::NAMES`](super::Counters::NAMES)) summed over
 //! policies, or `POLICY.counter` for one policy; a finding kind ([`FINDING_KINDS`], also as
 //! `finding.KIND`); `cuts` (all cuts) or `cut.CLASS` / `cut.ACTION` (e.g. `cut.mid-value`,
-//! `cut.reset`).
+//! `cut.reset`). A name that is both (the facts the client and the audit both count,
+//! [`Counters::SHARED`](super::Counters::SHARED): `torn-cut`, `reissued`, …) means the audit's
+//! findings when bare and the client's counter as `POLICY.name`.
 //! Histogram names: `NAME` (the policies' histograms of that name merged, else the proxy's),
 //! `POLICY.NAME`, or `proxy.NAME`.
 //! Invariants: parsing checks syntax, units and the counter/finding/cut vocabulary and reports

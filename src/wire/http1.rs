@@ -308,6 +308,7 @@ impl Http1Upstream {
                 last_event_id: req.last_event_id,
                 protocol_version: req.protocol_version,
                 has_authorization: req.has_authorization,
+                idempotency_key: req.idempotency_key,
                 body,
             },
         );

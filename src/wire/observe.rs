@@ -129,6 +129,9 @@ pub enum Observation {
         last_event_id: Option<String>,
         protocol_version: Option<String>,
         has_authorization: bool,
+        /// The `Idempotency-Key` header, if present and not blank: requests carrying the same
+        /// value are one logical call (a later one re-sends an earlier one).
+        idempotency_key: Option<String>,
         /// The request body if it was at most the observer's body limit.
         body: Option<bytes::Bytes>,
     },

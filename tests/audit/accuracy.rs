@@ -1,4 +1,6 @@
-//! The audit's verdicts against ground truth (issue 13): every cell of the accuracy matrix —
+//! The audit's verdicts against ground truth, in both eras.
+//!
+//! Legacy (issue 13): every cell of the accuracy matrix —
 //! each lab server-bug mode, the eviction answers (410, fresh, replay-from-oldest), the
 //! stale-cursor client and the EventSource-like client (with a 404 side request), × counter
 //! and opaque ids × LF/CRLF × reset/fin/clean-end — twice with different seeds, in-process on
@@ -6,6 +8,12 @@
 //! The expected finding kinds come from what the lab emitted and what the client dispatched
 //! (`tearline::accuracy::expect`), never from the audit. On failure the per-kind confusion
 //! table (with example runs of every FP and FN) is printed.
+//!
+//! MCP 2026-07-28 (issue 24): the quick subset of the modern matrix — the real TypeScript and
+//! Python SDK clients run by app scripts (identical calls, distinct calls, unmarked and marked
+//! app retries, giving up) and tearline's strict, naive and retry clients, cut in a progress
+//! event, in the result event or in a JSON body — expected kinds from the clients' own records,
+//! the lab's execution counter and the harness's cut record (`tearline::accuracy::modern`).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -57,11 +65,11 @@ async fn audit_verdicts_equal_ground_truth_for_every_finding_kind() {
         .into_iter()
         .map(str::to_owned)
         .collect();
-    for r in results.iter().filter(|r| r.cell.scenario.is_clean()) {
+    for r in results.iter().filter(|r| r.clean) {
         assert!(
             r.observed.is_subset(&allowed),
             "{} seed {}: clean run reported {:?}\n{text}",
-            r.cell.label(),
+            r.label,
             r.seed,
             r.observed
         );
@@ -72,6 +80,50 @@ async fn audit_verdicts_equal_ground_truth_for_every_finding_kind() {
         );
     }
 
+    let failing = table.failing();
+    assert!(
+        failing.is_empty(),
+        "precision or recall below 1.0 for {failing:?}:\n{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_verdicts_equal_ground_truth_for_mcp_2026_07_28_clients() {
+    let cells = accuracy::modern::quick();
+    let runs = accuracy::modern::run_all(&cells, &[7], 4);
+    let results = tokio::time::timeout(Duration::from_secs(120), runs)
+        .await
+        .expect("the 2026-07-28 subset must finish within 120 s");
+    let table = Table::of(&results);
+    let text = table.render();
+    println!("{text}");
+    assert_eq!(results.len(), cells.len());
+    assert!(
+        table.harness_errors.is_empty(),
+        "the harness failed on some runs:\n{text}"
+    );
+    // The truth is not vacuous: the unanswered kind, a proven re-send, a re-execution the
+    // counter and the wire both show, and torn events are each required by some run.
+    for kind in ["abandoned", "reissued", "reexecuted", "torn-cut"] {
+        let required = table.kinds.get(kind).map_or(0, |s| s.tp + s.fn_);
+        assert!(required > 0, "no run requires {kind}:\n{text}");
+    }
+    // Identical calls after a cut never prove a re-send: such runs require no `reissued`.
+    let repeats: Vec<&RunResult> = results
+        .iter()
+        .filter(|r| {
+            r.label.starts_with("2026/ts/repeat/") || r.label.starts_with("2026/py/repeat/")
+        })
+        .collect();
+    assert!(!repeats.is_empty());
+    for r in repeats {
+        assert!(
+            r.expected.contains("abandoned") && !r.expected.contains("reissued"),
+            "{}: {:?}",
+            r.label,
+            r.expected
+        );
+    }
     let failing = table.failing();
     assert!(
         failing.is_empty(),

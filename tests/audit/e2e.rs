@@ -181,9 +181,10 @@ async fn e2e_refused_resume_yields_explicit_loss() {
             ],
         )
         .await;
+        // The call was never re-sent after the refusal: it is lost.
         assert_eq!(
             kinds,
-            vec![K::ExplicitLoss],
+            vec![K::ExplicitLoss, K::Abandoned],
             "{:#?}",
             tap.auditor.findings()
         );
@@ -236,8 +237,8 @@ async fn e2e_stateless_call_sent_again_yields_reissued() {
             cut,
             CutAction::Reset,
             vec![
-                post(None, v, &call("7", "search")),
-                post(None, v, &call("8", "search")),
+                post_keyed(None, v, "call-a", &call("7", "search")),
+                post_keyed(None, v, "call-a", &call("8", "search")),
             ],
         )
         .await;
@@ -248,6 +249,47 @@ async fn e2e_stateless_call_sent_again_yields_reissued() {
             "{:#?}",
             tap.auditor.findings()
         );
+        assert_eq!(
+            tap.auditor.findings()[1].proof.as_deref(),
+            Some("idempotency-key")
+        );
+    })
+    .await
+    .expect("timeout");
+}
+
+#[tokio::test]
+async fn e2e_stateless_identical_call_without_a_key_leaves_the_cut_call_abandoned() {
+    within(async {
+        let lf = "\n";
+        let first = Script::sse("")
+            .chunk(&ev(lf, None, None, &[&progress(1)]))
+            .chunk(&ev(lf, None, None, &[&progress(2)]))
+            .end();
+        let cut = first.offset_of("data: ", 1, 8);
+        let again = Script::sse("")
+            .chunk(&ev(lf, None, None, &[&result("8")]))
+            .end();
+        let v = Some("2026-07-28");
+        let (kinds, tap) = run(
+            vec![first, again],
+            cut,
+            CutAction::Reset,
+            vec![
+                post(None, v, &call("7", "search")),
+                post(None, v, &call("8", "search")),
+            ],
+        )
+        .await;
+        assert_eq!(
+            kinds,
+            vec![K::TornCut, K::Abandoned],
+            "{:#?}",
+            tap.auditor.findings()
+        );
+        let lost = &tap.auditor.findings()[1];
+        assert_eq!(lost.candidates.len(), 1, "{lost:#?}");
+        assert_eq!(lost.candidates[0].id, "8");
     })
     .await
     .expect("timeout");
@@ -301,10 +343,12 @@ async fn e2e_older_cursor_yields_only_cursor_behind() {
             .chunk(&ev(crlf, Some("2"), None, &[&progress(2)]))
             .chunk(&ev(crlf, Some("3"), None, &[&result("7")]))
             .end();
+        // A FIN: the client could read event 2, so resuming from 1 is its bug (after a reset
+        // its kernel may have discarded event 2: see `findings.rs`).
         let (kinds, tap) = run(
             vec![first, replay],
             cut,
-            CutAction::Reset,
+            CutAction::Fin,
             vec![
                 post(Some("s-1"), None, &call("7", "search")),
                 resume("s-1", "1"),

@@ -100,8 +100,10 @@ async fn e2e_call_sent_again_without_last_event_id_yields_cursor_missing() {
         )
         .await;
         let f = tap.auditor.findings();
-        assert_eq!(kinds, vec![K::CursorMissing], "{f:#?}");
+        // Call 8 repeats call 7 without proof: 7 stays lost (8 is its candidate).
+        assert_eq!(kinds, vec![K::CursorMissing, K::Abandoned], "{f:#?}");
         assert_eq!(f[0].ids, vec!["2".to_string(), "8".to_string()]);
+        assert_eq!(f[1].candidates.len(), 1, "{f:#?}");
     })
     .await
     .expect("timeout");

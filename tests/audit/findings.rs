@@ -214,11 +214,21 @@ async fn reissued_post_without_resume_yields_cursor_missing() {
     w.sse_ok(2, 0);
     w.stream_clean(2, 0, &ev(eol, "9", &result("8", "ok")));
     w.auditor.finish();
+    // Call 8 repeats call 7 without proof: 7 is lost, 8 is named as a candidate.
     assert_eq!(
         w.kinds(),
-        vec![K::CursorMissing],
+        vec![K::CursorMissing, K::Abandoned],
         "{:#?}",
         w.auditor.findings()
+    );
+    let lost = &w.auditor.findings()[1];
+    assert_eq!(lost.ids, vec!["7".to_string()]);
+    assert_eq!(lost.candidates.len(), 1);
+    assert_eq!(lost.candidates[0].id, "8");
+    assert!(
+        lost.detail.contains("the wire cannot tell"),
+        "{}",
+        lost.detail
     );
 }
 
@@ -367,9 +377,10 @@ async fn non_200_resume_yields_explicit_loss() {
     w.resume(2, 0, S, "1");
     w.response(2, 0, 404, "application/json", None);
     w.auditor.finish();
+    // The server said the stream is gone; the call was never re-sent: it is lost.
     assert_eq!(
         w.kinds(),
-        vec![K::ExplicitLoss],
+        vec![K::ExplicitLoss, K::Abandoned],
         "{:#?}",
         w.auditor.findings()
     );
@@ -527,7 +538,8 @@ async fn response_resent_for_a_cursor_behind_is_no_duplicate_response() {
     let mut w = Wire::new();
     open_call(&mut w);
     let body = ev(eol, "1", &progress(1)) + &ev(eol, "2", &result("7", "ok"));
-    w.deliver(1, 0, &body, Some(body.len()), CutAction::Reset);
+    // A FIN proves the client could read both events: a cursor behind them is its bug.
+    w.deliver(1, 0, &body, Some(body.len()), CutAction::Fin);
     w.resume(2, 0, S, "1");
     w.sse_ok(2, 0);
     w.stream_clean(2, 0, &ev(eol, "2", &result("7", "ok")));
@@ -541,6 +553,77 @@ async fn response_resent_for_a_cursor_behind_is_no_duplicate_response() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn cursor_inside_the_unread_window_of_a_reset_is_judged_from_that_cursor() {
+    let eol = Eol::Lf;
+    let mut w = Wire::new();
+    open_call(&mut w);
+    let body = ev(eol, "1", &progress(1)) + &ev(eol, "2", &result("7", "ok"));
+    // A reset: the client's kernel may have discarded event 2 before the client read it.
+    w.deliver(1, 0, &body, Some(body.len()), CutAction::Reset);
+    w.resume(2, 0, S, "1");
+    w.sse_ok(2, 0);
+    w.stream_clean(2, 0, &ev(eol, "2", &result("7", "ok")));
+    w.auditor.finish();
+    assert_eq!(
+        w.kinds(),
+        vec![K::ReplayExact],
+        "{:#?}",
+        w.auditor.findings()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn cursor_behind_the_reset_legs_own_cursor_is_still_cursor_behind() {
+    let eol = Eol::Lf;
+    let mut w = Wire::new();
+    open_call(&mut w);
+    let first = ev(eol, "1", &progress(1)) + &ev(eol, "2", &progress(2));
+    w.deliver(1, 0, &first, Some(first.len()), CutAction::Fin);
+    // The client resumes from 2 (it read 1 and 2), gets 3, and the resume is reset.
+    w.resume(2, 0, S, "2");
+    w.sse_ok(2, 0);
+    let third = ev(eol, "3", &progress(3));
+    w.deliver(2, 0, &third, Some(third.len()), CutAction::Reset);
+    // Resuming from 1 goes behind what the client proved it read (its own cursor 2).
+    w.resume(3, 0, S, "1");
+    w.sse_ok(3, 0);
+    w.stream_clean(
+        3,
+        0,
+        &(ev(eol, "2", &progress(2))
+            + &ev(eol, "3", &progress(3))
+            + &ev(eol, "4", &result("7", "ok"))),
+    );
+    w.auditor.finish();
+    assert!(
+        w.kinds().contains(&K::CursorBehind),
+        "{:#?}",
+        w.auditor.findings()
+    );
+    // From its own cursor it is not behind.
+    let mut w = Wire::new();
+    open_call(&mut w);
+    w.deliver(1, 0, &first, Some(first.len()), CutAction::Fin);
+    w.resume(2, 0, S, "2");
+    w.sse_ok(2, 0);
+    w.deliver(2, 0, &third, Some(third.len()), CutAction::Reset);
+    w.resume(3, 0, S, "2");
+    w.sse_ok(3, 0);
+    w.stream_clean(
+        3,
+        0,
+        &(ev(eol, "3", &progress(3)) + &ev(eol, "4", &result("7", "ok"))),
+    );
+    w.auditor.finish();
+    assert_eq!(
+        w.kinds(),
+        vec![K::ReplayExact],
+        "{:#?}",
+        w.auditor.findings()
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn proxy_clean_end_cut_is_no_pending_call() {
     let mut w = Wire::new();
     open_call(&mut w);
@@ -548,7 +631,8 @@ async fn proxy_clean_end_cut_is_no_pending_call() {
     w.deliver(1, 0, &body, Some(body.len()), CutAction::CleanEnd);
     w.end(1, 0, true);
     w.auditor.finish();
-    assert_eq!(w.kinds(), Vec::<K>::new(), "{:#?}", w.auditor.findings());
+    // The proxy's clean end is a cut, not the server's: the unresumed call is `abandoned`.
+    assert_eq!(w.kinds(), vec![K::Abandoned], "{:#?}", w.auditor.findings());
 }
 
 #[tokio::test(start_paused = true)]
@@ -601,21 +685,55 @@ fn stateless_cut(w: &mut Wire) {
     w.deliver(1, 0, &body, Some(body.len() - 3), CutAction::Reset);
 }
 
+/// Sends call `id` (`search`, as the cut one) again on `conn`, answered; with `key`, carrying
+/// `Idempotency-Key`.
+fn stateless_again(w: &mut Wire, conn: u64, id: &str, key: Option<&str>) {
+    let body = call(id, "search");
+    match key {
+        Some(k) => w.post_keyed(conn, 0, None, Some("2026-07-28"), k, &body),
+        None => w.request(conn, 0, "POST", None, None, Some("2026-07-28"), Some(&body)),
+    }
+    w.sse_ok(conn, 0);
+    w.stream_clean(conn, 0, &event(Eol::Lf, None, None, &[&result(id, "ok")]));
+}
+
 #[tokio::test(start_paused = true)]
-async fn stateless_call_sent_again_with_new_id_yields_reissued() {
+async fn stateless_identical_call_without_proof_leaves_the_cut_call_abandoned_with_its_candidate() {
     let mut w = Wire::new();
     stateless_cut(&mut w);
-    w.request(
-        2,
-        0,
-        "POST",
-        None,
-        None,
-        Some("2026-07-28"),
-        Some(&call("8", "search")),
+    stateless_again(&mut w, 2, "8", None);
+    w.auditor.finish();
+    assert_eq!(
+        w.kinds(),
+        vec![K::TornCut, K::Abandoned],
+        "{:#?}",
+        w.auditor.findings()
     );
-    w.sse_ok(2, 0);
-    w.stream_clean(2, 0, &event(Eol::Lf, None, None, &[&result("8", "ok")]));
+    let f = &w.auditor.findings()[1];
+    assert_eq!(f.ids, vec!["7".to_string()]);
+    assert_eq!(f.class.as_str(), "loss");
+    assert_eq!(f.candidates.len(), 1, "{f:#?}");
+    assert_eq!(f.candidates[0].id, "8");
+    assert_eq!(f.candidates[0].conn, 2);
+    assert!(f.detail.contains("the wire cannot tell"), "{}", f.detail);
+    assert!(
+        w.auditor
+            .silent_loss()
+            .starts_with("silent loss observed: yes (1 call affected)"),
+        "{}",
+        w.auditor.silent_loss()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn stateless_call_sent_again_with_the_same_idempotency_key_yields_reissued() {
+    let mut w = Wire::new();
+    w.post_keyed(1, 0, None, Some("2026-07-28"), "k-1", &call("7", "search"));
+    w.sse_ok(1, 0);
+    let body =
+        event(Eol::Lf, None, None, &[&progress(1)]) + &event(Eol::Lf, None, None, &[&progress(2)]);
+    w.deliver(1, 0, &body, Some(body.len() - 3), CutAction::Reset);
+    stateless_again(&mut w, 2, "8", Some("k-1"));
     w.auditor.finish();
     // No tools/list was seen: whether `search` may be repeated is unknown.
     assert_eq!(
@@ -624,9 +742,75 @@ async fn stateless_call_sent_again_with_new_id_yields_reissued() {
         "{:#?}",
         w.auditor.findings()
     );
+    let f = &w.auditor.findings()[1];
+    assert_eq!(f.ids, vec!["7".to_string(), "8".to_string()]);
+    assert_eq!(f.proof.as_deref(), Some("idempotency-key"));
+    // Another key proves nothing.
+    let mut w = Wire::new();
+    w.post_keyed(1, 0, None, Some("2026-07-28"), "k-1", &call("7", "search"));
+    w.sse_ok(1, 0);
+    w.deliver(1, 0, &body, Some(body.len() - 3), CutAction::Reset);
+    stateless_again(&mut w, 2, "8", Some("k-2"));
+    w.auditor.finish();
     assert_eq!(
-        w.auditor.findings()[1].ids,
-        vec!["7".to_string(), "8".to_string()]
+        w.kinds(),
+        vec![K::TornCut, K::Abandoned],
+        "{:#?}",
+        w.auditor.findings()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn stateless_call_sent_again_with_its_own_id_yields_reissued_by_same_id() {
+    let mut w = Wire::new();
+    stateless_cut(&mut w);
+    stateless_again(&mut w, 2, "7", None);
+    w.auditor.finish();
+    let kinds = w.kinds();
+    assert!(kinds.contains(&K::Reissued), "{:#?}", w.auditor.findings());
+    assert!(
+        !kinds.contains(&K::Abandoned),
+        "{:#?}",
+        w.auditor.findings()
+    );
+    let f = w
+        .auditor
+        .findings()
+        .into_iter()
+        .find(|f| f.kind == K::Reissued)
+        .expect("reissued");
+    assert_eq!(f.proof.as_deref(), Some("same-id"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn session_less_ids_seen_shared_prove_no_re_send() {
+    let mut w = Wire::new();
+    // Two clients have id 7 in flight at once: ids are shared.
+    w.request(
+        5,
+        0,
+        "POST",
+        None,
+        None,
+        Some("2026-07-28"),
+        Some(&call("7", "list-things")),
+    );
+    w.sse_ok(5, 0);
+    stateless_cut(&mut w);
+    w.stream_clean(5, 0, &event(Eol::Lf, None, None, &[&result("7", "ok")]));
+    stateless_again(&mut w, 2, "7", None);
+    w.auditor.finish();
+    let f = w
+        .auditor
+        .findings()
+        .into_iter()
+        .find(|f| f.kind == K::Abandoned)
+        .expect("abandoned: the same id proves nothing once ids are shared");
+    assert!(f.detail.contains("share JSON-RPC ids"), "{}", f.detail);
+    assert!(
+        !w.kinds().contains(&K::Reissued),
+        "{:#?}",
+        w.auditor.findings()
     );
 }
 
@@ -649,11 +833,15 @@ async fn stateless_call_never_reissued_yields_abandoned() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn stateless_cancelled_call_is_not_abandoned_and_early_finish_is_unknown() {
+async fn stateless_cancelled_call_is_not_abandoned_and_early_finish_is_abandoned() {
     let mut w = Wire::new();
     stateless_cut(&mut w);
+    tokio::time::advance(Duration::from_millis(1500)).await;
     w.auditor.finish();
-    assert_eq!(w.kinds(), vec![K::TornCut, K::Unknown]);
+    assert_eq!(w.kinds(), vec![K::TornCut, K::Abandoned]);
+    let f = &w.auditor.findings()[1];
+    assert_eq!(f.waited_ms, Some(1500), "{f:#?}");
+    assert!(f.detail.contains("the run ended"), "{}", f.detail);
     let mut w = Wire::new();
     stateless_cut(&mut w);
     let cancel = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}"#;

@@ -263,8 +263,17 @@ async fn plain_eventsource_reopened_without_cursor_is_cursor_missing() {
 /// the result; the client renegotiates a session and re-issues the call (same tool and
 /// arguments, a new progress token).
 fn lost_after_fresh_resume(eol: Eol) -> Wire {
+    lost_after_fresh_resume_keyed(eol, None)
+}
+
+/// [`lost_after_fresh_resume`], the call's POST carrying `Idempotency-Key: key` if given.
+fn lost_after_fresh_resume_keyed(eol: Eol, key: Option<&str>) -> Wire {
     let mut w = Wire::new();
-    w.post(1, 0, Some("A"), &call_with_token("2", "blob", "tA"));
+    let first = call_with_token("2", "blob", "tA");
+    match key {
+        Some(k) => w.post_keyed(1, 0, Some("A"), None, k, &first),
+        None => w.post(1, 0, Some("A"), &first),
+    }
     w.sse_ok(1, 0);
     let pre = msg(eol, "1-1", &progress_of("tA", 1)) + &msg(eol, "1-2", &progress_of("tA", 2));
     let torn = msg(eol, "1-3", &result("2", "big"));
@@ -285,8 +294,15 @@ fn lost_after_fresh_resume(eol: Eol) -> Wire {
 #[tokio::test(start_paused = true)]
 async fn reissue_in_a_new_session_replaces_the_lost_call_and_states_the_link() {
     for eol in [Eol::Lf, Eol::CrLf] {
-        let mut w = lost_after_fresh_resume(eol);
-        w.post(3, 0, Some("B"), &call_with_token("1", "blob", "tB"));
+        let mut w = lost_after_fresh_resume_keyed(eol, Some("call-2"));
+        w.post_keyed(
+            3,
+            0,
+            Some("B"),
+            None,
+            "call-2",
+            &call_with_token("1", "blob", "tB"),
+        );
         w.sse_ok(3, 0);
         w.stream_clean(3, 0, &msg(eol, "1-1", &result("1", "big")));
         w.auditor.finish();
@@ -299,12 +315,37 @@ async fn reissue_in_a_new_session_replaces_the_lost_call_and_states_the_link() {
         let f = &w.auditor.findings()[2];
         assert_eq!(f.ids, vec!["2".to_string(), "1".to_string()]);
         assert!(f.detail.contains("new session B"), "{}", f.detail);
+        assert_eq!(f.proof.as_deref(), Some("idempotency-key"));
         assert!(
             w.auditor
                 .silent_loss()
                 .starts_with("silent loss observed: no")
         );
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn identical_first_call_of_a_new_session_without_a_key_is_no_reissue() {
+    let eol = Eol::Lf;
+    let mut w = lost_after_fresh_resume(eol);
+    w.post(3, 0, Some("B"), &call_with_token("1", "blob", "tB"));
+    w.sse_ok(3, 0);
+    w.stream_clean(3, 0, &msg(eol, "1-1", &result("1", "big")));
+    w.auditor.finish();
+    assert_eq!(
+        w.kinds(),
+        vec![K::TornCut, K::FreshStream, K::PendingCall],
+        "{:#?}",
+        w.auditor.findings()
+    );
+    let pending = &w.auditor.findings()[2];
+    assert_eq!(pending.candidates.len(), 1, "{pending:#?}");
+    assert_eq!(pending.candidates[0].session.as_deref(), Some("B"));
+    assert!(
+        pending.detail.contains("the wire cannot tell"),
+        "{}",
+        pending.detail
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -434,10 +475,18 @@ async fn another_sessions_events_are_cross_stream_not_fresh_stream() {
 }
 
 /// A client whose resume is cut resumes again with its original cursor: the server replays
-/// correctly what the client already had. Only the client is wrong: `cursor-behind`.
+/// correctly what the client already had. After a FIN (every byte readable) only the client is
+/// wrong: `cursor-behind`. After a reset the client's kernel may have discarded what the cut
+/// resume delivered, so the same cursor is the one a conformant client holds: the replay is
+/// judged from it (`replay-exact`).
 #[tokio::test(start_paused = true)]
 async fn stale_cursor_after_a_cut_resume_is_cursor_behind_only() {
-    for eol in [Eol::Lf, Eol::CrLf] {
+    for (eol, action) in [
+        (Eol::Lf, CutAction::Fin),
+        (Eol::CrLf, CutAction::Fin),
+        (Eol::Lf, CutAction::Reset),
+        (Eol::CrLf, CutAction::Reset),
+    ] {
         let mut w = Wire::new();
         w.post(1, 0, S, &call_with_token("7", "search", "t"));
         w.sse_ok(1, 0);
@@ -449,15 +498,20 @@ async fn stale_cursor_after_a_cut_resume_is_cursor_behind_only() {
         w.sse_ok(2, 0);
         let leg = e("3", 3) + &e("4", 4);
         let cut = leg.len() + 20;
-        w.deliver(2, 0, &(leg + &e("5", 5)), Some(cut), CutAction::Reset);
+        w.deliver(2, 0, &(leg + &e("5", 5)), Some(cut), action);
         w.resume(3, 0, S, "2");
         w.sse_ok(3, 0);
         let again = e("3", 3) + &e("4", 4) + &e("5", 5) + &msg(eol, "6", &result("7", "ok"));
         w.stream_clean(3, 0, &again);
         w.auditor.finish();
+        let verdict = if action == CutAction::Fin {
+            K::CursorBehind
+        } else {
+            K::ReplayExact
+        };
         assert_eq!(
             w.kinds(),
-            vec![K::TornCut, K::TornCut, K::CursorBehind],
+            vec![K::TornCut, K::TornCut, verdict],
             "{:#?}",
             w.auditor.findings()
         );

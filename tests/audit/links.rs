@@ -138,8 +138,17 @@ async fn hung_call_pending_call_is_written_to_the_findings_log() {
 /// Session A's call 2 (`blob`) is cut mid-result (connection 1) and resumed from `1-1`
 /// (connection 2, nothing answered yet).
 fn cut_and_resumed(eol: Eol) -> Wire {
+    cut_and_resumed_keyed(eol, None)
+}
+
+/// [`cut_and_resumed`], call 2's POST carrying `Idempotency-Key: key` if given.
+fn cut_and_resumed_keyed(eol: Eol, key: Option<&str>) -> Wire {
     let mut w = Wire::new();
-    w.post(1, 0, Some("A"), &call_with_token("2", "blob", "tA"));
+    let body = call_with_token("2", "blob", "tA");
+    match key {
+        Some(k) => w.post_keyed(1, 0, Some("A"), None, k, &body),
+        None => w.post(1, 0, Some("A"), &body),
+    }
     w.sse_ok(1, 0);
     let pre = msg(eol, "1-1", &progress_of("tA", 1));
     let torn = msg(eol, "1-2", &result("2", "big"));
@@ -177,31 +186,74 @@ async fn an_identical_call_from_another_session_while_a_resume_is_open_is_no_rei
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_call_whose_resume_ended_without_its_result_is_reissued_by_a_new_sessions_first_call() {
+async fn a_call_whose_resume_ended_without_its_result_is_reissued_by_a_new_sessions_keyed_call() {
     for eol in [Eol::Lf, Eol::CrLf] {
-        let mut w = cut_and_resumed(eol);
+        let mut w = cut_and_resumed_keyed(eol, Some("k-2"));
         w.response(2, 0, 404, "text/plain", None);
         w.end(2, 0, true);
-        // The client renegotiated (session B) and sent the call again.
-        w.post(3, 0, Some("B"), &call_with_token("2", "blob", "tB"));
+        // The client renegotiated (session B) and sent the call again, with its key.
+        w.post_keyed(
+            3,
+            0,
+            Some("B"),
+            None,
+            "k-2",
+            &call_with_token("2", "blob", "tB"),
+        );
         w.sse_ok(3, 0);
         w.stream_clean(3, 0, &msg(eol, "1-1", &result("2", "big")));
         w.auditor.finish();
         let kinds = w.kinds();
         assert!(kinds.contains(&K::Reissued), "{:#?}", w.auditor.findings());
         assert!(!kinds.contains(&K::PendingCall), "{kinds:?}");
+        assert!(!kinds.contains(&K::Abandoned), "{kinds:?}");
     }
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_reissue_seen_before_the_resume_ends_without_its_result_is_linked_when_it_ends() {
+async fn a_new_sessions_identical_call_without_a_key_leaves_the_refused_call_abandoned() {
+    for eol in [Eol::Lf, Eol::CrLf] {
+        let mut w = cut_and_resumed(eol);
+        w.response(2, 0, 404, "text/plain", None);
+        w.end(2, 0, true);
+        w.post(3, 0, Some("B"), &call_with_token("2", "blob", "tB"));
+        w.sse_ok(3, 0);
+        w.stream_clean(3, 0, &msg(eol, "1-1", &result("2", "big")));
+        w.auditor.finish();
+        let kinds = w.kinds();
+        assert!(!kinds.contains(&K::Reissued), "{:#?}", w.auditor.findings());
+        let lost = w
+            .auditor
+            .findings()
+            .into_iter()
+            .find(|f| f.kind == K::Abandoned)
+            .expect("abandoned");
+        assert_eq!(lost.ids, vec!["2".to_string()]);
+        assert_eq!(lost.candidates.len(), 1);
+        assert_eq!(lost.candidates[0].session.as_deref(), Some("B"));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_keyed_reissue_seen_while_the_resume_is_open_is_linked_at_once() {
     for eol in [Eol::Lf, Eol::CrLf] {
         // The client gave up on the resume and renegotiated; the proxy sees its new session's
         // call before the resume's clean end (two connections, either order).
-        let mut w = resumed_while_another_session_calls_alike(eol);
+        let mut w = cut_and_resumed_keyed(eol, Some("k-2"));
+        w.sse_ok(2, 0);
+        w.post_keyed(
+            3,
+            0,
+            Some("B"),
+            None,
+            "k-2",
+            &call_with_token("2", "blob", "tB"),
+        );
+        w.sse_ok(3, 0);
+        w.stream_clean(3, 0, &msg(eol, "1-1", &result("2", "big")));
         assert!(
-            !w.kinds().contains(&K::Reissued),
-            "linked before the resume ended"
+            w.kinds().contains(&K::Reissued),
+            "the key proves the re-send at once"
         );
         w.stream_clean(
             2,
@@ -214,8 +266,8 @@ async fn a_reissue_seen_before_the_resume_ends_without_its_result_is_linked_when
         );
         w.auditor.finish();
         let kinds = w.kinds();
-        assert!(kinds.contains(&K::Reissued), "{:#?}", w.auditor.findings());
         assert!(!kinds.contains(&K::PendingCall), "{kinds:?}");
+        assert!(!kinds.contains(&K::Abandoned), "{kinds:?}");
         let f = w
             .auditor
             .findings()

@@ -21,5 +21,7 @@ mod judge;
 mod ledger;
 mod links;
 mod sent_after_cancel;
+mod sessionless;
 mod stateless;
 mod truncation;
+mod unanswered;

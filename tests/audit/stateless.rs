@@ -37,7 +37,8 @@ fn list_tools(w: &mut Wire) {
 /// into the result event (0: at the boundary after the progress), or, with `before_any`, before
 /// its first byte.
 fn cut_call(w: &mut Wire, tool: &str, before_any: bool, into: usize) {
-    modern_post(w, 1, &call("7", tool, "p-7"));
+    // The client names the logical call: its re-send repeats the key (a proven re-send).
+    w.post_keyed(1, 0, None, V, "call-7", &call("7", tool, "p-7"));
     w.sse_ok(1, 0);
     let first = event(Eol::Lf, None, None, &[&progress_of("p-7", 1)]);
     let body = first.clone() + &event(Eol::Lf, None, None, &[&result("7", "appended: 1")]);
@@ -45,9 +46,19 @@ fn cut_call(w: &mut Wire, tool: &str, before_any: bool, into: usize) {
     w.deliver(1, 0, &body, Some(at), CutAction::Reset);
 }
 
-/// Re-issue `tool` as id 8 on conn 2, answered in full.
+/// Re-issue `tool` as id 8 on conn 2 with the cut call's `Idempotency-Key`, answered in full.
 fn reissue(w: &mut Wire, tool: &str) {
+    w.post_keyed(2, 0, None, V, "call-7", &call("8", tool, "p-8"));
+    answer_8(w);
+}
+
+/// The same call as id 8 on conn 2 without any proof of being a re-send, answered in full.
+fn call_again_unproven(w: &mut Wire, tool: &str) {
     modern_post(w, 2, &call("8", tool, "p-8"));
+    answer_8(w);
+}
+
+fn answer_8(w: &mut Wire) {
     w.sse_ok(2, 0);
     w.stream_clean(
         2,
@@ -79,9 +90,22 @@ async fn started_non_idempotent_call_reissued_yields_reexecuted_with_evidence() 
             .expect("reexecuted");
         assert_eq!(f.ids, vec!["7".to_owned(), "8".to_owned()]);
         assert_eq!(f.class.as_str(), "duplicate");
+        assert_eq!(f.proof.as_deref(), Some("idempotency-key"));
         assert!(f.detail.contains("\"append\""), "{}", f.detail);
         assert!(f.detail.contains("neither readOnlyHint"), "{}", f.detail);
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn started_non_idempotent_call_repeated_without_proof_is_abandoned_not_reexecuted() {
+    let mut w = Wire::new();
+    list_tools(&mut w);
+    cut_call(&mut w, "append", false, 12);
+    call_again_unproven(&mut w, "append");
+    w.auditor.finish();
+    assert_eq!(count(&w, K::Reissued), 0, "{:#?}", w.auditor.findings());
+    assert_eq!(count(&w, K::Reexecuted), 0, "{:#?}", w.auditor.findings());
+    assert_eq!(count(&w, K::Abandoned), 1, "{:#?}", w.auditor.findings());
 }
 
 #[tokio::test(start_paused = true)]

@@ -258,7 +258,7 @@ fn toxiproxy_attributes_build_the_same_faults() {
     let errs = [
         (
             from_toxiproxy("latncy", &json!({}), Direction::Downstream, 1.0),
-            "unknown toxic type 'latncy'; known: latency, bandwidth, slow_close, timeout, reset_peer, slicer, limit_data",
+            "unknown toxic type 'latncy'; known: latency, bandwidth, slicer, slow_close, timeout, reset_peer, limit_data",
         ),
         (
             from_toxiproxy(

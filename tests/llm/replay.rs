@@ -34,6 +34,7 @@ async fn naive_truncations_are_losses_strict_re_sends_are_not_and_the_story_tell
         findings_dir: None,
         tls_ca_dir: None,
         scenario: Scenario::LlmTruncation,
+        abandon_after: None,
     };
     let profile = tearline::profile::parse(LLM_PROFILE, "llm-truncation").expect("profile");
     let t0 = Instant::now();
@@ -53,25 +54,25 @@ async fn naive_truncations_are_losses_strict_re_sends_are_not_and_the_story_tell
 
     let s = &strict.load.counters;
     assert_eq!(
-        (s.calls, s.ok, s.silently_lost, s.failed),
+        (s.calls, s.ok, s.silent_loss, s.failed),
         (24, 24, 0, 0),
         "{:?}",
         strict.load.errors
     );
-    assert!(s.reissues > 0, "no strict answer was cut");
+    assert!(s.reissued > 0, "no strict answer was cut");
     let sc = strict.auditor.counts();
     assert_eq!(count(&sc, "llm-truncated"), 0, "{sc:?}");
-    assert_eq!(count(&sc, "llm-retried"), s.reissues, "{sc:?}");
+    assert_eq!(count(&sc, "llm-retried"), s.reissued, "{sc:?}");
     assert_eq!(strict.auditor.loss_affected(), 0);
 
     let n = &naive.load.counters;
-    assert!(n.silently_lost > 0, "no naive answer was truncated");
-    assert_eq!(n.calls, n.ok + n.silently_lost + n.failed);
+    assert!(n.silent_loss > 0, "no naive answer was truncated");
+    assert_eq!(n.calls, n.ok + n.silent_loss + n.failed);
     let nc = naive.auditor.counts();
     // Every truncated answer the naive client took has its loss finding, and nothing else does.
     assert_eq!(
         count(&nc, "llm-truncated"),
-        n.silently_lost + n.failed,
+        n.silent_loss + n.failed,
         "{nc:?}"
     );
     assert_eq!(count(&nc, "llm-retried"), 0, "{nc:?}");

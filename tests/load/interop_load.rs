@@ -151,7 +151,7 @@ async fn both_eras_complete_directly(server: Server) {
             "{era:?}: {:?}",
             o.errors
         );
-        assert_eq!(o.counters.reissues, 0, "{era:?}");
+        assert_eq!(o.counters.reissued, 0, "{era:?}");
     }
 }
 
@@ -161,13 +161,13 @@ async fn cut_2026_streams_are_reissued_by_strict_and_lost_by_naive(server: Serve
     auditor.finish();
     let counts = auditor.counts();
     assert_eq!(
-        (strict.counters.ok, strict.counters.silently_lost),
+        (strict.counters.ok, strict.counters.silent_loss),
         (6, 0),
         "{:?}",
         strict.errors
     );
     assert!(
-        strict.counters.reissues >= 1,
+        strict.counters.reissued >= 1,
         "strict re-issues a cut idempotent call"
     );
     assert!(
@@ -185,21 +185,21 @@ async fn cut_2026_streams_are_reissued_by_strict_and_lost_by_naive(server: Serve
     assert!(refused >= 1, "{:?}", append.errors);
     assert_eq!(append.counters.failed, refused);
     assert_eq!(append.counters.ok + append.counters.failed, 6);
-    assert_eq!(append.counters.reissues, 0);
+    assert_eq!(append.counters.reissued, 0);
     stop.cancel();
     let (port, _auditor, stop) = cutting_proxy(server.port).await;
     let naive = run(config(port, EraChoice::Modern, Policy::Naive, "work", 6)).await;
     assert!(
-        naive.counters.silently_lost >= 1,
+        naive.counters.silent_loss >= 1,
         "naive takes a cut stream as the answer"
     );
     assert_eq!(
-        naive.counters.ok + naive.counters.silently_lost,
+        naive.counters.ok + naive.counters.silent_loss,
         6,
         "{:?}",
         naive.errors
     );
-    assert_eq!(naive.counters.reissues, 0);
+    assert_eq!(naive.counters.reissued, 0);
     stop.cancel();
 }
 

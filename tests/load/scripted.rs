@@ -22,6 +22,8 @@ enum Resume {
     Jump,
     /// Resume GETs replay the original stream after the given id.
     Replay,
+    /// Resume GETs replay the owed events under ids one further on (a gap the ids show).
+    Skip,
     /// No event ids at all (2026-07-28-like): nothing to resume from.
     NoIds,
     /// Resume GETs get 200 with `event: error` (the server says it lost the buffer).
@@ -40,6 +42,8 @@ struct Script {
     sessions: AtomicU32,
     first_request_id: Mutex<Option<u64>>,
     last_event_ids: Mutex<Vec<String>>,
+    /// The `Idempotency-Key` of every tools/call POST, in arrival order.
+    keys: Mutex<Vec<Option<String>>>,
 }
 
 const TEXT: &str = "abcdefgh";
@@ -128,7 +132,7 @@ async fn handle(mut sock: TcpStream, script: Arc<Script>) {
                 ),
                 Resume::Fresh | Resume::NoIds => chunk(&mut out, "id: s9-0\ndata:\n\n"),
                 Resume::Jump => chunk(&mut out, "id: s1-7\nretry: 10\ndata:\n\n"),
-                Resume::Replay => {
+                Resume::Replay | Resume::Skip => {
                     let id = script.first_request_id.lock().unwrap().unwrap_or(0);
                     let after: u32 = lei
                         .rsplit('-')
@@ -136,7 +140,13 @@ async fn handle(mut sock: TcpStream, script: Arc<Script>) {
                         .and_then(|n| n.parse().ok())
                         .unwrap_or(0);
                     for (n, ev) in events("s1", id, true).iter().enumerate() {
-                        if n as u32 > after {
+                        if n as u32 > after && script.resume == Resume::Skip {
+                            // The owed events under ids one further on: seq `after + 1` never
+                            // comes (a gap the ids show).
+                            let shifted = ev
+                                .replace(&format!("id: s1-{n}\n"), &format!("id: s1-{}\n", n + 1));
+                            chunk(&mut out, &shifted);
+                        } else if n as u32 > after {
                             chunk(&mut out, ev);
                         }
                     }
@@ -159,6 +169,7 @@ async fn handle(mut sock: TcpStream, script: Arc<Script>) {
                     );
                 }
                 "tools/call" => {
+                    script.keys.lock().unwrap().push(header("idempotency-key"));
                     let id = msg["id"].as_u64().unwrap_or(0);
                     let k = script.calls.fetch_add(1, Ordering::SeqCst);
                     script.first_request_id.lock().unwrap().get_or_insert(id);
@@ -210,6 +221,7 @@ async fn start_with(resume: Resume, tear: u32, clean_end: bool) -> (Target, Arc<
         sessions: AtomicU32::new(0),
         first_request_id: Mutex::new(None),
         last_event_ids: Mutex::new(Vec::new()),
+        keys: Mutex::new(Vec::new()),
     });
     let s = Arc::clone(&script);
     tokio::spawn(async move {
@@ -247,10 +259,7 @@ async fn clean_server_gives_all_calls_ok_and_no_detections() {
     cfg.sessions = 4;
     let o = run(cfg).await;
     let c = o.counters;
-    assert_eq!(
-        (c.calls, c.ok, c.torn_detections, c.resumes),
-        (40, 40, 0, 0)
-    );
+    assert_eq!((c.calls, c.ok, c.torn_cut, c.resumes), (40, 40, 0, 0));
     assert!(c.is_balanced());
     assert_eq!(o.histograms["call"].len(), 40);
     assert_eq!(o.histograms["first-event"].len(), 40);
@@ -271,10 +280,10 @@ async fn strict_detects_torn_event_and_reissues_after_fresh_stream() {
     let (target, script) = start(Resume::Fresh, 1).await;
     let o = run(config(target, Policy::Strict, 1)).await;
     let c = o.counters;
-    assert_eq!(c.torn_detections, 1);
-    assert_eq!(c.fresh_streams, 1);
-    assert_eq!((c.renegotiations, c.reissues), (1, 1));
-    assert_eq!((c.calls, c.ok, c.silently_lost, c.failed), (1, 1, 0, 0));
+    assert_eq!(c.torn_cut, 1);
+    assert_eq!(c.fresh_stream, 1);
+    assert_eq!((c.renegotiations, c.reissued), (1, 1));
+    assert_eq!((c.calls, c.ok, c.silent_loss, c.failed), (1, 1, 0, 0));
     assert!(c.is_balanced());
     // The strict cursor is the last dispatched id, never the torn event's id.
     assert_eq!(
@@ -303,8 +312,10 @@ async fn naive_resumes_with_torn_id_and_loses_the_call_silently() {
     let (target, script) = start(Resume::Fresh, 1).await;
     let o = run(config(target, Policy::Naive, 1)).await;
     let c = o.counters;
-    assert_eq!((c.calls, c.ok, c.silently_lost, c.failed), (1, 0, 1, 0));
-    assert_eq!((c.torn_detections, c.renegotiations, c.reissues), (0, 0, 0));
+    assert_eq!((c.calls, c.ok, c.silent_loss, c.failed), (1, 0, 1, 0));
+    // The naive client does not act on the torn event, but it held one: `torn-cut` counts the
+    // fact for every policy, as the audit does.
+    assert_eq!((c.torn_cut, c.renegotiations, c.reissued), (1, 0, 0));
     assert!(c.is_balanced());
     assert_eq!(
         *script.last_event_ids.lock().unwrap(),
@@ -319,7 +330,7 @@ async fn strict_resume_from_replaying_server_completes_without_reissue() {
     let o = run(config(target, Policy::Strict, 1)).await;
     let c = o.counters;
     assert_eq!(
-        (c.ok, c.torn_detections, c.resumes, c.reissues, c.duplicates),
+        (c.ok, c.torn_cut, c.resumes, c.reissued, c.replay_duplicate),
         (1, 1, 1, 0, 0)
     );
     assert_eq!(
@@ -334,7 +345,7 @@ async fn strict_resume_from_replaying_server_completes_without_reissue() {
 async fn naive_cursor_ahead_skips_the_torn_event_and_loses_it() {
     let (target, _) = start(Resume::Replay, 1).await;
     let o = run(config(target, Policy::Naive, 1)).await;
-    assert_eq!((o.counters.ok, o.counters.silently_lost), (0, 1));
+    assert_eq!((o.counters.ok, o.counters.silent_loss), (0, 1));
 }
 
 #[tokio::test]
@@ -342,12 +353,41 @@ async fn without_event_ids_a_torn_call_is_reissued_with_a_new_id() {
     let (target, script) = start(Resume::NoIds, 1).await;
     let o = run(config(target, Policy::Strict, 1)).await;
     let c = o.counters;
-    assert_eq!(
-        (c.ok, c.torn_detections, c.resumes, c.reissues),
-        (1, 1, 0, 1)
-    );
+    assert_eq!((c.ok, c.torn_cut, c.resumes, c.reissued), (1, 1, 0, 1));
     assert!(script.last_event_ids.lock().unwrap().is_empty());
     assert_eq!(script.calls.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn strict_and_retry_mark_each_call_with_a_fresh_idempotency_key_repeated_on_its_reissue() {
+    for policy in [Policy::Strict, Policy::Retry] {
+        let (target, script) = start(Resume::NoIds, 1).await;
+        let o = run(config(target, policy, 2)).await;
+        assert_eq!((o.counters.ok, o.counters.reissued), (2, 1), "{policy}");
+        let keys = script.keys.lock().unwrap().clone();
+        assert_eq!(
+            keys.len(),
+            3,
+            "{policy}: torn call, its re-issue, the next call"
+        );
+        let (first, again, next) = (&keys[0], &keys[1], &keys[2]);
+        assert!(first.as_ref().is_some_and(|k| !k.is_empty()), "{policy}");
+        assert_eq!(
+            first, again,
+            "{policy}: the re-issue repeats its call's key"
+        );
+        assert!(
+            next.is_some() && next != first,
+            "{policy}: a new call, a new key"
+        );
+    }
+}
+
+#[tokio::test]
+async fn naive_sends_no_idempotency_key() {
+    let (target, script) = start(Resume::NoIds, 0).await;
+    run(config(target, Policy::Naive, 2)).await;
+    assert_eq!(*script.keys.lock().unwrap(), [None, None]);
 }
 
 #[tokio::test]
@@ -355,10 +395,7 @@ async fn strict_takes_a_clean_end_mid_event_as_torn_and_resumes() {
     let (target, script) = start_with(Resume::Replay, 1, true).await;
     let o = run(config(target, Policy::Strict, 1)).await;
     let c = o.counters;
-    assert_eq!(
-        (c.ok, c.torn_detections, c.resumes, c.reissues),
-        (1, 1, 1, 0)
-    );
+    assert_eq!((c.ok, c.torn_cut, c.resumes, c.reissued), (1, 1, 1, 0));
     assert_eq!(
         *script.last_event_ids.lock().unwrap(),
         vec!["s1-1".to_string()]
@@ -370,7 +407,7 @@ async fn strict_takes_a_clean_end_mid_event_as_torn_and_resumes() {
 async fn naive_takes_a_clean_end_mid_event_as_completion() {
     let (target, script) = start_with(Resume::Replay, 1, true).await;
     let o = run(config(target, Policy::Naive, 1)).await;
-    assert_eq!((o.counters.silently_lost, o.counters.resumes), (1, 0));
+    assert_eq!((o.counters.silent_loss, o.counters.resumes), (1, 0));
     assert!(script.last_event_ids.lock().unwrap().is_empty());
 }
 
@@ -380,7 +417,7 @@ async fn strict_renegotiates_when_the_resume_says_error() {
     let o = run(config(target, Policy::Strict, 1)).await;
     let c = o.counters;
     assert_eq!(
-        (c.ok, c.explicit_errors, c.renegotiations, c.reissues),
+        (c.ok, c.explicit_errors, c.renegotiations, c.reissued),
         (1, 1, 1, 1)
     );
     assert_eq!(script.sessions.load(Ordering::SeqCst), 2);
@@ -399,7 +436,7 @@ async fn refused_resume_is_explicit_for_both_policies() {
     let o = run(config(target, Policy::Strict, 1)).await;
     let c = o.counters;
     assert_eq!(
-        (c.ok, c.explicit_errors, c.renegotiations, c.reissues),
+        (c.ok, c.explicit_errors, c.renegotiations, c.reissued),
         (1, 1, 1, 1)
     );
     assert!(matches!(
@@ -411,7 +448,7 @@ async fn refused_resume_is_explicit_for_both_policies() {
     assert_eq!(
         (
             o.counters.failed,
-            o.counters.silently_lost,
+            o.counters.silent_loss,
             o.counters.explicit_errors
         ),
         (1, 0, 1)
@@ -431,19 +468,35 @@ async fn open_loop_rate_runs_every_call_from_its_schedule() {
 }
 
 #[tokio::test]
+async fn strict_counts_a_replay_that_skips_an_owed_event_as_a_replay_gap() {
+    let (target, _) = start(Resume::Skip, 1).await;
+    let o = run(config(target, Policy::Strict, 1)).await;
+    let c = o.counters;
+    assert_eq!(
+        (c.ok, c.replay_gap, c.fresh_stream, c.reissued),
+        (1, 1, 0, 1),
+        "{:?}",
+        o.errors
+    );
+}
+
+#[tokio::test]
 async fn strict_treats_a_sequence_jump_on_resume_as_a_discontinuity() {
     let (target, _) = start(Resume::Jump, 1).await;
     let o = run(config(target, Policy::Strict, 1)).await;
     let c = o.counters;
+    // The resume opens with a new priming event that jumps over the owed events: the audit's
+    // `fresh-stream` (continuation instead of replay), counted under that name, not a gap.
     assert_eq!(
         (
             c.ok,
-            c.torn_detections,
-            c.gaps,
+            c.torn_cut,
+            c.fresh_stream,
+            c.replay_gap,
             c.renegotiations,
-            c.reissues
+            c.reissued
         ),
-        (1, 1, 1, 1, 1)
+        (1, 1, 1, 0, 1, 1)
     );
     assert_eq!(o.errors.get("discontinuity"), Some(&1));
 }

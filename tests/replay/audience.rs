@@ -36,6 +36,7 @@ async fn audience_narrowing_strict_reauthorizes_and_loses_nothing_naive_loses_si
         findings_dir: None,
         tls_ca_dir: None,
         scenario,
+        abandon_after: None,
     };
     let text = scenario.default_profile().expect("a built-in profile");
     let profile = tearline::profile::parse(text, "audience-narrowing").expect("profile parses");
@@ -57,7 +58,7 @@ async fn audience_narrowing_strict_reauthorizes_and_loses_nothing_naive_loses_si
 
     let s = &strict.load.counters;
     assert_eq!(
-        (s.calls, s.ok, s.silently_lost),
+        (s.calls, s.ok, s.silent_loss),
         (8, 8, 0),
         "{:?}",
         strict.load.errors
@@ -84,10 +85,10 @@ async fn audience_narrowing_strict_reauthorizes_and_loses_nothing_naive_loses_si
 
     let n = &naive.load.counters;
     assert!(
-        n.silently_lost > 0,
+        n.silent_loss > 0,
         "the naive client's silent loss did not show"
     );
-    assert_eq!(n.calls, n.ok + n.failed + n.silently_lost);
+    assert_eq!(n.calls, n.ok + n.failed + n.silent_loss);
     let pending = naive
         .auditor
         .counts()

@@ -46,6 +46,7 @@ fn config(seed: u64) -> ReplayConfig {
         findings_dir: None,
         tls_ca_dir: None,
         scenario: Default::default(),
+        abandon_after: None,
     }
 }
 
@@ -89,7 +90,7 @@ async fn small_replay_reproduces_the_failure_and_its_fix_and_writes_readable_rep
         assert_eq!(c.calls, 8, "{:?}", phase.policy);
         assert_eq!(
             c.calls,
-            c.ok + c.failed + c.silently_lost,
+            c.ok + c.failed + c.silent_loss,
             "{:?}",
             phase.policy
         );
@@ -105,12 +106,12 @@ async fn small_replay_reproduces_the_failure_and_its_fix_and_writes_readable_rep
         .unwrap_or(0);
     assert!(strict_torn > 0);
     assert_eq!(
-        strict.load.counters.torn_detections, strict_torn,
+        strict.load.counters.torn_cut, strict_torn,
         "strict detections must equal the proxy's torn cuts"
     );
-    assert_eq!(strict.load.counters.silently_lost, 0);
+    assert_eq!(strict.load.counters.silent_loss, 0);
     assert!(
-        naive.load.counters.silently_lost > 0,
+        naive.load.counters.silent_loss > 0,
         "the documents' failure did not show"
     );
     let strict_losses: Vec<_> = strict
@@ -125,7 +126,7 @@ async fn small_replay_reproduces_the_failure_and_its_fix_and_writes_readable_rep
     );
     assert_eq!(
         naive.auditor.loss_affected(),
-        naive.load.counters.silently_lost,
+        naive.load.counters.silent_loss,
         "each silent loss of the naive client yields one loss finding: {:#?}",
         naive.auditor.findings()
     );
@@ -133,12 +134,46 @@ async fn small_replay_reproduces_the_failure_and_its_fix_and_writes_readable_rep
     assert!(naive_findings.get("cursor-ahead").copied().unwrap_or(0) > 0);
     assert!(naive_findings.get("fresh-stream").copied().unwrap_or(0) > 0);
 
+    // The client's and the audit's counts of the same facts agree, or the report says, call by
+    // call, why they do not.
+    assert_eq!(
+        report.reconciliation.keys().collect::<Vec<_>>(),
+        ["naive", "strict"]
+    );
+    for (policy, r) in &report.reconciliation {
+        assert!(r.calls_compared > 0, "{policy}: no call compared");
+        for (fact, n) in &r.facts {
+            if n.client != n.audit {
+                assert!(
+                    n.calls_differ > 0 && !r.notes.is_empty(),
+                    "{policy} {fact}: client {} / audit {} without a per-call note: {r:#?}",
+                    n.client,
+                    n.audit
+                );
+            }
+        }
+        let differing: u64 = r.facts.values().map(|n| n.calls_differ).sum();
+        if differing == 0 {
+            assert!(
+                r.notes.is_empty(),
+                "{policy}: notes without a difference: {r:#?}"
+            );
+        }
+    }
+    let torn = &report.reconciliation["strict"].facts["torn-cut"];
+    assert_eq!((torn.client, torn.calls_differ), (strict_torn, 0));
+    let summary = tearline::report::summary::render(report);
+    assert!(
+        summary.contains("Client and audit, same facts"),
+        "{summary}"
+    );
+
     let dir = tempfile::tempdir().expect("tempdir");
     let written = tearline::report::write_all(report, dir.path()).expect("reports written");
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&written.json).expect("json")).expect("json parses");
     let naive_json = &json["policies"]["naive"]["counters"];
-    assert_eq!(naive_json["silent-loss"], naive.load.counters.silently_lost);
+    assert_eq!(naive_json["silent-loss"], naive.load.counters.silent_loss);
     let html = std::fs::read_to_string(&written.html).expect("html");
     assert!(html.contains("<svg") && !html.contains("<script"));
     let log = tearline::report::hlog::load(&written.hlog).expect("hlog reads back");

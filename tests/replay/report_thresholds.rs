@@ -135,7 +135,7 @@ fn malformed_thresholds_report_the_column_and_what_was_expected() {
 fn unknown_metric_names_list_the_known_ones() {
     for (expr, name, known) in [
         ("silent-los>0", "silent-los", "silent-loss"),
-        ("naive.bogus>0", "naive.bogus", "torn-detections"),
+        ("naive.bogus>0", "naive.bogus", "torn-cut"),
         ("cut.sideways>0", "cut.sideways", "mid-value"),
         ("finding.torn>0", "finding.torn", "torn-cut"),
     ] {

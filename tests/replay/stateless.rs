@@ -1,7 +1,8 @@
 //! `tearline replay --scenario stateless`: the documents' cuts against a 2026-07-28 lab. No
-//! stream can be resumed, so the strict client re-issues every cut call with a new id (the
-//! audit reports `reissued`) and loses nothing, while the naive client takes a truncated
-//! stream as the answer and loses calls silently; the `retry` phase re-issues the NOT
+//! stream can be resumed, so the strict client re-issues every cut call with a new id and its
+//! `Idempotency-Key` (the audit reports `reissued`) and loses nothing, while the naive client
+//! takes a truncated stream as the answer and loses calls silently (the audit: `abandoned`,
+//! never `reissued`: its next identical call is no re-send); the `retry` phase re-issues the NOT
 //! idempotent `append`, and the audit reports `reexecuted` exactly as often as the lab's
 //! side-effect counter says the side effect ran again.
 
@@ -25,7 +26,7 @@ probability = 0.5
 "#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stateless_scenario_strict_reissues_naive_loses_silently_retry_reexecutes_as_the_counter_says()
+async fn stateless_scenario_strict_reissues_naive_loses_silently_without_reissued_retry_reexecutes_as_the_counter_says()
  {
     let mut lab = LabConfig {
         retry: Duration::from_millis(50),
@@ -47,6 +48,7 @@ async fn stateless_scenario_strict_reissues_naive_loses_silently_retry_reexecute
         findings_dir: None,
         tls_ca_dir: None,
         scenario: Scenario::Stateless,
+        abandon_after: None,
     };
     let counter = cfg.lab.side_effects.clone();
     let profile = tearline::profile::parse(PROFILE, "test-profile").expect("profile parses");
@@ -63,12 +65,12 @@ async fn stateless_scenario_strict_reissues_naive_loses_silently_retry_reexecute
     assert_eq!(strict.policy, Policy::Strict);
     let s = &strict.load.counters;
     assert_eq!(
-        (s.calls, s.ok, s.silently_lost),
+        (s.calls, s.ok, s.silent_loss),
         (8, 8, 0),
         "{:?}",
         strict.load.errors
     );
-    assert!(s.reissues > 0, "a cut call was re-issued");
+    assert!(s.reissued > 0, "a cut call was re-issued");
     assert_eq!(s.resumes, 0, "2026-07-28 streams are never resumed");
     let counts = strict.auditor.counts();
     assert!(
@@ -77,11 +79,19 @@ async fn stateless_scenario_strict_reissues_naive_loses_silently_retry_reexecute
     );
     let n = &naive.load.counters;
     assert!(
-        n.silently_lost > 0,
+        n.silent_loss > 0,
         "the naive client's silent loss did not show"
     );
-    assert_eq!(n.calls, n.ok + n.failed + n.silently_lost);
-    assert_eq!(n.reissues, 0);
+    assert_eq!(n.calls, n.ok + n.failed + n.silent_loss);
+    assert_eq!(n.reissued, 0);
+    // The naive client re-sends nothing: its later identical calls prove no re-send, so the
+    // audit reports its cut calls lost (`abandoned`), never `reissued`.
+    let counts = naive.auditor.counts();
+    assert_eq!(counts.get("reissued"), None, "naive: {counts:?}");
+    assert!(
+        counts.get("abandoned").copied().unwrap_or(0) > 0,
+        "naive: {counts:?}"
+    );
 
     // `blob` is idempotent: re-issuing it is never a re-execution, and it has no side effect.
     for phase in [strict, naive] {
@@ -100,7 +110,7 @@ async fn stateless_scenario_strict_reissues_naive_loses_silently_retry_reexecute
     assert_eq!((retry.label, retry.tool), ("retry", "append"));
     let r = &retry.load.counters;
     assert_eq!(r.calls, 8, "{:?}", retry.load.errors);
-    assert!(r.reissues > 0, "no append call was cut and re-issued");
+    assert!(r.reissued > 0, "no append call was cut and re-issued");
     let ran_again = retry.side_effects - r.calls;
     assert_eq!(
         counter.get(),
@@ -156,6 +166,7 @@ async fn append_cut_before_any_byte_and_reissued_is_not_reexecuted_though_the_co
         findings_dir: None,
         tls_ca_dir: None,
         scenario: Scenario::Stateless,
+        abandon_after: None,
     };
     let profile = tearline::profile::parse(BEFORE_ANY_BYTE, "test-profile").expect("parses");
     let outcome = tokio::time::timeout(
@@ -169,9 +180,9 @@ async fn append_cut_before_any_byte_and_reissued_is_not_reexecuted_though_the_co
     assert_eq!(retry.label, "retry");
     let r = &retry.load.counters;
     assert_eq!((r.calls, r.ok), (8, 8), "{:?}", retry.load.errors);
-    assert!(r.reissues > 0, "no append call was cut and re-issued");
+    assert!(r.reissued > 0, "no append call was cut and re-issued");
     // The lab ran the side effect for every attempt (it adds before sending anything)...
-    assert_eq!(retry.side_effects, r.calls + r.reissues);
+    assert_eq!(retry.side_effects, r.calls + r.reissued);
     // ...but no execution was visible on the wire before a cut: nothing to report.
     let counts = retry.auditor.counts();
     assert!(

@@ -116,7 +116,7 @@ async fn strict_client_never_counts_a_truncated_before_dispatch_call_complete() 
     let c = o.counters;
     assert_eq!(c.calls, 2, "{c:?}");
     assert_eq!(
-        (c.ok, c.silently_lost),
+        (c.ok, c.silent_loss),
         (0, 0),
         "every stream is cut: {c:?} {:?}",
         o.errors

@@ -125,7 +125,7 @@ async fn strict_client_through_truncations_counts_nothing_complete_and_accepts_n
     .expect("the lab answers over TLS");
     let c = o.counters;
     assert_eq!(
-        (c.calls, c.ok, c.silently_lost),
+        (c.calls, c.ok, c.silent_loss),
         (2, 0, 0),
         "every stream is cut, no call may count complete: {c:?}"
     );

@@ -56,11 +56,7 @@ pub fn report(outcomes: &[LoadOutcome], target: &Target, seed: u64) -> Report {
         crate::replay::assemble::add_seconds(&mut r, policy, millis(offset), o);
         let histograms: BTreeMap<&str, Histogram<u64>> =
             o.histograms.iter().map(|(k, h)| (*k, h.clone())).collect();
-        r.add_policy(
-            policy,
-            crate::replay::assemble::counters(&o.counters),
-            histograms,
-        );
+        r.add_policy(policy, o.counters, histograms);
     }
     r
 }

@@ -8,8 +8,8 @@
 
 use std::process::ExitCode;
 
-use super::{Args, CliError, PolicyArg};
-use crate::load::config::Target;
+use super::{Args, CliError};
+use crate::load::config::{Policy, Target};
 use crate::load::eventsource::{EventSourceConfig, EventSourceOutcome, run as run_client};
 
 /// The client configuration the flags describe.
@@ -19,7 +19,7 @@ pub fn config(args: &Args) -> Result<EventSourceConfig, CliError> {
             "--client-bug is for the MCP client; the EventSource client has none",
         ));
     }
-    if args.policy != PolicyArg::Strict {
+    if args.policy.0 != [Policy::Strict] {
         return Err(CliError::Flags(
             "--policy is for the MCP client; the EventSource client behaves as a browser does",
         ));

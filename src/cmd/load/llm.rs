@@ -12,8 +12,8 @@ use std::process::ExitCode;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{Args, CliError, PolicyArg};
-use crate::load::config::{Policy, Stop, Target};
+use super::{Args, CliError};
+use crate::load::config::{Stop, Target};
 use crate::load::llm::{LlmExtras, LlmLoadConfig};
 use crate::load::{LoadOutcome, summary};
 use crate::report::names::{LLM_NAMES, LLM_TPOT, events_per_s};
@@ -38,11 +38,8 @@ pub struct LlmFlags {
 
 /// Runs the LLM load client for every policy `args` names.
 pub async fn run(args: &Args, target: Target) -> Result<ExitCode, CliError> {
-    let policies: &[Policy] = match args.policy {
-        PolicyArg::Strict => &[Policy::Strict],
-        PolicyArg::Naive => &[Policy::Naive],
-        PolicyArg::Both => &[Policy::Strict, Policy::Naive],
-    };
+    // `retry` (or `--reissue-unsafe`) is `strict` here: LLM requests carry no annotations.
+    let policies = &args.policy.0;
     let api_key = match &args.llm.api_key_env {
         None => None,
         Some(var) => Some(std::env::var(var).map_err(|_| {
@@ -121,13 +118,11 @@ pub fn text(outcomes: &[LoadOutcome], extras: &[LlmExtras]) -> String {
         let _ = write!(out, "{:>14}", o.policy.as_str());
     }
     out.push('\n');
-    let rows: [Row; 6] = [
+    let rows: [Row; 4] = [
         ("requests", |o| o.counters.calls),
         ("complete", |o| o.counters.ok),
         ("failed (visible)", |o| o.counters.failed),
-        ("truncated, accepted", |o| o.counters.silently_lost),
-        ("truncations detected", |o| o.counters.torn_detections),
-        ("re-sends", |o| o.counters.reissues),
+        ("truncated, accepted", |o| o.counters.silent_loss),
     ];
     for (name, get) in rows {
         let _ = write!(out, "{name:<22}");
@@ -136,6 +131,16 @@ pub fn text(outcomes: &[LoadOutcome], extras: &[LlmExtras]) -> String {
         }
         out.push('\n');
     }
+    let _ = write!(out, "{:<22}", "truncations detected");
+    for x in extras {
+        let _ = write!(out, "{:>14}", x.truncations);
+    }
+    out.push('\n');
+    let _ = write!(out, "{:<22}", "re-sends");
+    for o in outcomes {
+        let _ = write!(out, "{:>14}", o.counters.reissued);
+    }
+    out.push('\n');
     let _ = write!(out, "{:<22}", "output tokens");
     for x in extras {
         let _ = write!(out, "{:>14}", x.tokens);

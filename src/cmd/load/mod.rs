@@ -15,7 +15,7 @@ use clap::ValueEnum;
 use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
-use crate::load::config::{LoadConfig, Policy, Stop, Target, TargetError};
+use crate::load::config::{LoadConfig, Policy, PolicyList, Stop, Target, TargetError};
 use crate::load::{LoadError, summary};
 
 pub use crate::units::parse_duration;
@@ -65,7 +65,11 @@ Policies:
           detection; replays are verified; a call completes only with its verified result;
           a server that cannot replay makes the client renegotiate and re-issue the call.
   naive   cursor = last id line seen; resumes with it and accepts whatever comes; a clean stream
-          end counts as completion (calls without a valid result are counted silently_lost).")]
+          end counts as completion (calls without a valid result are counted silent-loss).
+  retry   strict, plus a retry layer that re-sends a cut 2026-07-28 call whatever the tool's
+          annotations say (a repeated side effect is possible: the audit's `reexecuted`).
+  strict and retry send a fresh `Idempotency-Key` with every call and repeat it on its re-sends
+  (the re-send marker the audit reads; see the README).")]
 pub struct Args {
     /// MCP endpoint URL (http:// or https://).
     #[arg(long, default_value = "http://127.0.0.1:8931/mcp")]
@@ -92,9 +96,10 @@ pub struct Args {
     /// Open-loop rate in calls/s over all sessions (default: closed loop).
     #[arg(long)]
     pub rate: Option<f64>,
-    /// Client policy.
-    #[arg(long, value_enum, default_value_t = PolicyArg::Strict)]
-    pub policy: PolicyArg,
+    /// Client policies, run one after another on the same target: `strict`, `naive`,
+    /// `retry`, a comma-separated list, or `both` (strict then naive).
+    #[arg(long, default_value = "strict", value_name = "POLICY[,POLICY]")]
+    pub policy: PolicyList,
     /// Connections (POSTs and resume GETs) one call may use.
     #[arg(long, default_value_t = 5)]
     pub max_attempts: u32,
@@ -118,9 +123,9 @@ pub struct Args {
     /// `aud=https://lab/tools/search,https://lab/tools/fetch` (see `tearline serve --auth`).
     #[arg(long)]
     pub token: Option<String>,
-    /// MCP 2026-07-28: re-issue a cut call even when the tool is not declared idempotent (a
-    /// retry layer that ignores annotations; the proxy's audit reports `reexecuted` when the
-    /// first execution had visibly started). Default: only idempotent tools are re-issued.
+    /// Same as `--policy retry` in place of `strict`: re-send a cut MCP 2026-07-28 call even
+    /// when the tool is not declared idempotent (a retry layer that ignores annotations; the
+    /// proxy's audit reports `reexecuted` when the first execution had visibly started).
     #[arg(long)]
     pub reissue_unsafe: bool,
     /// Token presented on a call's first resume after a cut instead of --token: a refresh
@@ -180,17 +185,6 @@ pub fn parse_start_at(s: &str) -> Result<std::time::SystemTime, String> {
             format!("{s:?} is neither RFC 3339 UTC (2026-11-30T14:00:00Z) nor Unix seconds")
         })?;
     Ok(std::time::UNIX_EPOCH + Duration::from_secs_f64(secs))
-}
-
-/// `--policy` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum PolicyArg {
-    /// The correct client.
-    Strict,
-    /// The documents' client.
-    Naive,
-    /// Strict, then naive, on the same target.
-    Both,
 }
 
 /// `--client` values.
@@ -262,7 +256,6 @@ pub fn config(args: &Args) -> Result<LoadConfig, CliError> {
     };
     cfg.era = args.era;
     cfg.token.clone_from(&args.token);
-    cfg.reissue_unsafe = args.reissue_unsafe;
     cfg.resume_token.clone_from(&args.resume_token);
     cfg.progress = true;
     cfg.segment = args.segment;
@@ -286,11 +279,15 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
         return llm::run(&args, target).await;
     }
     let base = config(&args)?;
-    let policies: &[Policy] = match args.policy {
-        PolicyArg::Strict => &[Policy::Strict],
-        PolicyArg::Naive => &[Policy::Naive],
-        PolicyArg::Both => &[Policy::Strict, Policy::Naive],
-    };
+    let policies: Vec<Policy> = args
+        .policy
+        .0
+        .iter()
+        .map(|&p| match p {
+            Policy::Strict if args.reissue_unsafe => Policy::Retry,
+            p => p,
+        })
+        .collect();
     let shutdown = CancellationToken::new();
     let ctrl_c = shutdown.clone();
     let watcher = tokio::spawn(async move {
@@ -299,7 +296,7 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
         }
     });
     let mut outcomes = Vec::new();
-    for &policy in policies {
+    for policy in policies {
         let mut cfg = base.clone();
         cfg.policy = policy;
         let result = crate::load::run(cfg, shutdown.clone()).await;

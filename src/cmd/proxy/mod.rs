@@ -152,6 +152,11 @@ pub struct Args {
     /// Append every audit finding to this JSONL file.
     #[arg(long, value_name = "FILE")]
     pub findings_log: Option<std::path::PathBuf>,
+    /// How long a cut call may wait for its answer, a resume or a proven re-send before the
+    /// audit reports it `abandoned` (lost); at shutdown every such call is reported whatever it
+    /// waited.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub abandon_after: std::time::Duration,
     /// TLS to the upstream and/or for the clients.
     #[command(flatten)]
     pub tls: crate::cmd::tls::ProxyTlsArgs,
@@ -324,6 +329,7 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
         populate: args.populate.clone(),
         cuts_log: args.cuts_log.clone(),
         findings_log: args.findings_log.clone(),
+        abandon_after: args.abandon_after,
     })
     .await?;
     Ok(ExitCode::SUCCESS)

@@ -65,6 +65,8 @@ pub struct Stack {
     pub cuts_log: Option<PathBuf>,
     /// JSONL file of audit findings.
     pub findings_log: Option<PathBuf>,
+    /// The audit's `abandon_after` (`--abandon-after`).
+    pub abandon_after: std::time::Duration,
 }
 
 /// One proxy of the stack once built: bound (enabled) or not (disabled).
@@ -112,7 +114,10 @@ pub async fn serve(stack: Stack) -> Result<(), CliError> {
     }
     let multi = built.len();
 
-    let auditor = Arc::new(Auditor::new(AuditConfig::default()));
+    let auditor = Arc::new(Auditor::new(AuditConfig {
+        abandon_after: stack.abandon_after,
+        ..AuditConfig::default()
+    }));
     if let Some(path) = &stack.findings_log {
         auditor.log_to_file(path).map_err(CliError::FindingsLog)?;
     }

@@ -228,6 +228,15 @@ pub fn post(session: Option<&str>, version: Option<&str>, body: &str) -> String 
     )
 }
 
+/// [`post`] carrying `Idempotency-Key: key` (the client's name for one logical call).
+pub fn post_keyed(session: Option<&str>, version: Option<&str>, key: &str, body: &str) -> String {
+    post(session, version, body).replacen(
+        "Content-Type:",
+        &format!("Idempotency-Key: {key}\r\nContent-Type:"),
+        1,
+    )
+}
+
 pub fn resume(session: &str, cursor: &str) -> String {
     format!(
         "GET /mcp HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\nMcp-Session-Id: {session}\r\n\

@@ -145,6 +145,7 @@ impl Wire {
             last_event_id: last_event_id.map(str::to_string),
             protocol_version: version.map(str::to_string),
             has_authorization: false,
+            idempotency_key: None,
             body: body.map(|b| Bytes::from(b.to_string())),
         });
     }
@@ -160,12 +161,37 @@ impl Wire {
             last_event_id: last_event_id.map(str::to_string),
             protocol_version: None,
             has_authorization: false,
+            idempotency_key: None,
             body: None,
         });
     }
 
     pub fn post(&self, conn: u64, seq: u64, session: Option<&str>, body: &str) {
         self.request(conn, seq, "POST", session, None, None, Some(body));
+    }
+
+    /// A POST carrying `Idempotency-Key: key` (and MCP protocol `version`, if any).
+    pub fn post_keyed(
+        &self,
+        conn: u64,
+        seq: u64,
+        session: Option<&str>,
+        version: Option<&str>,
+        key: &str,
+        body: &str,
+    ) {
+        self.rec(Observation::Request {
+            conn,
+            seq,
+            method: "POST".into(),
+            path: "/mcp".into(),
+            session: session.map(str::to_string),
+            last_event_id: None,
+            protocol_version: version.map(str::to_string),
+            has_authorization: false,
+            idempotency_key: Some(key.to_string()),
+            body: Some(Bytes::from(body.to_string())),
+        });
     }
 
     pub fn resume(&self, conn: u64, seq: u64, session: Option<&str>, cursor: &str) {

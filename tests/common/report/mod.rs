@@ -67,7 +67,7 @@ pub fn report(seed: u64) -> Report {
     let strict = Counters {
         calls: 100,
         ok: 100,
-        torn_detections: 24,
+        torn_cut: 24,
         resumes: 24,
         ..Counters::default()
     };

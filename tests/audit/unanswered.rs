@@ -1,0 +1,200 @@
+//! Unanswered means lost (issue 24 item 2): a cut call with no answer, no resume and no proven
+//! re-send is `abandoned` (class loss) when the run ends — even before `abandon_after` — in
+//! both eras, with the time it waited; and never when it was answered, resumed to its answer,
+//! cancelled or provably re-sent.
+
+use std::time::Duration;
+
+use crate::common::audit::{Eol, Wire, call_with_token, event, progress_of, result};
+use tearline::audit::{AuditConfig, Finding, FindingKind as K};
+use tearline::vocab::CutAction;
+
+const S: Option<&str> = Some("s-1");
+const MODERN: Option<&str> = Some("2026-07-28");
+
+fn msg(id: &str, data: &str) -> String {
+    event(Eol::Lf, Some(id), None, &[data])
+}
+
+fn abandoned(w: &Wire) -> Vec<Finding> {
+    w.auditor
+        .findings()
+        .into_iter()
+        .filter(|f| f.kind == K::Abandoned)
+        .collect()
+}
+
+/// Legacy call 7: its stream is reset after event 2, its resume from 2 is reset after event 3,
+/// its resume from 3 is reset before any byte; the client then stops (reconnection attempts
+/// exhausted).
+fn resumes_cut_until_the_client_stops(w: &mut Wire) {
+    w.post(1, 0, S, &call_with_token("7", "search", "t"));
+    w.sse_ok(1, 0);
+    let first = msg("1", &progress_of("t", 1)) + &msg("2", &progress_of("t", 2));
+    w.deliver(1, 0, &first, Some(first.len()), CutAction::Reset);
+    w.resume(2, 0, S, "2");
+    w.sse_ok(2, 0);
+    let second = msg("3", &progress_of("t", 3));
+    w.deliver(2, 0, &second, Some(second.len()), CutAction::Reset);
+    w.resume(3, 0, S, "3");
+    w.sse_ok(3, 0);
+    w.deliver(
+        3,
+        0,
+        &msg("4", &progress_of("t", 4)),
+        Some(0),
+        CutAction::Reset,
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn legacy_call_whose_resumes_are_cut_until_the_client_stops_is_abandoned_at_finish() {
+    let mut w = Wire::new();
+    resumes_cut_until_the_client_stops(&mut w);
+    tokio::time::advance(Duration::from_secs(2)).await;
+    w.auditor.finish();
+    let lost = abandoned(&w);
+    assert_eq!(lost.len(), 1, "{:#?}", w.auditor.findings());
+    assert_eq!(lost[0].ids, vec!["7".to_string()]);
+    assert_eq!(lost[0].class.as_str(), "loss");
+    assert_eq!(lost[0].waited_ms, Some(2000));
+    assert!(
+        lost[0].detail.contains("cut 3 time(s)"),
+        "{}",
+        lost[0].detail
+    );
+    assert!(
+        lost[0].detail.contains("the run ended"),
+        "{}",
+        lost[0].detail
+    );
+    assert!(
+        w.auditor
+            .summary()
+            .starts_with("silent loss observed: yes (1 call affected)"),
+        "{}",
+        w.auditor.summary()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn lost_call_is_abandoned_once_abandon_after_passed_without_finish() {
+    let mut w = Wire::with(AuditConfig {
+        abandon_after: Duration::from_secs(2),
+        ..AuditConfig::default()
+    });
+    resumes_cut_until_the_client_stops(&mut w);
+    tokio::time::advance(Duration::from_secs(1)).await;
+    assert!(abandoned(&w).is_empty(), "not before abandon_after");
+    tokio::time::advance(Duration::from_secs(2)).await;
+    let lost = abandoned(&w);
+    assert_eq!(lost.len(), 1, "{:#?}", w.auditor.findings());
+    assert!(lost[0].waited_ms.is_some_and(|ms| ms >= 2000));
+    assert!(
+        lost[0].detail.contains("abandon_after passed"),
+        "{}",
+        lost[0].detail
+    );
+    w.auditor.finish();
+    assert_eq!(abandoned(&w).len(), 1, "reported once");
+}
+
+#[tokio::test(start_paused = true)]
+async fn call_cut_in_the_priming_event_before_any_id_is_abandoned_at_finish() {
+    let mut w = Wire::new();
+    w.post(1, 0, S, &call_with_token("7", "search", "t"));
+    w.sse_ok(1, 0);
+    let priming = event(Eol::Lf, Some("p-0"), None, &[""]);
+    // Cut inside the priming event's id line: no cursor exists, nothing can be resumed.
+    w.deliver(1, 0, &priming, Some(5), CutAction::Reset);
+    tokio::time::advance(Duration::from_millis(500)).await;
+    w.auditor.finish();
+    let lost = abandoned(&w);
+    assert_eq!(lost.len(), 1, "{:#?}", w.auditor.findings());
+    assert_eq!(lost[0].ids, vec!["7".to_string()]);
+    assert_eq!(lost[0].waited_ms, Some(500));
+}
+
+/// A 2026-07-28 call (no session) cut after a progress event.
+fn modern_cut(w: &mut Wire, id: &str, method_body: &str) {
+    let _ = id;
+    w.request(1, 0, "POST", None, None, MODERN, Some(method_body));
+    w.sse_ok(1, 0);
+    let body = event(Eol::Lf, None, None, &[&progress_of("t", 1)])
+        + &event(Eol::Lf, None, None, &[&progress_of("t", 2)]);
+    w.deliver(1, 0, &body, Some(body.len() - 3), CutAction::Reset);
+}
+
+#[tokio::test(start_paused = true)]
+async fn modern_call_never_re_sent_is_abandoned_at_finish_before_abandon_after() {
+    let mut w = Wire::new();
+    modern_cut(&mut w, "7", &call_with_token("7", "search", "t"));
+    tokio::time::advance(Duration::from_secs(3)).await;
+    w.auditor.finish();
+    assert_eq!(w.kinds(), vec![K::TornCut, K::Abandoned]);
+    let lost = abandoned(&w);
+    assert_eq!(lost[0].waited_ms, Some(3000));
+    assert!(!w.kinds().contains(&K::Unknown));
+}
+
+const DISCOVER: &str = r#"{"jsonrpc":"2.0","id":"server-discover-probe-1","method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+
+#[tokio::test(start_paused = true)]
+async fn cut_discover_re_sent_with_its_fixed_id_and_answered_is_not_abandoned() {
+    let mut w = Wire::new();
+    modern_cut(&mut w, "\"server-discover-probe-1\"", DISCOVER);
+    w.request(2, 0, "POST", None, None, MODERN, Some(DISCOVER));
+    w.sse_ok(2, 0);
+    w.stream_clean(
+        2,
+        0,
+        &event(
+            Eol::Lf,
+            None,
+            None,
+            &[r#"{"jsonrpc":"2.0","id":"server-discover-probe-1","result":{"supportedVersions":["2026-07-28"]}}"#],
+        ),
+    );
+    tokio::time::advance(Duration::from_secs(40)).await;
+    w.auditor.finish();
+    assert!(abandoned(&w).is_empty(), "{:#?}", w.auditor.findings());
+    let re = w
+        .auditor
+        .findings()
+        .into_iter()
+        .find(|f| f.kind == K::Reissued)
+        .expect("the same id, method and params re-send it");
+    assert_eq!(re.proof.as_deref(), Some("same-id"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn answered_resumed_or_cancelled_calls_are_never_abandoned() {
+    // Resumed to its answer.
+    let mut w = Wire::new();
+    w.post(1, 0, S, &call_with_token("7", "search", "t"));
+    w.sse_ok(1, 0);
+    let first = msg("1", &progress_of("t", 1));
+    w.deliver(1, 0, &first, Some(first.len()), CutAction::Reset);
+    w.resume(2, 0, S, "1");
+    w.sse_ok(2, 0);
+    w.stream_clean(2, 0, &msg("2", &result("7", "ok")));
+    w.auditor.finish();
+    assert!(abandoned(&w).is_empty(), "{:#?}", w.auditor.findings());
+    // Cut after its answer.
+    let mut w = Wire::new();
+    w.post(1, 0, S, &call_with_token("7", "search", "t"));
+    w.sse_ok(1, 0);
+    let body = msg("1", &result("7", "ok")) + &msg("2", &progress_of("t", 9));
+    w.deliver(1, 0, &body, Some(body.len() - 4), CutAction::Reset);
+    w.auditor.finish();
+    assert!(abandoned(&w).is_empty(), "{:#?}", w.auditor.findings());
+    // A resume still open when the run ends is not a lost call.
+    let mut w = Wire::new();
+    w.post(1, 0, S, &call_with_token("7", "search", "t"));
+    w.sse_ok(1, 0);
+    w.deliver(1, 0, &first, Some(first.len()), CutAction::Reset);
+    w.resume(2, 0, S, "1");
+    w.sse_ok(2, 0);
+    w.auditor.finish();
+    assert!(abandoned(&w).is_empty(), "{:#?}", w.auditor.findings());
+}
