@@ -6,6 +6,12 @@
 
 use std::time::Duration;
 
+/// A duration in whole milliseconds, saturating at `u64::MAX` (the one conversion reports,
+/// records and logs use, so no two of them round or overflow differently).
+pub fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// Parses `250ms`, `1.5s`, `2m` (or `2min`), `1h` into a duration. A unit is required.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();

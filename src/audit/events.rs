@@ -441,6 +441,7 @@ impl Ledger {
             let in_flight = Some(*seq) == body_seq && direction == Direction::Downstream;
             if in_flight {
                 self.tear(now, key, action, &point);
+                self.modern_body_cut(key, &point);
                 self.arm_truncation(now, key, action, &point);
             }
             // What a reset may keep from the client: the events delivered on this leg after

@@ -36,6 +36,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use crate::wire::CutPoint;
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -322,6 +323,20 @@ impl Ledger {
 
     /// The last leg of stream `key` ended; `clean` if its body ended cleanly. A 2026-07-28
     /// stream closed otherwise cancels its unanswered calls (and a torn event started them).
+    /// A cut inside the JSON (non-SSE) response body of an MCP 2026-07-28 POST: body bytes
+    /// that reached the client show that the call ran (a server writes a JSON answer once it
+    /// has the result), so its execution was visible, as a progress or result event would be.
+    pub fn modern_body_cut(&mut self, key: StreamKey, p: &CutPoint) {
+        if p.class.is_some() || p.body_bytes.is_none_or(|b| b == 0) || !self.is_modern_post(key) {
+            return;
+        }
+        if let Some(calls) = self.modern.calls.get_mut(&key) {
+            for c in calls.iter_mut().filter(|c| c.started.is_none()) {
+                c.started = Some("part of its JSON response body");
+            }
+        }
+    }
+
     pub fn modern_closed(&mut self, now: Instant, key: StreamKey, clean: bool) {
         if clean || !self.is_modern_post(key) {
             return;

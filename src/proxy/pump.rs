@@ -584,7 +584,7 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
                 action,
                 point: crate::wire::CutPoint {
                     tls_end: self.proxy.config().tls.end_of(action),
-                    outage_ms: outage.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+                    outage_ms: outage.map(crate::units::millis),
                     ..self.observer.cut_at(self.written_to)
                 },
             });

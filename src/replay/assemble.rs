@@ -16,6 +16,7 @@ use hdrhistogram::Histogram;
 use super::phase::PhaseOutcome;
 use super::tap::Moment;
 use crate::report::{FindingExample, Report, RunFacts, Target, TimelineKind};
+use crate::units::millis;
 
 /// Examples kept per finding kind and policy.
 const EXAMPLES_PER_POLICY: usize = 3;
@@ -182,8 +183,4 @@ fn add_timeline(report: &mut Report, policy: &str, offset_ms: u64, moments: &[Mo
             }
         }
     }
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

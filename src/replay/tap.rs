@@ -102,7 +102,7 @@ impl Tap {
     }
 
     fn since_start(&self) -> u64 {
-        u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX)
+        crate::units::millis(self.start.elapsed())
     }
 }
 

@@ -60,6 +60,8 @@ struct Resp {
     sse: Option<Box<SseCtx>>,
     body: Vec<u8>,
     body_over: bool,
+    /// Raw offset of the body's first byte.
+    body_start: u64,
 }
 
 /// The server→client observer.
@@ -88,6 +90,7 @@ impl Http1Downstream {
             from: 0,
             seq: r.seq,
             sse: r.sse.is_some(),
+            body_start: r.body_start,
             ended: None,
             req: r.req.clone(),
             session: r.session.clone(),
@@ -173,6 +176,7 @@ impl Http1Downstream {
             from: at,
             seq,
             sse: is_sse,
+            body_start: self.view.start + at as u64,
             ended: None,
             req: req.clone(),
             session: session.clone(),
@@ -227,6 +231,7 @@ impl Http1Downstream {
             sse,
             body: Vec::new(),
             body_over: false,
+            body_start: self.view.start + at as u64,
         });
         if let Some(spot) = decoder.chunk_spot() {
             self.view.spots.push(Spot::Framing {

@@ -22,6 +22,8 @@ pub(super) struct Owner {
     pub(super) from: usize,
     pub(super) seq: u64,
     pub(super) sse: bool,
+    /// Raw offset of the body's first byte (just after the head).
+    pub(super) body_start: u64,
     /// Raw offset just after the body's last byte, once the body ended.
     pub(super) ended: Option<u64>,
     pub(super) req: Option<Arc<ReqInfo>>,
@@ -111,6 +113,11 @@ pub(super) fn describe(
             point.request = Some(format!("{} {}", r.method, r.path));
             point.rpc_id = r.rpc_id.get().cloned().flatten();
         }
+    }
+    // Outside an SSE body: how much of the response's body (framing included) went out.
+    if let Some(o) = owner.as_ref().filter(|o| !o.sse) {
+        let end = o.ended.map_or(raw, |e| e.min(raw));
+        point.body_bytes = Some(end.saturating_sub(o.body_start));
     }
     let runs = &v.positions.runs;
     let i = runs.partition_point(|r| r.end <= delivered);

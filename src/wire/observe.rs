@@ -93,6 +93,9 @@ pub struct CutPoint {
     pub last_committed_id: Option<String>,
     /// Bytes of the torn event that were delivered (0 at a boundary).
     pub torn_bytes: u64,
+    /// Outside an SSE body: bytes of the response body (HTTP framing included) delivered
+    /// before the cut, if the cut fell in a response with a body.
+    pub body_bytes: Option<u64>,
     /// Which `data:` line of the event the cut fell in (1-based), if any.
     pub data_line: Option<u32>,
     /// Request facts of the stream: method and path.

@@ -109,7 +109,7 @@ impl CutRecord {
         Some(CutRecord {
             time_ms: time
                 .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+                .map_or(0, crate::units::millis),
             proxy: proxy.to_string(),
             conn: *conn,
             direction: *direction,
@@ -271,6 +271,7 @@ mod tests {
                 pending_id: Some("42".into()),
                 last_committed_id: Some("41".into()),
                 torn_bytes: 77,
+                body_bytes: None,
                 data_line: Some(1),
                 request: Some("POST /mcp".into()),
                 session: Some("s1".into()),

@@ -6,7 +6,8 @@
 
 use crate::common::audit::{Eol, Wire, event, progress_of, result};
 use tearline::audit::FindingKind as K;
-use tearline::vocab::CutAction;
+use tearline::vocab::{CutAction, Direction};
+use tearline::wire::{CutPoint, Observation};
 
 const V: Option<&str> = Some("2026-07-28");
 
@@ -253,4 +254,52 @@ async fn own_messages_of_a_later_call_with_the_same_id_or_token_are_not_sent_aft
         "{:#?}",
         w.auditor.findings()
     );
+}
+
+/// Call `append` as id 7 on conn 1 (keyed `call-7`), answered with an `application/json` body
+/// that is cut after `body_bytes` bytes of it.
+fn cut_json_call(w: &mut Wire, body_bytes: u64) {
+    w.post_keyed(1, 0, None, V, "call-7", &call("7", "append", "p-7"));
+    w.response(1, 0, 200, "application/json", None);
+    w.rec(Observation::Cut {
+        conn: 1,
+        direction: Direction::Downstream,
+        action: CutAction::Reset,
+        point: CutPoint {
+            raw_offset: 200 + body_bytes,
+            body_bytes: Some(body_bytes),
+            request: Some("POST /mcp".into()),
+            rpc_id: Some("7".into()),
+            ..CutPoint::default()
+        },
+    });
+    w.rec(Observation::ConnClosed { conn: 1 });
+}
+
+#[tokio::test(start_paused = true)]
+async fn json_body_cut_after_some_of_its_bytes_and_reissued_yields_reexecuted() {
+    let mut w = Wire::new();
+    list_tools(&mut w);
+    cut_json_call(&mut w, 30);
+    reissue(&mut w, "append");
+    w.auditor.finish();
+    assert_eq!(count(&w, K::Reissued), 1, "{:#?}", w.auditor.findings());
+    let f = w
+        .auditor
+        .findings()
+        .into_iter()
+        .find(|f| f.kind == K::Reexecuted)
+        .expect("reexecuted");
+    assert!(f.detail.contains("JSON response body"), "{}", f.detail);
+}
+
+#[tokio::test(start_paused = true)]
+async fn json_body_cut_before_its_first_byte_and_reissued_yields_no_reexecuted() {
+    let mut w = Wire::new();
+    list_tools(&mut w);
+    cut_json_call(&mut w, 0);
+    reissue(&mut w, "append");
+    w.auditor.finish();
+    assert_eq!(count(&w, K::Reissued), 1, "{:#?}", w.auditor.findings());
+    assert_eq!(count(&w, K::Reexecuted), 0, "{:#?}", w.auditor.findings());
 }

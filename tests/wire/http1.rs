@@ -593,3 +593,30 @@ fn a_resume_response_classifies_cut_points_inside_events_as_during_replay() {
     assert_eq!(count(&fresh, SseClass::DuringReplay), 0);
     assert_eq!(count(&resume, SseClass::MidValue), 0);
 }
+
+#[test]
+fn cut_point_in_a_json_body_says_how_much_of_the_body_went_out() {
+    let body = r#"{"jsonrpc":"2.0","id":7,"result":{"content":[]}}"#;
+    let head = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let down = format!("{head}{body}");
+    let h = head.len();
+    for (delivered, want) in [(h - 3, None), (h, Some(0)), (h + 12, Some(12))] {
+        let rec = Arc::new(Recorder::default());
+        let (mut u, mut d) = observer_pair(3, rec.clone());
+        u.observe(b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+        d.observe(down.as_bytes());
+        let point = d.cut_point(delivered);
+        assert_eq!(point.class, None, "not an SSE body");
+        assert_eq!(point.body_bytes, want, "delivered {delivered}");
+    }
+    // An SSE body reports its own positions instead.
+    let rec = Arc::new(Recorder::default());
+    let (mut u, mut d) = observer_pair(3, rec.clone());
+    u.observe(b"GET / HTTP/1.1\r\n\r\n");
+    let sse = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: a\n\n";
+    d.observe(sse.as_bytes());
+    assert_eq!(d.cut_point(sse.len() - 3).body_bytes, None);
+}

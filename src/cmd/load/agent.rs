@@ -11,13 +11,14 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use hdrhistogram::Histogram;
 
 use crate::load::LoadOutcome;
 use crate::load::config::Target;
 use crate::report::{self, Report, ReportError, RunFacts, Written};
+use crate::units::millis;
 
 /// File name of the call stories in an agent's report directory.
 pub const CALLS_FILE: &str = "calls.jsonl";
@@ -79,8 +80,4 @@ pub fn write(
     let path = dir.join(CALLS_FILE);
     std::fs::write(&path, lines).map_err(|e| ReportError::Io { path, source: e })?;
     Ok(written)
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

@@ -390,6 +390,7 @@ impl Wire {
                 },
                 last_committed_id: rd.committed.clone(),
                 torn_bytes: if class.tears_event() { torn } else { 0 },
+                body_bytes: None,
                 data_line: in_data.then_some(data_lines + 1),
                 request: None,
                 session: None,
