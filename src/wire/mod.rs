@@ -6,7 +6,7 @@
 //! pass through untouched and carry no positions.
 
 pub mod http1;
-mod http1_body;
+pub mod http1_body;
 mod http1_clean;
 mod http1_down;
 mod http1_head;
