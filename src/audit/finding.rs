@@ -70,13 +70,29 @@ pub enum FindingKind {
     /// it neither resumed, re-sent nor cancelled the unanswered call and went on with another
     /// request in the session (see `truncation`).
     TruncationAccepted,
+    /// An LLM stream ended before its completion signal and its request was not re-sent:
+    /// the client failed visibly or used a partial answer (the wire cannot tell which; see
+    /// `audit::llm`).
+    LlmTruncated,
+    /// An LLM stream ended before its completion signal and its request was re-sent (proven
+    /// by `Idempotency-Key` or `X-Stainless-Retry-Count`).
+    LlmRetried,
+    /// An LLM stream delivered its completion signal but not its terminal event.
+    LlmNoTerminal,
+    /// An LLM stream was silent for a while before it ended without its completion signal.
+    LlmStalled,
+    /// An LLM stream was still open, silent and unfinished, when the run ended.
+    LlmHung,
+    /// An LLM request's connection ended before any response reached the client and no
+    /// proven re-send followed.
+    LlmUnanswered,
     /// A judgement the proxy cannot make; `detail` names it and the reason.
     Unknown,
 }
 
 impl FindingKind {
     /// Every kind, in the order of the design note.
-    pub const ALL: [FindingKind; 21] = [
+    pub const ALL: [FindingKind; 27] = [
         FindingKind::TornCut,
         FindingKind::CursorAhead,
         FindingKind::CursorBehind,
@@ -97,6 +113,12 @@ impl FindingKind {
         FindingKind::SentAfterCancel,
         FindingKind::ObserverGaveUp,
         FindingKind::TruncationAccepted,
+        FindingKind::LlmTruncated,
+        FindingKind::LlmRetried,
+        FindingKind::LlmNoTerminal,
+        FindingKind::LlmStalled,
+        FindingKind::LlmHung,
+        FindingKind::LlmUnanswered,
         FindingKind::Unknown,
     ];
 
@@ -123,6 +145,12 @@ impl FindingKind {
             FindingKind::SentAfterCancel => "sent-after-cancel",
             FindingKind::ObserverGaveUp => "observer-gave-up",
             FindingKind::TruncationAccepted => "truncation-accepted",
+            FindingKind::LlmTruncated => "llm-truncated",
+            FindingKind::LlmRetried => "llm-retried",
+            FindingKind::LlmNoTerminal => "llm-no-terminal",
+            FindingKind::LlmStalled => "llm-stalled",
+            FindingKind::LlmHung => "llm-hung",
+            FindingKind::LlmUnanswered => "llm-unanswered",
             FindingKind::Unknown => "unknown",
         }
     }
@@ -131,7 +159,10 @@ impl FindingKind {
     pub fn is_correct_behaviour(self) -> bool {
         matches!(
             self,
-            FindingKind::ReplayExact | FindingKind::ExplicitLoss | FindingKind::Reissued
+            FindingKind::ReplayExact
+                | FindingKind::ExplicitLoss
+                | FindingKind::Reissued
+                | FindingKind::LlmRetried
         )
     }
 }
@@ -180,7 +211,9 @@ impl FindingKind {
             FindingKind::ReplayGap
             | FindingKind::SilentEmpty
             | FindingKind::PendingCall
-            | FindingKind::Abandoned => FindingClass::Loss,
+            | FindingKind::Abandoned
+            | FindingKind::LlmTruncated
+            | FindingKind::LlmUnanswered => FindingClass::Loss,
             FindingKind::ReplayDuplicate
             | FindingKind::DuplicateResponse
             | FindingKind::Reexecuted => FindingClass::Duplicate,
@@ -188,7 +221,8 @@ impl FindingKind {
             FindingKind::CursorAhead
             | FindingKind::CursorBehind
             | FindingKind::CursorMissing
-            | FindingKind::TruncationAccepted => FindingClass::ClientBug,
+            | FindingKind::TruncationAccepted
+            | FindingKind::LlmHung => FindingClass::ClientBug,
             FindingKind::FreshStream | FindingKind::CrossStream | FindingKind::SentAfterCancel => {
                 FindingClass::ServerBug
             }
@@ -197,6 +231,9 @@ impl FindingKind {
             | FindingKind::ExplicitLoss
             | FindingKind::Reissued
             | FindingKind::ObserverGaveUp
+            | FindingKind::LlmRetried
+            | FindingKind::LlmNoTerminal
+            | FindingKind::LlmStalled
             | FindingKind::Unknown => FindingClass::Info,
         }
     }

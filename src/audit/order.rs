@@ -32,6 +32,7 @@ fn seq_of(obs: &Observation) -> Option<(u64, u64)> {
         | Observation::SseEvent { conn, seq, .. }
         | Observation::StreamEnd { conn, seq, .. }
         | Observation::ObserverGaveUp { conn, seq, .. } => Some((*conn, *seq)),
+        Observation::LlmEvent(e) => Some((e.conn, e.seq)),
         _ => None,
     }
 }

@@ -19,7 +19,13 @@
 //! legs: `"first"`, `"resume"` or `"any"` (default). `at = "during-replay"` keeps its meaning: a
 //! cut point inside an event (any class that tears it) of a resume leg, i.e. the tearing classes
 //! with `leg = "resume"`; the observer records every tearing cut on a resume leg with class
-//! `during-replay`, whichever class aimed it. With `stall_ms = S`, the bytes before the cut leave on time and
+//! `during-replay`, whichever class aimed it.
+//!
+//! LLM positions ([`LlmPos`]: `before-first-delta`, `mid-delta`, `mid-tool-args`,
+//! `before-completion`, `after-completion`) are targets like classes, on streams of a known LLM
+//! API only (see `wire::llm` for where each lies); chunk framing is never one of their cut
+//! points. A table of weights names either SSE classes or LLM positions, not both (two faults
+//! combine them). With `stall_ms = S`, the bytes before the cut leave on time and
 //! the action follows S ms after the chunk arrived (a zero-length slice at that time, which the
 //! pump waits for before cutting). With `outage_ms = D` the cut opens a D ms proxy outage.
 //! Streams are matched by their request: `method` exactly, `path` exactly or, when it ends in
@@ -44,7 +50,7 @@ use super::{Chunk, ConnRng, Cut, Fault, FaultFactory, Plan, Slice};
 use crate::vocab::CutAction;
 use crate::vocab::{Direction, StreamInfo};
 use crate::wire::position::UnknownClass;
-use crate::wire::{ChunkPositions, SseClass};
+use crate::wire::{ChunkPositions, LlmPos, SseClass};
 
 /// The fault kind's name.
 pub const NAME: &str = "sse_cut";
@@ -64,6 +70,11 @@ pub enum SseCutError {
     /// A range whose start exceeds its end.
     #[error("sse_cut '{key}' must be [a, b] with a <= b, got [{a}, {b}]")]
     BadRange { key: &'static str, a: u64, b: u64 },
+    /// A table of weights mixes SSE classes and LLM positions.
+    #[error(
+        "sse_cut 'at' mixes SSE classes and LLM positions in one table; use one sse_cut for each"
+    )]
+    Mixed,
     /// Probability outside 0..=1.
     #[error("sse_cut 'probability' must be between 0 and 1, got {0}")]
     BadProbability(f64),
@@ -106,6 +117,8 @@ pub enum CutTarget {
     AnyByte,
     /// One class per stream, chosen with these weights (positive, sorted by class).
     Classes(Vec<(SseClass, f64)>),
+    /// One LLM position per stream, chosen with these weights (positive, sorted).
+    Llm(Vec<(LlmPos, f64)>),
 }
 
 #[derive(serde::Deserialize)]
@@ -166,25 +179,41 @@ impl TryFrom<RawConfig> for SseCutConfig {
         }
         let at = match raw.at {
             RawTarget::Name(n) if n == "any-byte" => CutTarget::AnyByte,
-            RawTarget::Name(n) => {
-                CutTarget::Classes(vec![(n.parse().map_err(SseCutError::UnknownClass)?, 1.0)])
-            }
+            RawTarget::Name(n) => match n.parse::<LlmPos>() {
+                Ok(p) => CutTarget::Llm(vec![(p, 1.0)]),
+                Err(()) => {
+                    CutTarget::Classes(vec![(n.parse().map_err(SseCutError::UnknownClass)?, 1.0)])
+                }
+            },
             RawTarget::Weights(w) => {
-                let mut v = Vec::new();
+                let (mut classes, mut llm) = (Vec::new(), Vec::new());
                 for (name, weight) in w {
-                    let class: SseClass = name.parse().map_err(SseCutError::UnknownClass)?;
                     if !weight.is_finite() || weight < 0.0 {
                         return Err(SseCutError::BadWeights);
                     }
-                    if weight > 0.0 {
-                        v.push((class, weight));
+                    match name.parse::<LlmPos>() {
+                        Ok(p) => llm.push((p, weight)),
+                        Err(()) => {
+                            let class: SseClass =
+                                name.parse().map_err(SseCutError::UnknownClass)?;
+                            classes.push((class, weight));
+                        }
                     }
                 }
-                if v.is_empty() {
+                if !classes.is_empty() && !llm.is_empty() {
+                    return Err(SseCutError::Mixed);
+                }
+                classes.retain(|c| c.1 > 0.0);
+                llm.retain(|c| c.1 > 0.0);
+                if !llm.is_empty() {
+                    llm.sort_by_key(|c| c.0);
+                    CutTarget::Llm(llm)
+                } else if !classes.is_empty() {
+                    classes.sort_by_key(|c| c.0);
+                    CutTarget::Classes(classes)
+                } else {
                     return Err(SseCutError::BadWeights);
                 }
-                v.sort_by_key(|c| c.0);
-                CutTarget::Classes(v)
             }
         };
         let range = match (raw.range, &at) {
@@ -241,17 +270,21 @@ impl SseCutConfig {
 pub fn check_target(at: &toml::Value) -> Result<(), String> {
     let bad = |given: &str| {
         let known: Vec<&str> = SseClass::ALL.iter().map(|c| c.as_str()).collect();
+        let llm: Vec<&str> = LlmPos::ALL.iter().map(|c| c.as_str()).collect();
         format!(
-            "sse_cut 'at': unknown position '{given}'; known: {}, or \"any-byte\" alone",
-            known.join(", ")
+            "sse_cut 'at': unknown position '{given}'; known: {}; LLM streams: {}; or \"any-byte\" alone",
+            known.join(", "),
+            llm.join(", ")
         )
     };
+    let known = |n: &str| n.parse::<SseClass>().is_ok() || n.parse::<LlmPos>().is_ok();
     match at {
         toml::Value::String(n) if n == "any-byte" => Ok(()),
-        toml::Value::String(n) => n.parse::<SseClass>().map(drop).map_err(|_| bad(n)),
+        toml::Value::String(n) if known(n) => Ok(()),
+        toml::Value::String(n) => Err(bad(n)),
         toml::Value::Table(t) => t
             .keys()
-            .try_for_each(|n| n.parse::<SseClass>().map(drop).map_err(|_| bad(n))),
+            .try_for_each(|n| if known(n) { Ok(()) } else { Err(bad(n)) }),
         _ => {
             Err("sse_cut 'at' must be a position name, a table of weights, or \"any-byte\"".into())
         }
@@ -287,11 +320,21 @@ impl FaultFactory for SseCutFactory {
     }
 }
 
+/// The position one stream aims at.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Target {
+    /// Any payload byte.
+    Byte,
+    /// An SSE class.
+    Class(SseClass),
+    /// An LLM position.
+    Llm(LlmPos),
+}
+
 /// What one stream aims at.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Aim {
-    /// `None` for any payload byte.
-    class: Option<SseClass>,
+    class: Target,
     min_payload: u64,
     events: (u64, u64),
 }
@@ -312,15 +355,16 @@ impl SseCut {
         let cfg = &*self.cfg;
         let fire = rng.random::<f64>() < cfg.probability;
         let class = match &cfg.at {
-            CutTarget::AnyByte => None,
-            CutTarget::Classes(w) => Some(pick(w, rng.random::<f64>())),
+            CutTarget::AnyByte => Some(Target::Byte),
+            CutTarget::Classes(w) => pick(w, rng.random::<f64>()).map(Target::Class),
+            CutTarget::Llm(w) => pick(w, rng.random::<f64>()).map(Target::Llm),
         };
         let min_payload = rng.random_range(cfg.range.0..=cfg.range.1);
         let events = match cfg.events {
             Some((n, m)) => (rng.random_range(n..=m), m),
             None => (0, u64::MAX),
         };
-        self.aim = (fire && cfg.matches(s)).then_some(Aim {
+        self.aim = class.filter(|_| fire && cfg.matches(s)).map(|class| Aim {
             class,
             min_payload,
             events,
@@ -339,9 +383,10 @@ impl SseCut {
             // A class is a position on every leg (the structural class); `during-replay` names
             // the tearing positions of resume legs.
             let class_ok = match aim.class {
-                Some(SseClass::DuringReplay) => run.class == SseClass::DuringReplay,
-                Some(c) => run.base == c,
-                None => run.class != SseClass::ChunkFraming,
+                Target::Class(SseClass::DuringReplay) => run.class == SseClass::DuringReplay,
+                Target::Class(c) => run.base == c,
+                Target::Llm(p) => run.llm == Some(p) && run.class != SseClass::ChunkFraming,
+                Target::Byte => run.class != SseClass::ChunkFraming,
             };
             if !class_ok || run.event_index < aim.events.0 || run.event_index > aim.events.1 {
                 continue;
@@ -368,17 +413,17 @@ impl SseCut {
     }
 }
 
-/// The class whose cumulative weight first exceeds `u` × total.
-fn pick(weights: &[(SseClass, f64)], u: f64) -> SseClass {
+/// The target whose cumulative weight first exceeds `u` × total (`None` without weights).
+fn pick<T: Copy>(weights: &[(T, f64)], u: f64) -> Option<T> {
     let total: f64 = weights.iter().map(|w| w.1).sum();
     let mut x = u * total;
     for &(c, w) in weights {
         if x < w {
-            return c;
+            return Some(c);
         }
         x -= w;
     }
-    weights.last().map_or(SseClass::Boundary, |w| w.0)
+    weights.last().map(|w| w.0)
 }
 
 impl Fault for SseCut {

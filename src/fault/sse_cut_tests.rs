@@ -2,6 +2,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::fault::conn_rng;
+use crate::wire::LlmPos;
 use crate::wire::http1::observer_pair;
 use crate::wire::{Observation, ObservationSink, WireObserver};
 
@@ -297,6 +298,19 @@ fn invalid_definitions_are_rejected_with_reasons() {
     assert!(err("at = \"boundary\"\nprobability = 2.0").contains("probability"));
     assert!(err("at = \"boundary\"\ndirection = \"upstream\"").contains("downstream"));
     assert!(err("at = \"boundary\"\nleg = \"second\"").contains("second"));
+    assert!(err("at = { mid-delta = 1, mid-value = 1 }").contains("mixes"));
+    assert!(err("at = { mid-delta = 0 }").contains("positive"));
+    assert_eq!(
+        cfg("at = { mid-delta = 3, before-completion = 1 }").at,
+        CutTarget::Llm(vec![
+            (LlmPos::MidDelta, 3.0),
+            (LlmPos::BeforeCompletion, 1.0)
+        ])
+    );
+    assert_eq!(
+        cfg("at = \"after-completion\"").at,
+        CutTarget::Llm(vec![(LlmPos::AfterCompletion, 1.0)])
+    );
     let ok =
         cfg("at = { mid-value = 3, after-id = 1 }\ndirection = \"downstream\"\nprobability = 0.5");
     assert_eq!(

@@ -50,6 +50,14 @@ impl Default for Histograms {
 }
 
 impl Histograms {
+    /// Histograms of exactly these names (e.g. the LLM metrics, `report::names::LLM_NAMES`).
+    pub fn with_names(names: &[&'static str]) -> Self {
+        Histograms {
+            map: names.iter().map(|&n| (n, new_histogram())).collect(),
+            series: None,
+        }
+    }
+
     /// Also notes every later sample in `recorder`'s per-second series.
     pub fn attach(&mut self, recorder: super::series::Recorder) {
         self.series = Some(recorder);

@@ -18,6 +18,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::config::Target;
+use crate::wire::http1_body::{BodyDecoder, Piece};
 
 const READ_SIZE: usize = 64 * 1024;
 const MAX_HEAD: usize = 64 * 1024;
@@ -206,25 +207,6 @@ impl Conn {
     }
 }
 
-/// How the body's end is known.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Framing {
-    /// Chunked: reading a size line.
-    ChunkSize,
-    /// Chunked: this many data bytes left in the current chunk.
-    ChunkData(u64),
-    /// Chunked: the CRLF after a chunk's data.
-    ChunkEnd,
-    /// Chunked: trailer lines until a blank line.
-    Trailers,
-    /// Content-Length: this many bytes left.
-    Length(u64),
-    /// Delimited by the connection closing.
-    UntilClose,
-    /// The body ended by its framing.
-    Done,
-}
-
 /// A response: status, headers (names lower-cased) and the body still on the socket.
 #[derive(Debug)]
 pub struct Response {
@@ -247,26 +229,23 @@ impl Response {
         let chunked =
             find("transfer-encoding").is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
         let close = find("connection").is_some_and(|v| v.eq_ignore_ascii_case("close"));
-        let framing = if status == 204 || status == 304 {
-            Framing::Done
+        let decoder = if status == 204 || status == 304 {
+            BodyDecoder::length(0)
         } else if chunked {
-            Framing::ChunkSize
+            BodyDecoder::chunked()
         } else if let Some(len) = find("content-length").and_then(|v| v.parse::<u64>().ok()) {
-            if len == 0 {
-                Framing::Done
-            } else {
-                Framing::Length(len)
-            }
+            BodyDecoder::length(len)
         } else {
-            Framing::UntilClose
+            BodyDecoder::Close
         };
-        let reusable = !close && framing != Framing::UntilClose;
+        let reusable = !close && decoder != BodyDecoder::Close;
         Response {
             status,
             headers,
             body: Body {
                 conn,
-                framing,
+                decoder,
+                done: false,
                 consume: 0,
                 reusable,
             },
@@ -301,7 +280,10 @@ pub enum Next<'a> {
 #[derive(Debug)]
 pub struct Body {
     conn: Conn,
-    framing: Framing,
+    /// The wire's decoder: the client and the proxy's observer frame bodies alike.
+    decoder: BodyDecoder,
+    /// The body ended by its own framing.
+    done: bool,
     consume: usize,
     reusable: bool,
 }
@@ -312,62 +294,31 @@ impl Body {
         let n = std::mem::take(&mut self.consume);
         self.conn.buf.advance(n);
         loop {
-            let buf = &self.conn.buf;
-            match self.framing {
-                Framing::Done => return Ok(Next::End),
-                Framing::ChunkSize | Framing::Trailers => {
-                    if let Some(i) = memchr::memchr(b'\n', buf) {
-                        let line = buf[..i].strip_suffix(b"\r").unwrap_or(&buf[..i]);
-                        self.framing = if self.framing == Framing::Trailers {
-                            if line.is_empty() {
-                                Framing::Done
-                            } else {
-                                Framing::Trailers
-                            }
-                        } else {
-                            match parse_chunk_size(line)? {
-                                0 => Framing::Trailers,
-                                size => Framing::ChunkData(size),
-                            }
-                        };
-                        self.conn.buf.advance(i + 1);
+            if self.done {
+                return Ok(Next::End);
+            }
+            let finished = self.decoder == BodyDecoder::length(0);
+            if !self.conn.buf.is_empty() || finished {
+                match self.decoder.step(&self.conn.buf) {
+                    Piece::Data(take) => {
+                        self.consume = take;
+                        return Ok(Next::Data(&self.conn.buf[..take]));
+                    }
+                    Piece::Framing(skip) => {
+                        self.conn.buf.advance(skip);
                         continue;
                     }
-                    if buf.len() > MAX_HEAD {
-                        return Err(HttpError::BadChunk);
+                    Piece::End(skip) => {
+                        self.conn.buf.advance(skip);
+                        self.done = true;
+                        return Ok(Next::End);
                     }
+                    Piece::Invalid => return Err(HttpError::BadChunk),
                 }
-                Framing::ChunkEnd => {
-                    if buf.len() >= 2 {
-                        if &buf[..2] != b"\r\n" {
-                            return Err(HttpError::BadChunk);
-                        }
-                        self.conn.buf.advance(2);
-                        self.framing = Framing::ChunkSize;
-                        continue;
-                    }
-                }
-                Framing::ChunkData(left) | Framing::Length(left) if !buf.is_empty() => {
-                    let take = usize::try_from(left).unwrap_or(usize::MAX).min(buf.len());
-                    let rest = left - take as u64;
-                    self.framing = match (self.framing, rest) {
-                        (Framing::ChunkData(_), 0) => Framing::ChunkEnd,
-                        (Framing::ChunkData(_), r) => Framing::ChunkData(r),
-                        (_, 0) => Framing::Done,
-                        (_, r) => Framing::Length(r),
-                    };
-                    self.consume = take;
-                    return Ok(Next::Data(&self.conn.buf[..take]));
-                }
-                Framing::UntilClose if !buf.is_empty() => {
-                    self.consume = buf.len();
-                    return Ok(Next::Data(&self.conn.buf[..]));
-                }
-                Framing::ChunkData(_) | Framing::Length(_) | Framing::UntilClose => {}
             }
             if self.conn.fill(deadline).await? == 0 {
-                if self.framing == Framing::UntilClose {
-                    self.framing = Framing::Done;
+                if self.decoder == BodyDecoder::Close {
+                    self.done = true;
                     self.reusable = false;
                     return Ok(Next::End);
                 }
@@ -393,15 +344,6 @@ impl Body {
     pub fn into_conn(mut self) -> Option<Conn> {
         let n = std::mem::take(&mut self.consume);
         self.conn.buf.advance(n);
-        (self.framing == Framing::Done && self.reusable && self.conn.buf.is_empty())
-            .then_some(self.conn)
+        (self.done && self.reusable && self.conn.buf.is_empty()).then_some(self.conn)
     }
-}
-
-fn parse_chunk_size(line: &[u8]) -> Result<u64, HttpError> {
-    let hex = line.split(|&b| b == b';').next().unwrap_or(line);
-    let hex = std::str::from_utf8(hex)
-        .map_err(|_| HttpError::BadChunk)?
-        .trim();
-    u64::from_str_radix(hex, 16).map_err(|_| HttpError::BadChunk)
 }

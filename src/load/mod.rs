@@ -26,6 +26,8 @@ pub mod era;
 pub mod eventsource;
 pub mod histo;
 pub mod http;
+pub mod llm;
+pub mod llm_call;
 pub mod policy;
 pub mod progress;
 pub mod segment;

@@ -12,6 +12,7 @@
 //! same decisions) and is recorded in the report with the profile's text.
 
 pub mod assemble;
+pub mod llm;
 pub mod phase;
 pub mod reconcile;
 pub mod scenario;
@@ -172,7 +173,11 @@ pub async fn run(
             ),
         },
     };
-    let story = story::tell(&phases);
+    let story = if cfg.scenario.is_llm() {
+        llm::story(&phases)
+    } else {
+        story::tell(&phases)
+    };
     let run = assemble::RunDescription {
         seed: cfg.seed,
         profile_name: profile.origin.clone(),

@@ -54,6 +54,8 @@ pub struct PhaseOutcome {
     pub upstream: String,
     /// The proxy's counters at the end.
     pub proxy_stats: StatsSnapshot,
+    /// What an LLM phase measured beyond the load outcome (tokens, every request's attempts).
+    pub llm: Option<crate::load::llm::LlmExtras>,
 }
 
 /// Runs one policy's phase to completion.
@@ -156,7 +158,14 @@ pub async fn run_phase(
     lcfg.progress_note = Some(crate::load::config::ProgressNote(Arc::new(move || {
         format!("cuts {}", cuts.cuts())
     })));
-    let load = crate::load::run(lcfg, token.clone()).await;
+    let (load, llm) = if cfg.scenario.is_llm() {
+        match super::llm::run_load(cfg, policy, lcfg.target.clone(), &token).await {
+            Ok((o, x)) => (Ok(o), Some(x)),
+            Err(e) => (Err(e), None),
+        }
+    } else {
+        (crate::load::run(lcfg, token.clone()).await, None)
+    };
 
     token.cancel();
     for task in servers {
@@ -175,6 +184,7 @@ pub async fn run_phase(
         tap,
         upstream,
         proxy_stats: proxy.stats().snapshot(),
+        llm,
     })
 }
 

@@ -34,7 +34,20 @@ pub enum Scenario {
     /// the truncated stream as the answer and loses the call silently; then a careless retry
     /// layer re-issues the NOT idempotent `append` and the audit reports `reexecuted`.
     Stateless,
+    /// LLM token streams (OpenAI Chat Completions against the lab): half the answers end with
+    /// a clean end of the body mid-token or just before the completion signal
+    /// (`profiles/llm-truncation.toml`). The naive client takes them as complete (the audit:
+    /// `llm-truncated`, a loss); the strict client notices the missing completion signal and
+    /// re-sends with the same `Idempotency-Key` (the audit: `llm-retried`).
+    #[value(name = "llm-truncation")]
+    LlmTruncation,
 }
+
+/// The built-in profile of `llm-truncation` (the shipped `profiles/llm-truncation.toml`).
+pub const LLM_PROFILE: &str = include_str!("../../profiles/llm-truncation.toml");
+
+/// The endpoint the `llm-truncation` scenario's clients call.
+pub const LLM_PATH: &str = "/v1/chat/completions";
 
 /// One phase of a scenario: a client policy, the tool it calls, how it treats annotations.
 #[derive(Debug, Clone, PartialEq)]
@@ -100,14 +113,33 @@ impl Scenario {
                 lab.auth = true;
                 lab.on_unauthorized = OnUnauthorized::SilentEnd;
             }
+            Scenario::LlmTruncation => {
+                // 24-token answers at 400 tokens/s after 20 ms: every cut position occurs, and
+                // a phase of 24 requests takes a few seconds.
+                lab.llm = crate::lab::llm::Knobs {
+                    tokens: 24,
+                    rate: 400.0,
+                    ttft: std::time::Duration::from_millis(20),
+                    ..crate::lab::llm::Knobs::default()
+                };
+            }
             Scenario::Reset250ms => {}
         }
+    }
+
+    /// True if and only if the scenario's clients call an LLM endpoint (not MCP).
+    pub fn is_llm(self) -> bool {
+        self == Scenario::LlmTruncation
     }
 
     /// The built-in profile of this scenario, used when the user names none (`None`: the
     /// documents' `reset-250ms` profile).
     pub fn default_profile(self) -> Option<&'static str> {
-        (self == Scenario::AudienceNarrowing).then_some(AUDIENCE_PROFILE)
+        match self {
+            Scenario::AudienceNarrowing => Some(AUDIENCE_PROFILE),
+            Scenario::LlmTruncation => Some(LLM_PROFILE),
+            Scenario::Reset250ms | Scenario::Stateless => None,
+        }
     }
 
     /// The phases to run for the chosen `policies`, in order: one per policy calling `blob`
@@ -124,6 +156,15 @@ impl Scenario {
                     args: Some(json!({"url": "https://lab/doc", "n": 8})),
                     token: Some(PER_TOOL_TOKEN),
                     resume_token: Some(NARROWED_TOKEN),
+                    ..PhasePlan::blob(*p)
+                })
+                .collect();
+        }
+        if self == Scenario::LlmTruncation {
+            return policies
+                .iter()
+                .map(|p| PhasePlan {
+                    tool: "chat-completions",
                     ..PhasePlan::blob(*p)
                 })
                 .collect();
@@ -167,6 +208,12 @@ impl Scenario {
                  with a new id — safe only for a tool declared idempotent (`blob` is; `append`, \
                  which adds to a server-side counter, is not: the `retry` phase re-issues it \
                  anyway and the audit reports `reexecuted`)."
+            }
+            Scenario::LlmTruncation => {
+                "scenario llm-truncation: streaming chat completions (24-token answers) pass \
+                 through a proxy that ends half the answers with a clean end of the body — \
+                 mid-token or just before the completion signal (finish_reason). The body \
+                 ends as if complete; only the missing completion signal says otherwise."
             }
         }
     }

@@ -34,6 +34,20 @@ pub const NAMES: [&str; 8] = [
     STREAM_INTERVAL,
 ];
 
+/// LLM streams: time to first token (first text or argument delta of the kept answer), from
+/// the request's intended start.
+pub const LLM_TTFT: &str = "time-to-first-token";
+/// LLM streams: inter-token latency, each gap between consecutive deltas.
+pub const LLM_ITL: &str = "inter-token-latency";
+/// LLM streams: time per output token, (last − first token) / (tokens − 1) per answer; its
+/// inverse is the answer's output tokens per second ([`events_per_s`] of it).
+pub const LLM_TPOT: &str = "time-per-output-token";
+/// LLM streams: end to end, from the intended start to the completion signal (or the end of a
+/// kept truncated answer), retries included.
+pub const LLM_E2E: &str = "end-to-end";
+/// The LLM histograms, in report order.
+pub const LLM_NAMES: [&str; 4] = [LLM_TTFT, LLM_ITL, LLM_TPOT, LLM_E2E];
+
 /// Events per second of a stream whose mean interval is `interval_us` microseconds.
 pub fn events_per_s(interval_us: u64) -> f64 {
     1e6 / interval_us.max(1) as f64

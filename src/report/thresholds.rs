@@ -35,7 +35,7 @@ use super::latency::{self, human_us};
 use super::model::Report;
 
 /// Finding kinds of the proxy's audit: the names `audit::FindingKind::as_str` gives.
-pub const FINDING_KINDS: [&str; 21] = [
+pub const FINDING_KINDS: [&str; 27] = [
     "torn-cut",
     "cursor-ahead",
     "cursor-behind",
@@ -56,6 +56,12 @@ pub const FINDING_KINDS: [&str; 21] = [
     "sent-after-cancel",
     "observer-gave-up",
     "truncation-accepted",
+    "llm-truncated",
+    "llm-retried",
+    "llm-no-terminal",
+    "llm-stalled",
+    "llm-hung",
+    "llm-unanswered",
     "unknown",
 ];
 
@@ -339,5 +345,17 @@ pub fn exit_code(verdicts: &[Verdict]) -> u8 {
         super::EXIT_THRESHOLD_FAILED
     } else {
         super::EXIT_OK
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FINDING_KINDS;
+    use crate::audit::FindingKind;
+
+    #[test]
+    fn every_finding_kind_of_the_audit_can_be_a_threshold_metric() {
+        let audit: Vec<&str> = FindingKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(FINDING_KINDS.to_vec(), audit);
     }
 }

@@ -204,6 +204,8 @@ pub struct Http1Upstream {
     cur: Option<(Arc<ReqInfo>, RequestHead)>,
     body: Vec<u8>,
     body_over: bool,
+    /// A POST to an LLM API: its API, and the hash and length of its whole body so far.
+    llm_body: Option<(crate::vocab::LlmApi, Box<xxhash_rust::xxh3::Xxh3>, u64)>,
     chunk_start: u64,
     raw: u64,
     out: Outbox,
@@ -221,6 +223,7 @@ impl Http1Upstream {
             cur: None,
             body: Vec::new(),
             body_over: false,
+            llm_body: None,
             chunk_start: 0,
             raw: 0,
             out: Outbox::default(),
@@ -271,6 +274,9 @@ impl Http1Upstream {
         let leaves_http = req.leaves_http;
         self.body.clear();
         self.body_over = false;
+        self.llm_body = crate::vocab::LlmApi::from_path(&req.path)
+            .filter(|_| req.method == "POST")
+            .map(|api| (api, Box::new(xxhash_rust::xxh3::Xxh3::new()), 0));
         self.cur = Some((info, req));
         self.state = UpState::Body { body, leaves_http };
     }
@@ -279,6 +285,18 @@ impl Http1Upstream {
         let body = (!self.body_over && !self.body.is_empty())
             .then(|| bytes::Bytes::copy_from_slice(&self.body));
         let _ = info.rpc_id.set(body.as_deref().and_then(rpc_request_id));
+        let llm = self
+            .llm_body
+            .take()
+            .map(|(api, hash, len)| super::LlmRequestSeen {
+                conn: self.conn,
+                seq: info.seq,
+                api,
+                body_hash: hash.digest(),
+                body_len: len,
+                idempotency_key: req.idempotency_key.clone(),
+                retry_count: req.retry_count,
+            });
         self.out.hold(
             self.chunk_start + at as u64,
             Observation::Request {
@@ -294,6 +312,10 @@ impl Http1Upstream {
                 body,
             },
         );
+        if let Some(llm) = llm {
+            self.out
+                .hold(self.chunk_start + at as u64, Observation::LlmRequest(llm));
+        }
     }
 }
 
@@ -328,6 +350,10 @@ impl WireObserver for Http1Upstream {
                 UpState::Body { body, leaves_http } => match body.step(&chunk[i..]) {
                     Piece::Data(0) | Piece::Framing(0) => break,
                     Piece::Data(n) => {
+                        if let Some((_, h, len)) = self.llm_body.as_mut() {
+                            h.update(&chunk[i..i + n]);
+                            *len += n as u64;
+                        }
                         if self.body.len() + n <= BODY_LIMIT {
                             self.body.extend_from_slice(&chunk[i..i + n]);
                         } else {

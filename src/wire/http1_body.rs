@@ -1,8 +1,10 @@
 //! HTTP/1.1 message body framing, decoded incrementally: which bytes are payload, which are
 //! framing, and where the body ends.
 //!
-//! It exists so that both observers can follow Content-Length, chunked (with extensions and
-//! trailers) and close-delimited bodies across arbitrary reads without copying payload.
+//! It exists so that both observers, and the load client reading its answers
+//! (`load::http`), follow Content-Length, chunked (with extensions and trailers) and
+//! close-delimited bodies the same way across arbitrary reads, without copying payload: one
+//! decoder, so the client and the proxy never disagree on where a body ends.
 //!
 //! Invariants: [`BodyDecoder::step`] consumes at least one byte of a non-empty input (or reports
 //! the end), never looks at payload bytes, and is a pure function of the bytes so far, so any
@@ -15,7 +17,7 @@ pub const SIZE_LINE_LIMIT: usize = 4096;
 
 /// One step of decoding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Piece {
+pub enum Piece {
     /// This many payload bytes.
     Data(usize),
     /// This many framing bytes (size line, extensions, chunk CRLF, trailers).
@@ -65,10 +67,13 @@ pub(super) enum ChunkSpot {
 
 /// The body framing state of one message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum BodyDecoder {
+pub enum BodyDecoder {
+    /// Content-Length: this many bytes left.
     Length {
+        /// Bytes of the body not yet decoded.
         left: u64,
     },
+    /// Chunked transfer coding.
     Chunked(ChunkedState),
     /// Until the connection closes.
     Close,
@@ -76,14 +81,16 @@ pub(super) enum BodyDecoder {
 
 /// Opaque chunked state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct ChunkedState(Chunked);
+pub struct ChunkedState(Chunked);
 
 impl BodyDecoder {
-    pub(super) fn length(n: u64) -> Self {
+    /// A body of exactly `n` bytes.
+    pub fn length(n: u64) -> Self {
         BodyDecoder::Length { left: n }
     }
 
-    pub(super) fn chunked() -> Self {
+    /// A chunked body.
+    pub fn chunked() -> Self {
         BodyDecoder::Chunked(ChunkedState(Self::size_start()))
     }
 
@@ -112,7 +119,7 @@ impl BodyDecoder {
 
     /// Decodes the next piece of `buf` (non-empty, except that a finished length body reports
     /// its end on an empty input too).
-    pub(super) fn step(&mut self, buf: &[u8]) -> Piece {
+    pub fn step(&mut self, buf: &[u8]) -> Piece {
         match self {
             BodyDecoder::Length { left } => {
                 if *left == 0 {

@@ -134,6 +134,9 @@ pub(super) struct RequestHead {
     pub framing: Framing,
     /// `Upgrade` requested, or `CONNECT`: the connection may stop being HTTP.
     pub leaves_http: bool,
+    /// `X-Stainless-Retry-Count`: the attempt number the OpenAI and Anthropic SDKs send (0 on
+    /// the first attempt, n on the n-th re-send of the same request).
+    pub retry_count: Option<u32>,
 }
 
 /// The facts of a response head.
@@ -229,6 +232,7 @@ pub(super) fn parse_request(buf: &[u8]) -> Option<RequestHead> {
         idempotency_key: header(req.headers, "idempotency-key").filter(|k| !k.trim().is_empty()),
         framing: framing(req.headers),
         method,
+        retry_count: header(req.headers, "x-stainless-retry-count").and_then(|v| v.parse().ok()),
     })
 }
 

@@ -128,6 +128,7 @@ pub(super) fn describe(
             run.payload_offset + (delivered - run.start) as u64
         };
         point.class = Some(run.class);
+        point.llm = run.llm;
         point.payload_offset = Some(payload);
         point.event_index = Some(run.event_index);
         if let Some(f) = v

@@ -6,7 +6,7 @@
 //! pass through untouched and carry no positions.
 
 pub mod http1;
-mod http1_body;
+pub mod http1_body;
 mod http1_clean;
 mod http1_down;
 mod http1_head;
@@ -25,7 +25,7 @@ mod sse_data;
 
 pub use http1_clean::CleanEnd;
 pub use observe::{
-    ChunkPositions, CutPoint, LlmEventSeen, Observation, ObservationSink, PositionRun, StreamSpan,
-    WireObserver,
+    ChunkPositions, CutPoint, LlmEventSeen, LlmRequestSeen, Observation, ObservationSink,
+    PositionRun, StreamSpan, WireObserver,
 };
 pub use position::{LlmPos, SseClass};

@@ -109,6 +109,8 @@ pub struct CutPoint {
     /// The outage window this cut opened (new connections held), in milliseconds, as it took
     /// effect (set by the pump; `None` when the cut opened none).
     pub outage_ms: Option<u64>,
+    /// The LLM position of the cut, in a stream of a known LLM API (see `wire::llm`).
+    pub llm: Option<super::LlmPos>,
 }
 
 /// One thing an observer learned, for the audit. Additive: consumers ignore what they do not
@@ -184,6 +186,11 @@ pub enum Observation {
     },
     /// The SSE body of a response ended; `clean` if and only if its HTTP framing ended normally.
     StreamEnd { conn: u64, seq: u64, clean: bool },
+    /// A request to an LLM API (its path names one, see [`crate::vocab::LlmApi`]) was seen
+    /// upstream: what identifies it as a re-send of an earlier one. Released right after its
+    /// [`Observation::Request`]. Carries no header value but the two re-send markers (never
+    /// `Authorization`, `x-api-key` or any other credential).
+    LlmRequest(LlmRequestSeen),
     /// What a dispatched event of an LLM stream contributed to the answer (a text delta, a
     /// tool call's start or arguments, the completion signal, the terminal event, …); released,
     /// like its [`Observation::SseEvent`], once the event's last byte reached the client.
@@ -195,6 +202,25 @@ pub enum Observation {
         action: CutAction,
         point: CutPoint,
     },
+}
+
+/// One LLM request (see [`Observation::LlmRequest`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LlmRequestSeen {
+    /// Connection.
+    pub conn: u64,
+    /// Request sequence number on the connection (pairs with its response's).
+    pub seq: u64,
+    /// The API its path names.
+    pub api: crate::vocab::LlmApi,
+    /// XXH3-64 of the whole body (every byte, however long).
+    pub body_hash: u64,
+    /// Body length in bytes.
+    pub body_len: u64,
+    /// `Idempotency-Key`, if present and not blank.
+    pub idempotency_key: Option<String>,
+    /// `X-Stainless-Retry-Count` (the OpenAI and Anthropic SDKs' attempt number), if present.
+    pub retry_count: Option<u32>,
 }
 
 /// One LLM event, as delivered (see [`Observation::LlmEvent`]).

@@ -79,6 +79,10 @@ pub struct CutRecord {
     /// The outage window the cut opened (new connections held), in milliseconds.
     #[serde(default)]
     pub outage_ms: Option<u64>,
+    /// The LLM position of the cut (`mid-delta`, `before-completion`, …), in a stream of a
+    /// known LLM API.
+    #[serde(default)]
+    pub llm_position: Option<String>,
 }
 
 impl CutRecord {
@@ -127,6 +131,7 @@ impl CutRecord {
             by: by.map(str::to_string),
             tls_end: point.tls_end,
             outage_ms: point.outage_ms,
+            llm_position: point.llm.map(|p| p.as_str().to_string()),
         })
     }
 }
@@ -273,6 +278,7 @@ mod tests {
                 rpc_id: Some("7".into()),
                 tls_end: None,
                 outage_ms: Some(250),
+                llm: None,
             },
         }
     }

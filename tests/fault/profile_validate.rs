@@ -10,7 +10,7 @@ use tearline::profile::{self, ProfileError};
 const BROKEN: &[(&str, &str)] = &[
     (
         "unknown-position.toml",
-        "3:6: sse_cut 'at': unknown position 'mid-valeu'; known: boundary, field-name, after-colon, mid-value, before-eol, cr-lf, before-dispatch, dispatch-cr-lf, after-id, mid-id, chunk-framing, mid-utf8, bom, priming, after-final, during-replay, or \"any-byte\" alone",
+        "3:6: sse_cut 'at': unknown position 'mid-valeu'; known: boundary, field-name, after-colon, mid-value, before-eol, cr-lf, before-dispatch, dispatch-cr-lf, after-id, mid-id, chunk-framing, mid-utf8, bom, priming, after-final, during-replay; LLM streams: before-first-delta, mid-delta, mid-tool-args, before-completion, after-completion; or \"any-byte\" alone",
     ),
     (
         "bad-address.toml",

@@ -5,10 +5,18 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+// The SDK harness (tests/llm/support/); explicit, beside the observer tests' support.rs.
+#[path = "support/mod.rs"]
 mod support;
 
+mod cuts;
+mod keys;
 mod lab;
+#[path = "support.rs"]
+mod llm_support;
 mod observe;
+mod replay;
 mod sdk;
 mod sdk_matrix;
 mod sdk_tls;
+mod verdicts;

@@ -2,13 +2,16 @@
 //! the cut lands where the kind says, the raw-iterating clients (faithful witnesses of what
 //! reached them) agree with what the kind leaves on the wire, and what each SDK did is the
 //! README's table "what your SDK does with a cut stream" (the test fails when the README's
-//! table differs from this run's; `TEARLINE_WRITE_README=1` rewrites it).
+//! table differs from this run's; `TEARLINE_WRITE_README=1` rewrites it); tearline's
+//! observation and its verdicts (the `llm-*` findings) match the test's truth in every cell.
 
 use std::collections::BTreeMap;
 
-use crate::support::drivers::Style;
+use crate::support::drivers::{Mode, Style};
 use crate::support::matrix::{self, Matrix};
 use crate::support::table::{self, Key, Kind};
+use crate::support::truth::{self, Fact, Score};
+use crate::support::{judged, observed};
 
 /// Runs in flight per SDK driver.
 const PARALLEL: usize = 8;
@@ -85,4 +88,73 @@ async fn every_truncation_kind_reaches_every_sdk_and_the_readme_says_what_each_d
     }
     check_readme(&readme_table(&m));
     stop.cancel();
+    // tearline's observer against the test's truth: every cell, precision and recall 1.0.
+    let mut scored = Vec::new();
+    let mut wrong = Vec::new();
+    for c in &m.cells {
+        let tool = c.key.mode == Mode::Tool;
+        // A stall is a judgement over time (the verdict's), not something delivered bytes show.
+        let expected: Vec<Fact> =
+            truth::truth(c.key.kind, c.key.mode, c.fault.is_some(), c.requests)
+                .into_iter()
+                .filter(|f| *f != Fact::Stalled)
+                .collect();
+        let seen = observed::facts(&c.observations, tool);
+        let score = Score::of(&expected, &seen);
+        if score.fp + score.fn_ > 0 {
+            wrong.push(format!(
+                "{:?}: expected {expected:?}, observed {seen:?}",
+                c.key
+            ));
+        }
+        scored.push((c.key.kind, c.key.client.sdk, score, expected.len() as u64));
+    }
+    eprintln!(
+        "tearline's LLM observation vs the wire, precision / recall (facts):\n{}",
+        truth::score_table(&scored)
+    );
+    // tearline's verdicts (the audit's llm-* findings) against the same truth, stalls included.
+    let mut judged_scores = Vec::new();
+    let mut misjudged = Vec::new();
+    for c in &m.cells {
+        let tool = c.key.mode == Mode::Tool;
+        let expected = truth::truth(c.key.kind, c.key.mode, c.fault.is_some(), c.requests);
+        let stated = judged::facts(&c.findings, tool);
+        let score = Score::of(&expected, &stated);
+        if score.fp + score.fn_ > 0 {
+            let kinds: Vec<String> = c
+                .findings
+                .iter()
+                .filter(|f| f.kind.as_str().starts_with("llm-"))
+                .map(|f| format!("{}: {}", f.kind, f.detail))
+                .collect();
+            misjudged.push(format!(
+                "{:?}: expected {expected:?}, verdicts state {stated:?}\n  {}",
+                c.key,
+                kinds.join("\n  ")
+            ));
+        }
+        judged_scores.push((c.key.kind, c.key.client.sdk, score, expected.len() as u64));
+    }
+    eprintln!(
+        "tearline's LLM verdicts vs the wire, precision / recall (facts):\n{}",
+        truth::score_table(&judged_scores)
+    );
+    // How the verdicts know of each re-send: proven by a marker, or only a named candidate.
+    let mut how: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    for c in &m.cells {
+        let e = how.entry(c.key.client.sdk.package()).or_default();
+        match judged::re_send(&c.findings) {
+            Some(true) => e.0 += 1,
+            Some(false) => e.1 += 1,
+            None => {}
+        }
+    }
+    for (sdk, (proven, candidate)) in &how {
+        eprintln!(
+            "re-sends of {sdk}: {proven} cells proven (llm-retried), {candidate} only candidates"
+        );
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    assert!(misjudged.is_empty(), "{}", misjudged.join("\n"));
 }

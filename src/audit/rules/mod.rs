@@ -9,6 +9,7 @@ mod abandoned;
 mod cursor;
 mod cursor_missing;
 mod duplicate_response;
+mod llm;
 mod pending;
 mod reissue;
 mod replay;
@@ -45,6 +46,7 @@ impl Default for Rules {
                 Box::new(abandoned::Abandoned::default()),
                 Box::new(stateless::Stateless::default()),
                 Box::new(truncation::TruncationAccepted::default()),
+                Box::new(llm::LlmRule::default()),
             ],
         }
     }

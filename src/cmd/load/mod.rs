@@ -6,6 +6,7 @@
 
 pub mod agent;
 pub mod eventsource;
+pub mod llm;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -52,6 +53,12 @@ pub use crate::units::parse_duration;
   # e.g. against `tearline serve --plain-path /events` behind `tearline proxy`
   tearline load --client eventsource --target http://127.0.0.1:8931/events \
       --side-path /favicon.ico --max-attempts 8 --timeout 30s
+
+  # LLM token streams: a target path naming an LLM API runs the LLM client (TTFT,
+  # inter-token latency, time per output token, end-to-end, tokens/s); strict re-sends an
+  # answer without its completion signal (same Idempotency-Key), naive takes it
+  tearline load --target http://127.0.0.1:7000/v1/chat/completions --sessions 8 \
+      --calls 200 --policy both --llm-tools --api-key-env OPENAI_API_KEY
 
 Policies:
   strict  cursor = last dispatched event id; a partial event at a disconnect is a torn-boundary
@@ -161,6 +168,10 @@ pub struct Args {
     /// calls.jsonl) here, for `tearline report merge`; keeps up to 10,000 call stories.
     #[arg(long, value_name = "DIR")]
     pub report_dir: Option<std::path::PathBuf>,
+    /// LLM endpoints (a --target path ending in /v1/chat/completions, /v1/responses or
+    /// /v1/messages runs the LLM client).
+    #[command(flatten)]
+    pub llm: llm::LlmFlags,
 }
 
 /// Parses `--start-at`: RFC 3339 UTC or Unix seconds.
@@ -262,6 +273,10 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
         return Err(CliError::Flags(
             "--side-path is for --client eventsource; drop it for the MCP client",
         ));
+    }
+    let target = Target::parse_with_ca(&args.target, &args.cacert)?;
+    if crate::vocab::LlmApi::from_path(&target.path).is_some() {
+        return llm::run(&args, target).await;
     }
     let base = config(&args)?;
     let policies: Vec<Policy> = args

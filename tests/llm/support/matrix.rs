@@ -86,6 +86,8 @@ pub struct CellRun {
     pub requests: u64,
     pub findings: Vec<Finding>,
     pub cuts: Vec<CutPoint>,
+    /// Everything the cell's proxy observed, in order.
+    pub observations: Vec<Observation>,
     /// The fault table used (`None`: no such place in this stream, no fault).
     pub fault: Option<String>,
 }
@@ -169,12 +171,11 @@ pub async fn run(lab: SocketAddr, keep: impl Fn(&Key) -> bool, parallel: usize) 
     let cells = pending
         .into_iter()
         .map(|p| {
-            let cuts = p
-                .proxy
-                .observations()
-                .into_iter()
+            let observations = p.proxy.observations();
+            let cuts = observations
+                .iter()
                 .filter_map(|o| match o {
-                    Observation::Cut { point, .. } => Some(point),
+                    Observation::Cut { point, .. } => Some(point.clone()),
                     _ => None,
                 })
                 .collect();
@@ -184,6 +185,7 @@ pub async fn run(lab: SocketAddr, keep: impl Fn(&Key) -> bool, parallel: usize) 
                 requests: p.counter.requests(),
                 findings: p.proxy.findings(),
                 cuts,
+                observations,
                 fault: p.fault,
             }
         })

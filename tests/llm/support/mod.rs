@@ -9,8 +9,10 @@
 #![allow(dead_code)]
 
 pub mod drivers;
+pub mod judged;
 pub mod layout;
 pub mod matrix;
+pub mod observed;
 pub mod procs;
 pub mod table;
 pub mod truth;
@@ -23,7 +25,7 @@ use std::time::Duration;
 use tearline::audit::{AuditConfig, Auditor, Finding};
 use tearline::fault::FaultFactory;
 use tearline::proxy::{self, CancellationToken, Proxy, ProxyConfig};
-use tearline::wire::{Observation, ObservationSink, http1};
+use tearline::wire::{Observation, ObservationSink};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -77,10 +79,7 @@ impl CellProxy {
             closed,
         });
         let proxy = Proxy::with_faults(ProxyConfig::new(name, upstream.to_string()), faults);
-        let sink: Arc<dyn ObservationSink> = tap.clone();
-        let s2 = sink.clone();
-        proxy.set_observer_factory(Arc::new(move |conn| http1::observer_pair(conn, s2.clone())));
-        proxy.set_sink(Some(sink));
+        proxy.observe_http(tap.clone());
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind a proxy");

@@ -1,0 +1,290 @@
+//! LLM token streams through the observer and the audit: `cargo bench --bench llm_stream`.
+//!
+//! Traffic: one streamed Chat Completions answer of `EVENTS` chunks of ~100 bytes each
+//! (`data: {"id":…,"choices":[{"index":0,"delta":{"content":" tok"},"finish_reason":null}]}`),
+//! one HTTP chunk per event (as servers flush per token), then the finish chunk and
+//! `data: [DONE]`, answering `POST /v1/chat/completions`.
+//!
+//! Part 1, one core, in process: the HTTP observer fed 64 KiB reads (delivering each read at
+//! once), its observations going to (a) nowhere, (b) the auditor, whose ledger applies each
+//! read's observations on the same thread right after it (a query drains its queue: nothing
+//! is dropped, and the count of dropped observations is printed to show it); the same bytes
+//! answering `/mcp` (a plain SSE stream: no LLM reader) for comparison. Prints events/s. Goal:
+//! ≥ 1,000,000 events/s per core through the observer (and with the audit).
+//!
+//! Part 2, through the proxy on loopback, in the same run: a server writing the whole answer as
+//! fast as the socket takes it, a client reading it all; the proxy relaying bytes only
+//! (`--observe bytes`) and with the HTTP/SSE observer feeding the audit (`--observe http`),
+//! alternated, best of `ROUNDS`. Prints events/s and the ratio. Goal: ≥ 0.85×. Server, proxy
+//! and client run in separate runtimes of one worker thread each (three processes' worth); the
+//! audit's worker task shares the proxy's thread, and the observations it had to drop (its
+//! queue full) are printed.
+//!
+//! `-- --events N` changes the answer's length (default 1,000,000), `-- --rounds N` the rounds
+//! (default 5).
+
+use std::hint::black_box;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tearline::audit::{AuditConfig, Auditor};
+use tearline::proxy::{self, CancellationToken, Proxy, ProxyConfig};
+use tearline::wire::http1::observer_pair;
+use tearline::wire::{Observation, ObservationSink};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::runtime::Runtime;
+
+struct Discard;
+
+impl ObservationSink for Discard {
+    fn record(&self, obs: Observation) {
+        black_box(obs);
+    }
+}
+
+const READ: usize = 64 * 1024;
+
+fn arg(name: &str, default: usize) -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn request(path: &str) -> Vec<u8> {
+    let body = r#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-bench\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// The response: head, one chunk per event, the finish chunk, `[DONE]`, the last chunk.
+fn response(events: usize) -> Vec<u8> {
+    let words = [
+        " tear", " line", " lab", " token", " is", " here", " now", " ok",
+    ];
+    let mut out = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    let mut push = |event: &str| {
+        out.extend_from_slice(format!("{:x}\r\n", event.len()).as_bytes());
+        out.extend_from_slice(event.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    };
+    for k in 0..events {
+        push(&format!(
+            "data: {{\"id\":\"chatcmpl-b1\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{}\"}},\"finish_reason\":null}}]}}\n\n",
+            words[k % words.len()]
+        ));
+    }
+    push(
+        "data: {\"id\":\"chatcmpl-b1\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+    );
+    push("data: [DONE]\n\n");
+    out.extend_from_slice(b"0\r\n\r\n");
+    out
+}
+
+/// Best events/s over `rounds` runs of `f`.
+fn best(rounds: usize, events: usize, mut f: impl FnMut()) -> f64 {
+    let mut best = Duration::MAX;
+    for _ in 0..rounds {
+        let t = Instant::now();
+        f();
+        best = best.min(t.elapsed());
+    }
+    events as f64 / best.as_secs_f64()
+}
+
+/// Feeds the observer pair; `after_read` runs after each read is delivered (the audit's
+/// drain, so its bounded queue never overflows and every observation is applied in the time).
+fn observe(path: &str, down: &[u8], sink: Arc<dyn ObservationSink>, after_read: &dyn Fn()) {
+    let up = request(path);
+    let (mut u, mut d) = observer_pair(1, sink);
+    u.observe(&up);
+    u.delivered_through(up.len() as u64);
+    let mut at = 0u64;
+    for c in down.chunks(READ) {
+        black_box(d.observe(c));
+        at += c.len() as u64;
+        d.delivered_through(at);
+        after_read();
+    }
+    d.eof();
+}
+
+fn part1(events: usize, rounds: usize) {
+    let down = response(events);
+    println!(
+        "Part 1: one core, {events} events of ~{} bytes ({:.1} MB), 64 KiB reads",
+        down.len() / events,
+        down.len() as f64 / 1e6
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let plain = best(rounds, events, || {
+            observe("/mcp", &down, Arc::new(Discard), &|| {})
+        });
+        let llm = best(rounds, events, || {
+            observe("/v1/chat/completions", &down, Arc::new(Discard), &|| {})
+        });
+        let mut dropped = 0;
+        let audited = best(rounds, events, || {
+            let a = Arc::new(Auditor::new(AuditConfig::default()));
+            // The ledger applies each read's observations on this thread (a query drains the
+            // queue), so the figure is observer + audit on one core, nothing dropped.
+            let drain = || {
+                black_box(a.loss_affected());
+            };
+            observe("/v1/chat/completions", &down, a.clone(), &drain);
+            black_box(a.counts());
+            dropped += a.dropped();
+        });
+        println!(
+            "  {:<52} {:>12.0} events/s",
+            "observer, plain SSE stream (path /mcp)", plain
+        );
+        println!(
+            "  {:<52} {:>12.0} events/s",
+            "observer, LLM stream (LLM reader)", llm
+        );
+        println!(
+            "  {:<52} {:>12.0} events/s   (goal >= 1,000,000)",
+            "observer + audit, LLM stream", audited
+        );
+        println!("  observations the audit dropped (queue full): {dropped} (must be 0)");
+    });
+}
+
+fn runtime(name: &str) -> Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name(name)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+async fn server(listener: TcpListener, body: Arc<Vec<u8>>) {
+    while let Ok((mut s, _)) = listener.accept().await {
+        let body = body.clone();
+        tokio::spawn(async move {
+            let _ = s.set_nodelay(true);
+            let mut buf = vec![0u8; 4096];
+            let mut head = Vec::new();
+            // Read the request (head and the small body) before answering.
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") || head.len() < 200 {
+                match s.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            for c in body.chunks(256 * 1024) {
+                if s.write_all(c).await.is_err() {
+                    return;
+                }
+            }
+            let _ = s.shutdown().await;
+        });
+    }
+}
+
+/// One client request through `addr`; returns the response bytes read.
+async fn client(addr: SocketAddr) -> usize {
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    let _ = s.set_nodelay(true);
+    s.write_all(&request("/v1/chat/completions"))
+        .await
+        .expect("send");
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut n = 0;
+    loop {
+        match s.read(&mut buf).await {
+            Ok(0) | Err(_) => return n,
+            Ok(k) => n += k,
+        }
+    }
+}
+
+fn part2(events: usize, rounds: usize) {
+    let body = Arc::new(response(events));
+    let server_rt = runtime("bench-server");
+    let proxy_rt = runtime("bench-proxy");
+    let client_rt = runtime("bench-client");
+    let origin = server_rt.block_on(async {
+        let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let a = l.local_addr().expect("addr");
+        tokio::spawn(server(l, body.clone()));
+        a
+    });
+    let stop = CancellationToken::new();
+    let mut addrs = Vec::new();
+    let mut auditor = None;
+    for observed in [false, true] {
+        let addr = proxy_rt.block_on(async {
+            let mut cfg = ProxyConfig::new("bench", origin.to_string());
+            cfg.drain_timeout = Duration::from_secs(1);
+            let p = Proxy::new(cfg);
+            if observed {
+                let a = Arc::new(Auditor::new(AuditConfig::default()));
+                p.observe_http(a.clone());
+                auditor = Some(a);
+            }
+            let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            let a = l.local_addr().expect("addr");
+            tokio::spawn(proxy::run(l, p, stop.clone()));
+            a
+        });
+        addrs.push(addr);
+    }
+    println!(
+        "Part 2: through the proxy on loopback, {events} events ({:.1} MB) per answer, best of {rounds}",
+        body.len() as f64 / 1e6
+    );
+    let mut best = [Duration::MAX; 2];
+    for _ in 0..rounds {
+        for (i, &addr) in addrs.iter().enumerate() {
+            let t = Instant::now();
+            let n = client_rt.block_on(client(addr));
+            let e = t.elapsed();
+            assert_eq!(n, body.len(), "the client received the whole answer");
+            best[i] = best[i].min(e);
+        }
+    }
+    let rate = |d: Duration| events as f64 / d.as_secs_f64();
+    let (bytes, http) = (rate(best[0]), rate(best[1]));
+    println!(
+        "  {:<52} {:>12.0} events/s",
+        "proxy, --observe bytes", bytes
+    );
+    println!(
+        "  {:<52} {:>12.0} events/s   {:.2}x bytes (goal >= 0.85)",
+        "proxy, --observe http (LLM reader + audit)",
+        http,
+        http / bytes
+    );
+    if let Some(a) = auditor {
+        let counts = a.counts();
+        println!("  audit findings over the run: {counts:?} (none expected: every answer whole)");
+        println!(
+            "  observations the audit dropped (queue full): {} of {} rounds' worth",
+            a.dropped(),
+            rounds
+        );
+    }
+    stop.cancel();
+}
+
+fn main() {
+    let events = arg("--events", 1_000_000);
+    let rounds = arg("--rounds", 5);
+    part1(events, rounds.min(3));
+    part2(events, rounds);
+}

@@ -1,0 +1,185 @@
+//! `tearline load` against an LLM endpoint: a `--target` whose path names an LLM API
+//! (`…/v1/chat/completions`, `…/v1/responses`, `…/v1/messages`) runs the LLM load client
+//! (`load::llm`) instead of MCP sessions, with the same `--sessions`, `--calls`/`--duration`,
+//! `--rate`, `--policy`, `--max-attempts`, `--timeout`, `--backoff`, `--seed` and
+//! `--report-dir`, plus the `--llm-*` flags here.
+//!
+//! Invariant: the API key is read from the environment variable `--api-key-env` names, never
+//! from the command line (which other users may see), and never printed or written.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use tokio_util::sync::CancellationToken;
+
+use super::{Args, CliError};
+use crate::load::config::{Stop, Target};
+use crate::load::llm::{LlmExtras, LlmLoadConfig};
+use crate::load::{LoadOutcome, summary};
+use crate::report::names::{LLM_NAMES, LLM_TPOT, events_per_s};
+
+/// Flags of the LLM load client.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LlmFlags {
+    /// LLM endpoints: `model` of every request.
+    #[arg(long, default_value = "tearline-lab")]
+    pub llm_model: String,
+    /// LLM endpoints: output token limit of every request.
+    #[arg(long, default_value_t = 1024)]
+    pub llm_max_tokens: u32,
+    /// LLM endpoints: offer a `get_weather` tool the answer must call (tool-call streams).
+    #[arg(long)]
+    pub llm_tools: bool,
+    /// LLM endpoints: the environment variable holding the API key to send (as
+    /// `Authorization: Bearer`, and `x-api-key` for /v1/messages), e.g. OPENAI_API_KEY.
+    #[arg(long, value_name = "VAR")]
+    pub api_key_env: Option<String>,
+}
+
+/// Runs the LLM load client for every policy `args` names.
+pub async fn run(args: &Args, target: Target) -> Result<ExitCode, CliError> {
+    // `retry` (or `--reissue-unsafe`) is `strict` here: LLM requests carry no annotations.
+    let policies = &args.policy.0;
+    let api_key = match &args.llm.api_key_env {
+        None => None,
+        Some(var) => Some(std::env::var(var).map_err(|_| {
+            CliError::Flags("--api-key-env names an environment variable that is not set")
+        })?),
+    };
+    let shutdown = CancellationToken::new();
+    let ctrl_c = shutdown.clone();
+    let watcher = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            ctrl_c.cancel();
+        }
+    });
+    let mut outcomes = Vec::new();
+    let mut extras = Vec::new();
+    for &policy in policies {
+        let mut cfg = LlmLoadConfig::new(target.clone(), policy)?;
+        cfg.sessions = args.sessions;
+        cfg.stop = match (args.calls, args.duration) {
+            (Some(n), _) => Stop::Calls(n),
+            (None, Some(d)) => Stop::Duration(d),
+            (None, None) => Stop::Duration(std::time::Duration::from_secs(10)),
+        };
+        cfg.rate = args.rate;
+        cfg.model.clone_from(&args.llm.llm_model);
+        cfg.max_tokens = args.llm.llm_max_tokens;
+        cfg.tools = args.llm.llm_tools;
+        cfg.api_key.clone_from(&api_key);
+        cfg.max_attempts = args.max_attempts;
+        cfg.idle_timeout = args.timeout;
+        cfg.connect_timeout = args.connect_timeout;
+        cfg.backoff = args.backoff;
+        cfg.seed = args.seed;
+        match crate::load::llm::run(cfg, shutdown.clone()).await {
+            Ok((o, x)) => {
+                outcomes.push(o);
+                extras.push(x);
+            }
+            Err(e) => {
+                watcher.abort();
+                return Err(e.into());
+            }
+        }
+        if shutdown.is_cancelled() {
+            break;
+        }
+    }
+    watcher.abort();
+    if let Some(dir) = &args.report_dir {
+        let written = super::agent::write(&outcomes, &target, args.seed, dir)?;
+        eprintln!("report: {}", written.dir.display());
+    }
+    if args.json {
+        let mut v = summary::json(&outcomes);
+        if let Some(list) = v.get_mut("policies").and_then(|p| p.as_array_mut()) {
+            for (p, x) in list.iter_mut().zip(&extras) {
+                p["output_tokens"] = x.tokens.into();
+                p["tokens_per_s"] = x.tokens_per_s.into();
+            }
+        }
+        println!("{v:#}");
+    } else {
+        print!("{}", text(&outcomes, &extras));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One counter row of the summary: its label and how to read it from an outcome.
+type Row = (&'static str, fn(&LoadOutcome) -> u64);
+
+/// The summary: counters, tokens, and the LLM latencies (ms) per policy.
+pub fn text(outcomes: &[LoadOutcome], extras: &[LlmExtras]) -> String {
+    let mut out = String::new();
+    let _ = write!(out, "{:<22}", "");
+    for o in outcomes {
+        let _ = write!(out, "{:>14}", o.policy.as_str());
+    }
+    out.push('\n');
+    let rows: [Row; 4] = [
+        ("requests", |o| o.counters.calls),
+        ("complete", |o| o.counters.ok),
+        ("failed (visible)", |o| o.counters.failed),
+        ("truncated, accepted", |o| o.counters.silent_loss),
+    ];
+    for (name, get) in rows {
+        let _ = write!(out, "{name:<22}");
+        for o in outcomes {
+            let _ = write!(out, "{:>14}", get(o));
+        }
+        out.push('\n');
+    }
+    let _ = write!(out, "{:<22}", "truncations detected");
+    for x in extras {
+        let _ = write!(out, "{:>14}", x.truncations);
+    }
+    out.push('\n');
+    let _ = write!(out, "{:<22}", "re-sends");
+    for o in outcomes {
+        let _ = write!(out, "{:>14}", o.counters.reissued);
+    }
+    out.push('\n');
+    let _ = write!(out, "{:<22}", "output tokens");
+    for x in extras {
+        let _ = write!(out, "{:>14}", x.tokens);
+    }
+    out.push('\n');
+    let _ = write!(out, "{:<22}", "output tokens/s");
+    for x in extras {
+        let _ = write!(out, "{:>14.1}", x.tokens_per_s);
+    }
+    out.push('\n');
+    out.push_str("\nlatency (ms)                 count      p50      p90      p99      max\n");
+    for o in outcomes {
+        for name in LLM_NAMES {
+            let Some(h) = o.histograms.get(name).filter(|h| !h.is_empty()) else {
+                continue;
+            };
+            let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+            let _ = writeln!(
+                out,
+                "{:<6} {:<21} {:>6} {:>8.1} {:>8.1} {:>8.1} {:>8.1}",
+                o.policy.as_str(),
+                name,
+                h.len(),
+                ms(0.5),
+                ms(0.9),
+                ms(0.99),
+                h.max() as f64 / 1000.0
+            );
+        }
+        if let Some(h) = o.histograms.get(LLM_TPOT).filter(|h| !h.is_empty()) {
+            let _ = writeln!(
+                out,
+                "{:<6} {:<21} {:>6} {:>8.1} (tokens/s of the median answer)",
+                o.policy.as_str(),
+                "tokens/s",
+                h.len(),
+                events_per_s(h.value_at_quantile(0.5))
+            );
+        }
+    }
+    out
+}
