@@ -72,7 +72,7 @@ pub enum FindingKind {
     TruncationAccepted,
     /// An LLM stream ended before its completion signal and its request was not re-sent:
     /// the client failed visibly or used a partial answer (the wire cannot tell which; see
-    /// `audit::llm`).
+    /// `audit::rules::llm`).
     LlmTruncated,
     /// An LLM stream ended before its completion signal and its request was re-sent (proven
     /// by `Idempotency-Key` or `X-Stainless-Retry-Count`).

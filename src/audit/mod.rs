@@ -65,7 +65,10 @@
 //!   method and params from the same client), `abandoned` (a cut call with no answer, no
 //!   resume and no proven re-send is `abandoned`, class loss, in both eras; its candidates),
 //!   `stateless` (MCP 2026-07-28: `reexecuted`, `sent-after-cancel`), `truncation`
-//!   (`truncation-accepted`: a client that took a TLS truncation for the end of its call).
+//!   (`truncation-accepted`: a client that took a TLS truncation for the end of its call),
+//!   `llm` (LLM token streams: `llm-truncated`, `llm-unanswered`, `llm-retried`,
+//!   `llm-no-terminal`, `llm-stalled`, `llm-hung`; it reads the wire's LLM observations
+//!   through `on_observation`).
 //!
 //! The summary opens with "silent loss observed: yes/no (N calls affected)", counted from the
 //! `loss` findings (`abandoned` included); judgements still awaiting a resume or a re-send are

@@ -1,6 +1,7 @@
-//! Rule `llm`, the LLM verdicts: what an LLM token stream delivered before it ended, and what the client
-//! did next — judged from the wire alone (the observer's [`Observation::LlmRequest`] and
-//! [`Observation::LlmEvent`], stream ends, cuts and closes).
+//! Rule `llm`, the LLM verdicts: what an LLM token stream delivered before it ended, and what
+//! the client did next — judged from the wire alone (the observer's
+//! [`Observation::LlmRequest`] and [`Observation::LlmEvent`], stream ends, cuts and closes,
+//! all through the hooks `on_observation`, `on_conn_closed` and `on_sweep`).
 //!
 //! Rules (one LLM stream = the SSE response to one request whose path names an LLM API):
 //! - `llm-truncated` (loss): the stream ended — cleanly, cut by the proxy, or its connection

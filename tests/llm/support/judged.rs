@@ -19,7 +19,7 @@ use tearline::audit::{Finding, FindingKind};
 
 use super::truth::Fact;
 
-/// How `llm-truncated` / `llm-unanswered` name candidates (see `audit::llm`).
+/// How `llm-truncated` / `llm-unanswered` name candidates (see the audit's rule `llm`, src/audit/rules/llm.rs).
 const NAMES_CANDIDATE: &str = "no re-send marker";
 
 fn truncated(f: &Finding, tool_mode: bool) -> Fact {
