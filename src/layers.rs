@@ -132,20 +132,30 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Files only compiled for tests: `#[cfg(test)] #[path = "x.rs"] mod tests;` declarations.
+/// Files only compiled for tests: `#[cfg(test)] #[path = "x.rs"] mod tests;` and, in a
+/// `mod.rs`, `#[cfg(test)] mod x;` declarations.
 fn test_only_files(files: &[PathBuf]) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for f in files {
         let src = std::fs::read_to_string(f).unwrap_or_default();
+        let is_mod_rs = f.file_name().is_some_and(|n| n == "mod.rs");
         let mut lines = src.lines().peekable();
         while let Some(line) = lines.next() {
-            if line.trim() == "#[cfg(test)]"
-                && let Some(next) = lines.peek()
-                && let Some(rest) = next.trim().strip_prefix("#[path = \"")
+            if line.trim() != "#[cfg(test)]" {
+                continue;
+            }
+            let (Some(next), Some(parent)) = (lines.peek(), f.parent()) else {
+                continue;
+            };
+            if let Some(rest) = next.trim().strip_prefix("#[path = \"")
                 && let Some(name) = rest.strip_suffix("\"]")
-                && let Some(parent) = f.parent()
             {
                 out.push(parent.join(name));
+            } else if is_mod_rs
+                && let Some(name) = next.trim().strip_prefix("mod ")
+                && let Some(name) = name.strip_suffix(';')
+            {
+                out.push(parent.join(format!("{name}.rs")));
             }
         }
     }
