@@ -45,8 +45,7 @@ impl CutBook {
 
 impl ObservationSink for CutBook {
     fn record(&self, obs: Observation) {
-        let Some(rec) = CutRecord::from_observation(&obs, &self.proxy, None, SystemTime::now())
-        else {
+        let Some(rec) = CutRecord::from_observation(&obs, &self.proxy, SystemTime::now()) else {
             return;
         };
         let Observation::Cut { action, point, .. } = &obs else {

@@ -585,6 +585,7 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
                 point: crate::wire::CutPoint {
                     tls_end: self.proxy.config().tls.end_of(action),
                     outage_ms: outage.map(crate::units::millis),
+                    by: Some(by),
                     ..self.observer.cut_at(self.written_to)
                 },
             });

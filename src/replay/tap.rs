@@ -19,6 +19,9 @@ use crate::wire::{CutPoint, Observation, ObservationSink};
 pub const MAX_TIMELINE: usize = 2_000;
 
 /// One moment of the run, in milliseconds since the tap was made.
+// A cut carries its whole point; moments are at most `MAX_TIMELINE`, so the size difference
+// between the variants costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Moment {
     /// The proxy cut a connection.

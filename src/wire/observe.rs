@@ -111,6 +111,8 @@ pub struct CutPoint {
     pub outage_ms: Option<u64>,
     /// The LLM position of the cut, in a stream of a known LLM API (see `wire::llm`).
     pub llm: Option<super::LlmPos>,
+    /// The fault kind that decided the cut (set by the pump).
+    pub by: Option<&'static str>,
 }
 
 /// One thing an observer learned, for the audit. Additive: consumers ignore what they do not

@@ -86,13 +86,9 @@ pub struct CutRecord {
 }
 
 impl CutRecord {
-    /// Builds the record of `obs` if it is a [`Observation::Cut`]; `by` is the fault kind.
-    pub fn from_observation(
-        obs: &Observation,
-        proxy: &str,
-        by: Option<&str>,
-        time: SystemTime,
-    ) -> Option<CutRecord> {
+    /// Builds the record of `obs` if it is a [`Observation::Cut`] (the fault that cut is the
+    /// one the pump named in its cut point).
+    pub fn from_observation(obs: &Observation, proxy: &str, time: SystemTime) -> Option<CutRecord> {
         let Observation::Cut {
             conn,
             direction,
@@ -128,7 +124,7 @@ impl CutRecord {
             torn_bytes: point.torn_bytes,
             data_line: point.data_line,
             action: *action,
-            by: by.map(str::to_string),
+            by: point.by.map(str::to_string),
             tls_end: point.tls_end,
             outage_ms: point.outage_ms,
             llm_position: point.llm.map(|p| p.as_str().to_string()),
@@ -237,8 +233,7 @@ fn write_lines(rx: Receiver<String>, mut out: BufWriter<File>, failed: &AtomicU6
 
 impl ObservationSink for CutLog {
     fn record(&self, obs: Observation) {
-        let Some(rec) = CutRecord::from_observation(&obs, &self.proxy, None, SystemTime::now())
-        else {
+        let Some(rec) = CutRecord::from_observation(&obs, &self.proxy, SystemTime::now()) else {
             return;
         };
         let Ok(mut line) = serde_json::to_string(&rec) else {
@@ -279,6 +274,7 @@ mod tests {
                 tls_end: None,
                 outage_ms: Some(250),
                 llm: None,
+                by: Some("sse_cut"),
             },
         }
     }
@@ -286,7 +282,7 @@ mod tests {
     #[test]
     fn record_carries_every_fact_of_the_cut() {
         let t = UNIX_EPOCH + std::time::Duration::from_millis(1_700_000_000_123);
-        let r = CutRecord::from_observation(&cut(), "api", Some("sse_cut"), t).expect("a cut");
+        let r = CutRecord::from_observation(&cut(), "api", t).expect("a cut");
         assert_eq!(r.time_ms, 1_700_000_000_123);
         assert_eq!((r.proxy.as_str(), r.conn, r.raw_offset), ("api", 4, 1234));
         assert_eq!(r.stream.method.as_deref(), Some("POST"));
@@ -304,7 +300,7 @@ mod tests {
         assert_eq!(json["action"], "reset");
         assert_eq!(json["direction"], "downstream");
         let other = Observation::ConnClosed { conn: 1 };
-        assert!(CutRecord::from_observation(&other, "api", None, t).is_none());
+        assert!(CutRecord::from_observation(&other, "api", t).is_none());
     }
 
     #[test]

@@ -133,7 +133,7 @@ async fn cut_outages_and_torn_event_line_counts_come_from_the_traffic() {
     let records: Vec<CutRecord> = recorder
         .all()
         .iter()
-        .filter_map(|o| CutRecord::from_observation(o, "figures", None, SystemTime::now()))
+        .filter_map(|o| CutRecord::from_observation(o, "figures", SystemTime::now()))
         .collect();
     assert_eq!(records.len(), 2);
     assert!(records[0].outage_ms.is_some_and(|ms| ms > 250 && ms <= 300));

@@ -86,10 +86,14 @@ async fn during_replay_cuts_only_resumes(eol: LineEnding, seed: u64) {
             .any(|(o, resume)| *resume && class_of(o) == Some(SseClass::MidValue)),
         "{label}: a resume response still has mid-value cut points"
     );
-    let record =
-        CutRecord::from_observation(&replay[0].0, "delivery", Some("sse_cut"), SystemTime::now())
-            .expect("a cut record");
+    let record = CutRecord::from_observation(&replay[0].0, "delivery", SystemTime::now())
+        .expect("a cut record");
     assert_eq!(record.class.as_deref(), Some("during-replay"), "{label}");
+    assert_eq!(
+        record.by.as_deref(),
+        Some("sse_cut"),
+        "{label}: the fault that cut"
+    );
     assert_eq!(record.stream.method.as_deref(), Some("GET"), "{label}");
     let torn: Vec<_> = run
         .auditor

@@ -118,11 +118,15 @@ async fn every_position(api: LlmApi) {
                     point: cuts[0].clone(),
                 },
                 "llm",
-                Some("sse_cut"),
                 std::time::SystemTime::now(),
             )
             .expect("record");
             assert_eq!(record.llm_position.as_deref(), Some(at.as_str()), "{label}");
+            assert_eq!(
+                record.by.as_deref(),
+                Some("sse_cut"),
+                "{label}: the pump names the fault"
+            );
             match action {
                 "reset" => assert_eq!(
                     reply.error,

@@ -397,6 +397,7 @@ impl Wire {
                 rpc_id: None,
                 tls_end: self.tls_end,
                 outage_ms: None,
+                by: None,
                 llm: None,
             },
         });
