@@ -4,7 +4,7 @@
 #
 # Usage: bench/render_report.sh [REPORT_DIR] [OUT.png]
 #   REPORT_DIR  a directory holding report.html (default: the synthetic report of the tests,
-#               written by `cargo run --example report_demo` to target/report-demo)
+#               written by `cargo run --example report_demo` (bench/report_demo.rs) to target/report-demo)
 #   OUT.png     default: REPORT_DIR/report.png (HEIGHT=px sets the window height, default 3600)
 # Needs Debian's `chromium` package (apt-get install -y chromium).
 set -euo pipefail
