@@ -9,6 +9,8 @@
 //! - Observations reach the ledger in push order: a drain takes the whole queue while holding
 //!   the ledger, so two drains (the worker and a query) cannot interleave.
 //! - While `paused`, only queries drain (a slow consumer, as tests and operators make one).
+//! - A drained batch's storage is reused for the next queue when it holds at most
+//!   [`SPARE_CAP`] observations' room (an idle auditor keeps at most that, never a burst's).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -21,10 +23,16 @@ use crate::wire::Observation;
 /// Observations waiting for the ledger by default; beyond this they are dropped and counted.
 pub const QUEUE_LIMIT: usize = 65_536;
 
+/// Capacity of an emptied batch kept for reuse, at most (observations).
+pub const SPARE_CAP: usize = 2048;
+
 /// The bounded queue of observations with their receipt times.
 #[derive(Debug)]
 pub struct Intake {
     queue: Mutex<VecDeque<(Instant, Observation)>>,
+    /// An emptied batch kept for the next one (see [`Intake::recycle`]), so that a busy stream's
+    /// queue does not regrow from nothing after each drain.
+    spare: Mutex<VecDeque<(Instant, Observation)>>,
     limit: usize,
     dropped: AtomicU64,
     paused: AtomicBool,
@@ -37,6 +45,7 @@ impl Intake {
     pub fn new(limit: usize) -> Self {
         Intake {
             queue: Mutex::new(VecDeque::new()),
+            spare: Mutex::new(VecDeque::new()),
             limit: limit.max(1),
             dropped: AtomicU64::new(0),
             paused: AtomicBool::new(false),
@@ -63,9 +72,23 @@ impl Intake {
         true
     }
 
-    /// Takes everything queued, in order.
+    /// Takes everything queued, in order (the queue goes on in the recycled spare, if any).
     pub fn take(&self) -> VecDeque<(Instant, Observation)> {
-        std::mem::take(&mut *self.queue.lock().unwrap_or_else(|p| p.into_inner()))
+        let spare = std::mem::take(&mut *self.spare.lock().unwrap_or_else(|p| p.into_inner()));
+        std::mem::replace(
+            &mut *self.queue.lock().unwrap_or_else(|p| p.into_inner()),
+            spare,
+        )
+    }
+
+    /// Hands back a batch from [`Intake::take`] once applied: emptied, it becomes the next
+    /// queue's storage when its capacity is at most [`SPARE_CAP`] (a burst's larger one is
+    /// freed, so an idle auditor keeps at most that much).
+    pub fn recycle(&self, mut batch: VecDeque<(Instant, Observation)>) {
+        if batch.capacity() <= SPARE_CAP {
+            batch.clear();
+            *self.spare.lock().unwrap_or_else(|p| p.into_inner()) = batch;
+        }
     }
 
     /// Observations dropped because the queue was full.
@@ -94,5 +117,64 @@ impl Intake {
     /// True while the worker must not drain.
     pub fn paused(&self) -> bool {
         self.paused.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn end(seq: u64) -> Observation {
+        Observation::StreamEnd {
+            conn: 1,
+            seq,
+            clean: true,
+        }
+    }
+
+    fn seqs(q: &VecDeque<(Instant, Observation)>) -> Vec<u64> {
+        q.iter()
+            .filter_map(|(_, o)| match o {
+                Observation::StreamEnd { seq, .. } => Some(*seq),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_recycled_batch_carries_the_next_queue_in_order() {
+        let i = Intake::new(QUEUE_LIMIT);
+        let now = Instant::now();
+        for s in 0..100 {
+            assert!(i.push(now, end(s)));
+        }
+        let first = i.take();
+        assert_eq!(seqs(&first), (0..100).collect::<Vec<_>>());
+        i.recycle(first);
+        // The queue drained after the recycle starts on the recycled storage.
+        assert!(i.take().is_empty());
+        for s in 100..103 {
+            assert!(i.push(now, end(s)));
+        }
+        let next = i.take();
+        assert_eq!(seqs(&next), [100, 101, 102]);
+        assert!(next.capacity() >= 100, "capacity {}", next.capacity());
+    }
+
+    #[test]
+    fn a_burst_batch_is_freed_not_kept() {
+        let i = Intake::new(QUEUE_LIMIT);
+        let now = Instant::now();
+        for s in 0..(SPARE_CAP as u64 + 1) {
+            assert!(i.push(now, end(s)));
+        }
+        let burst = i.take();
+        assert!(burst.capacity() > SPARE_CAP);
+        i.recycle(burst);
+        assert!(i.take().is_empty());
+        assert!(i.push(now, end(0)));
+        let next = i.take();
+        assert!(next.capacity() <= SPARE_CAP, "capacity {}", next.capacity());
+        assert_eq!(seqs(&next), [0]);
     }
 }

@@ -143,10 +143,12 @@ impl Inner {
     /// Applies everything queued, in order; returns the engine (and its ledger), locked.
     fn drain(&self) -> MutexGuard<'_, Engine> {
         let mut l = self.lock_engine();
-        for (at, obs) in self.intake.take() {
+        let mut batch = self.intake.take();
+        for (at, obs) in batch.drain(..) {
             l.arrive(at, obs);
             l.maybe_sweep(at);
         }
+        self.intake.recycle(batch);
         l
     }
 }

@@ -576,7 +576,7 @@ fn read(
     match tok {
         Tok::StrStart => {
             ev.capture = capture_for(api, ev, p);
-            ev.cap = Small::default();
+            ev.cap.len = 0;
             return false;
         }
         Tok::Str(s) if ev.capture != Capture::None => {
