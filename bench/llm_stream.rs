@@ -20,8 +20,15 @@
 //! audit's worker task shares the proxy's thread, and the observations it had to drop (its
 //! queue full) are printed.
 //!
+//! Part 3, paced, in the same run: `--streams` concurrent answers (default 256) of `--tokens`
+//! events each (default 150) at `--rate` events/s per stream (default 50, a model's usual
+//! token rate), the server writing one event per tick; the CPU time (getrusage, user +
+//! system) of the proxy's one thread per event relayed, with `--observe bytes` and with
+//! `--observe http` + audit, and their ratio: what observing costs a gateway that is not
+//! saturated (the audit's worker task shares that thread, so its cost is counted).
+//!
 //! `-- --events N` changes the answer's length (default 1,000,000), `-- --rounds N` the rounds
-//! (default 5).
+//! (default 5); `-- --streams 0` skips part 3.
 
 use std::hint::black_box;
 use std::net::SocketAddr;
@@ -64,29 +71,37 @@ fn request(path: &str) -> Vec<u8> {
     .into_bytes()
 }
 
-/// The response: head, one chunk per event, the finish chunk, `[DONE]`, the last chunk.
-fn response(events: usize) -> Vec<u8> {
+/// The response in the pieces a server writes: the head, one HTTP chunk per event, then the
+/// finish chunk, `[DONE]` and the last chunk together.
+fn response_pieces(events: usize) -> Vec<Vec<u8>> {
     let words = [
         " tear", " line", " lab", " token", " is", " here", " now", " ok",
     ];
-    let mut out = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
-    let mut push = |event: &str| {
-        out.extend_from_slice(format!("{:x}\r\n", event.len()).as_bytes());
-        out.extend_from_slice(event.as_bytes());
-        out.extend_from_slice(b"\r\n");
+    let chunk = |event: &str| {
+        let mut c = format!("{:x}\r\n", event.len()).into_bytes();
+        c.extend_from_slice(event.as_bytes());
+        c.extend_from_slice(b"\r\n");
+        c
     };
+    let mut out = vec![b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec()];
     for k in 0..events {
-        push(&format!(
+        out.push(chunk(&format!(
             "data: {{\"id\":\"chatcmpl-b1\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{}\"}},\"finish_reason\":null}}]}}\n\n",
             words[k % words.len()]
-        ));
+        )));
     }
-    push(
+    let mut tail = chunk(
         "data: {\"id\":\"chatcmpl-b1\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
     );
-    push("data: [DONE]\n\n");
-    out.extend_from_slice(b"0\r\n\r\n");
+    tail.extend_from_slice(&chunk("data: [DONE]\n\n"));
+    tail.extend_from_slice(b"0\r\n\r\n");
+    out.push(tail);
     out
+}
+
+/// The whole response (see [`response_pieces`]).
+fn response(events: usize) -> Vec<u8> {
+    response_pieces(events).concat()
 }
 
 /// Best events/s over `rounds` runs of `f`.
@@ -172,19 +187,26 @@ fn runtime(name: &str) -> Runtime {
         .expect("runtime")
 }
 
+/// Reads the request (head and the small body); false if the peer went away first.
+async fn read_request(s: &mut TcpStream) -> bool {
+    let mut buf = vec![0u8; 4096];
+    let mut head = Vec::new();
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") || head.len() < 200 {
+        match s.read(&mut buf).await {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    true
+}
+
 async fn server(listener: TcpListener, body: Arc<Vec<u8>>) {
     while let Ok((mut s, _)) = listener.accept().await {
         let body = body.clone();
         tokio::spawn(async move {
             let _ = s.set_nodelay(true);
-            let mut buf = vec![0u8; 4096];
-            let mut head = Vec::new();
-            // Read the request (head and the small body) before answering.
-            while !head.windows(4).any(|w| w == b"\r\n\r\n") || head.len() < 200 {
-                match s.read(&mut buf).await {
-                    Ok(0) | Err(_) => return,
-                    Ok(n) => head.extend_from_slice(&buf[..n]),
-                }
+            if !read_request(&mut s).await {
+                return;
             }
             for c in body.chunks(256 * 1024) {
                 if s.write_all(c).await.is_err() {
@@ -213,6 +235,138 @@ async fn client(addr: SocketAddr) -> usize {
     }
 }
 
+/// Answers each request with `pieces`, one piece per tick of `period` (the head at once).
+async fn paced_server(listener: TcpListener, pieces: Arc<Vec<Vec<u8>>>, period: Duration) {
+    while let Ok((mut s, _)) = listener.accept().await {
+        let pieces = pieces.clone();
+        tokio::spawn(async move {
+            let _ = s.set_nodelay(true);
+            if !read_request(&mut s).await {
+                return;
+            }
+            let mut tick = tokio::time::interval(period);
+            for p in pieces.iter() {
+                tick.tick().await;
+                if s.write_all(p).await.is_err() {
+                    return;
+                }
+            }
+            let _ = s.shutdown().await;
+        });
+    }
+}
+
+/// A proxy on `rt` in front of `origin`, relaying bytes only or observing with the audit.
+fn start_proxy(
+    rt: &Runtime,
+    origin: SocketAddr,
+    observed: bool,
+    stop: &CancellationToken,
+) -> (SocketAddr, Option<Arc<Auditor>>) {
+    rt.block_on(async {
+        let mut cfg = ProxyConfig::new("bench", origin.to_string());
+        cfg.drain_timeout = Duration::from_secs(1);
+        let p = Proxy::new(cfg);
+        let auditor = observed.then(|| Arc::new(Auditor::new(AuditConfig::default())));
+        if let Some(a) = &auditor {
+            p.observe_http(a.clone());
+        }
+        let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let a = l.local_addr().expect("addr");
+        tokio::spawn(proxy::run(l, p, stop.clone()));
+        (a, auditor)
+    })
+}
+
+/// CPU time (user + system) the calling thread has used.
+fn thread_cpu() -> Duration {
+    // SAFETY: `getrusage` writes only the `rusage` it is given, which is plain old data.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(libc::RUSAGE_THREAD, &mut ru) != 0 {
+            return Duration::ZERO;
+        }
+        ru
+    };
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
+    };
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// CPU time of the one worker thread of `rt` (the proxy's, where its tasks run).
+fn worker_cpu(rt: &Runtime) -> Duration {
+    rt.block_on(async { tokio::spawn(async { thread_cpu() }).await })
+        .unwrap_or(Duration::ZERO)
+}
+
+fn part3(streams: usize, tokens: usize, rate: usize) {
+    let pieces = Arc::new(response_pieces(tokens));
+    let whole: usize = pieces.iter().map(Vec::len).sum();
+    let period = Duration::from_secs_f64(1.0 / rate.max(1) as f64);
+    let server_rt = runtime("paced-server");
+    let proxy_rt = runtime("paced-proxy");
+    let client_rt = runtime("paced-client");
+    let origin = server_rt.block_on(async {
+        let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let a = l.local_addr().expect("addr");
+        tokio::spawn(paced_server(l, pieces.clone(), period));
+        a
+    });
+    let stop = CancellationToken::new();
+    let bytes = start_proxy(&proxy_rt, origin, false, &stop);
+    let http = start_proxy(&proxy_rt, origin, true, &stop);
+    println!(
+        "Part 3: paced, {streams} concurrent answers of {tokens} events at {rate} events/s each, proxy thread CPU per event"
+    );
+    let events = (streams * tokens) as f64;
+    let mut per_event = [0f64; 2];
+    for (i, (addr, _)) in [&bytes, &http].into_iter().enumerate() {
+        let addr = *addr;
+        let cpu0 = worker_cpu(&proxy_rt);
+        let t = Instant::now();
+        let got = client_rt.block_on(async {
+            let all: Vec<_> = (0..streams).map(|_| tokio::spawn(client(addr))).collect();
+            let mut got = Vec::new();
+            for c in all {
+                got.push(c.await.unwrap_or(0));
+            }
+            got
+        });
+        let wall = t.elapsed();
+        let cpu = worker_cpu(&proxy_rt).saturating_sub(cpu0);
+        assert!(
+            got.iter().all(|&n| n == whole),
+            "every client received the whole answer"
+        );
+        per_event[i] = cpu.as_secs_f64() / events;
+        println!(
+            "  {:<52} {:>9.2} µs CPU per event ({:.1} % of a core over {:.1} s)",
+            if i == 0 {
+                "proxy, --observe bytes"
+            } else {
+                "proxy, --observe http (LLM reader + audit)"
+            },
+            per_event[i] * 1e6,
+            cpu.as_secs_f64() / wall.as_secs_f64() * 100.0,
+            wall.as_secs_f64()
+        );
+    }
+    println!(
+        "  observing costs {:.2}x the relay's CPU per event (events per CPU-second: {:.2}x bytes)",
+        per_event[1] / per_event[0],
+        per_event[0] / per_event[1]
+    );
+    if let Some(a) = &http.1 {
+        println!(
+            "  audit findings: {:?} (none expected); observations dropped: {}",
+            a.counts(),
+            a.dropped()
+        );
+    }
+    stop.cancel();
+}
+
 fn part2(events: usize, rounds: usize) {
     let body = Arc::new(response(events));
     let server_rt = runtime("bench-server");
@@ -225,25 +379,9 @@ fn part2(events: usize, rounds: usize) {
         a
     });
     let stop = CancellationToken::new();
-    let mut addrs = Vec::new();
-    let mut auditor = None;
-    for observed in [false, true] {
-        let addr = proxy_rt.block_on(async {
-            let mut cfg = ProxyConfig::new("bench", origin.to_string());
-            cfg.drain_timeout = Duration::from_secs(1);
-            let p = Proxy::new(cfg);
-            if observed {
-                let a = Arc::new(Auditor::new(AuditConfig::default()));
-                p.observe_http(a.clone());
-                auditor = Some(a);
-            }
-            let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-            let a = l.local_addr().expect("addr");
-            tokio::spawn(proxy::run(l, p, stop.clone()));
-            a
-        });
-        addrs.push(addr);
-    }
+    let (bytes_addr, _) = start_proxy(&proxy_rt, origin, false, &stop);
+    let (http_addr, auditor) = start_proxy(&proxy_rt, origin, true, &stop);
+    let addrs = [bytes_addr, http_addr];
     println!(
         "Part 2: through the proxy on loopback, {events} events ({:.1} MB) per answer, best of {rounds}",
         body.len() as f64 / 1e6
@@ -287,4 +425,8 @@ fn main() {
     let rounds = arg("--rounds", 5);
     part1(events, rounds.min(3));
     part2(events, rounds);
+    let streams = arg("--streams", 256);
+    if streams > 0 {
+        part3(streams, arg("--tokens", 150), arg("--rate", 50));
+    }
 }

@@ -576,7 +576,7 @@ fn read(
     match tok {
         Tok::StrStart => {
             ev.capture = capture_for(api, ev, p);
-            ev.cap.len = 0;
+            ev.cap = Small::default();
             return false;
         }
         Tok::Str(s) if ev.capture != Capture::None => {

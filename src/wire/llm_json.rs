@@ -67,7 +67,6 @@ pub enum Key {
     Other,
 }
 
-#[cfg(test)]
 const KEYS: [(&[u8], Key); 21] = [
     (b"choices", Key::Choices),
     (b"delta", Key::Delta),
@@ -91,35 +90,6 @@ const KEYS: [(&[u8], Key); 21] = [
     (b"text", Key::Text),
     (b"stop_reason", Key::StopReason),
 ];
-
-/// The [`Key`] named `k` (one `match` on the bytes: the compiler branches on length and
-/// content instead of comparing against each name in turn; [`KEYS`] is the same table).
-fn key_of(k: &[u8]) -> Key {
-    match k {
-        b"choices" => Key::Choices,
-        b"delta" => Key::Delta,
-        b"content" => Key::Content,
-        b"tool_calls" => Key::ToolCalls,
-        b"index" => Key::Index,
-        b"id" => Key::Id,
-        b"function" => Key::Function,
-        b"name" => Key::Name,
-        b"arguments" => Key::Arguments,
-        b"finish_reason" => Key::FinishReason,
-        b"usage" => Key::Usage,
-        b"error" => Key::Error,
-        b"type" => Key::Type,
-        b"item" => Key::Item,
-        b"output_index" => Key::OutputIndex,
-        b"response" => Key::Response,
-        b"status" => Key::Status,
-        b"content_block" => Key::ContentBlock,
-        b"partial_json" => Key::PartialJson,
-        b"text" => Key::Text,
-        b"stop_reason" => Key::StopReason,
-        _ => Key::Other,
-    }
-}
 
 /// One step of a path: a member under a key, or an array element.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -327,11 +297,15 @@ impl JsonPath {
                     }
                     match memchr2(b'"', b'\\', rest) {
                         None => {
-                            self.key_bytes(rest);
+                            for &b in rest {
+                                self.key_byte(b);
+                            }
                             i = bytes.len();
                         }
                         Some(n) => {
-                            self.key_bytes(&rest[..n]);
+                            for &b in &rest[..n] {
+                                self.key_byte(b);
+                            }
                             if rest[n] == b'\\' {
                                 self.key_byte(b'\\');
                                 self.state = S::InKey { esc: true };
@@ -351,22 +325,20 @@ impl JsonPath {
     }
 
     fn key_byte(&mut self, b: u8) {
-        self.key_bytes(&[b]);
-    }
-
-    /// Appends key bytes in one copy (the first [`KEY_CAP`] are kept, the rest counted).
-    fn key_bytes(&mut self, b: &[u8]) {
-        let at = self.key_len.min(KEY_CAP);
-        let n = b.len().min(KEY_CAP - at);
-        self.key[at..at + n].copy_from_slice(&b[..n]);
-        self.key_len = self.key_len.saturating_add(b.len());
+        if self.key_len < KEY_CAP {
+            self.key[self.key_len] = b;
+        }
+        self.key_len = self.key_len.saturating_add(1);
     }
 
     fn current_key(&self) -> Key {
         if self.key_len > KEY_CAP {
             return Key::Other;
         }
-        key_of(&self.key[..self.key_len])
+        let k = &self.key[..self.key_len];
+        KEYS.iter()
+            .find(|(name, _)| *name == k)
+            .map_or(Key::Other, |(_, key)| *key)
     }
 
     /// A value ended: back to its container (or done at the top level).
@@ -592,11 +564,15 @@ mod tests {
 
     #[test]
     fn every_known_key_is_recognised_and_others_are_not() {
-        for (name, key) in KEYS {
-            assert_eq!(key_of(name), key, "{}", String::from_utf8_lossy(name));
+        let key = |name: &[u8]| {
             let mut r = JsonPath::default();
-            r.key_bytes(name);
-            assert_eq!(r.current_key(), key);
+            for &b in name {
+                r.key_byte(b);
+            }
+            r.current_key()
+        };
+        for (name, k) in KEYS {
+            assert_eq!(key(name), k, "{}", String::from_utf8_lossy(name));
         }
         for other in [
             &b""[..],
@@ -605,13 +581,10 @@ mod tests {
             b"contents",
             b"content_blocks",
         ] {
-            assert_eq!(key_of(other), Key::Other);
+            assert_eq!(key(other), Key::Other);
         }
         // A key longer than the kept bytes is another key, even if it begins with a known one.
-        let mut r = JsonPath::default();
-        r.key_bytes(b"finish_reason");
-        r.key_bytes(b"_and_then_some_more");
-        assert_eq!(r.current_key(), Key::Other);
+        assert_eq!(key(b"finish_reason_and_then_some_more"), Key::Other);
     }
 
     #[test]
