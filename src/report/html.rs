@@ -108,9 +108,8 @@ fn chart(out: &mut String, svg: &str) {
     let _ = writeln!(out, "<div class=\"chart\">{svg}</div>");
 }
 
-/// Latency charts: one per histogram name shared by the policies (one curve per policy), then
-/// one with every proxy histogram.
-fn latency_charts(report: &Report, out: &mut String) -> Result<(), ReportError> {
+/// The client histogram names of every policy, sorted, each once.
+fn histogram_names(report: &Report) -> Vec<&String> {
     let mut names: Vec<&String> = report
         .policies
         .values()
@@ -118,7 +117,13 @@ fn latency_charts(report: &Report, out: &mut String) -> Result<(), ReportError> 
         .collect();
     names.sort();
     names.dedup();
-    for name in names {
+    names
+}
+
+/// Latency charts: one per histogram name shared by the policies (one curve per policy), then
+/// one with every proxy histogram.
+fn latency_charts(report: &Report, out: &mut String) -> Result<(), ReportError> {
+    for name in histogram_names(report) {
         let series: Vec<(String, &hdrhistogram::Histogram<u64>)> = report
             .policies
             .iter()
@@ -151,14 +156,7 @@ fn latency_over_time(report: &Report, out: &mut String) -> Result<(), ReportErro
     if report.intervals.is_empty() {
         return Ok(());
     }
-    let mut names: Vec<&String> = report
-        .policies
-        .values()
-        .flat_map(|p| p.histograms.keys())
-        .collect();
-    names.sort();
-    names.dedup();
-    for name in names {
+    for name in histogram_names(report) {
         let series: Vec<time_charts::SecondSeries> = report
             .policies
             .iter()
