@@ -99,14 +99,20 @@ fn config(
 /// One counter row of the summary: its label and how to read it from an outcome.
 type Row = (&'static str, fn(&LoadOutcome) -> u64);
 
+/// One line of the summary: `label` in 22 columns, then one right-aligned 14-column cell per
+/// policy.
+fn row<T: std::fmt::Display>(out: &mut String, label: &str, cells: impl Iterator<Item = T>) {
+    let _ = write!(out, "{label:<22}");
+    for c in cells {
+        let _ = write!(out, "{c:>14}");
+    }
+    out.push('\n');
+}
+
 /// The summary: counters, tokens, and the LLM latencies (ms) per policy.
 pub fn text(outcomes: &[LoadOutcome], extras: &[LlmExtras]) -> String {
     let mut out = String::new();
-    let _ = write!(out, "{:<22}", "");
-    for o in outcomes {
-        let _ = write!(out, "{:>14}", o.policy.as_str());
-    }
-    out.push('\n');
+    row(&mut out, "", outcomes.iter().map(|o| o.policy.as_str()));
     let rows: [Row; 4] = [
         ("requests", |o| o.counters.calls),
         ("complete", |o| o.counters.ok),
@@ -114,32 +120,21 @@ pub fn text(outcomes: &[LoadOutcome], extras: &[LlmExtras]) -> String {
         ("truncated, accepted", |o| o.counters.silent_loss),
     ];
     for (name, get) in rows {
-        let _ = write!(out, "{name:<22}");
-        for o in outcomes {
-            let _ = write!(out, "{:>14}", get(o));
-        }
-        out.push('\n');
+        row(&mut out, name, outcomes.iter().map(get));
     }
-    let _ = write!(out, "{:<22}", "truncations detected");
-    for x in extras {
-        let _ = write!(out, "{:>14}", x.truncations);
-    }
-    out.push('\n');
-    let _ = write!(out, "{:<22}", "re-sends");
-    for o in outcomes {
-        let _ = write!(out, "{:>14}", o.counters.reissued);
-    }
-    out.push('\n');
-    let _ = write!(out, "{:<22}", "output tokens");
-    for x in extras {
-        let _ = write!(out, "{:>14}", x.tokens);
-    }
-    out.push('\n');
-    let _ = write!(out, "{:<22}", "output tokens/s");
-    for x in extras {
-        let _ = write!(out, "{:>14.1}", x.tokens_per_s);
-    }
-    out.push('\n');
+    row(
+        &mut out,
+        "truncations detected",
+        extras.iter().map(|x| x.truncations),
+    );
+    row(
+        &mut out,
+        "re-sends",
+        outcomes.iter().map(|o| o.counters.reissued),
+    );
+    row(&mut out, "output tokens", extras.iter().map(|x| x.tokens));
+    let per_s = extras.iter().map(|x| format!("{:.1}", x.tokens_per_s));
+    row(&mut out, "output tokens/s", per_s);
     out.push_str("\nlatency (ms)                 count      p50      p90      p99      max\n");
     for o in outcomes {
         for name in LLM_NAMES {
