@@ -16,7 +16,7 @@
 //!   `pending`) is deferred with `silent-empty` until the stream is forgotten or `finish`.
 
 use super::engine::Engine;
-use super::finding::FindingKind;
+use super::finding::{FindingCut, FindingKind};
 use super::judge::{LegEnd, ReplayClass};
 use super::ledger::Ledger;
 use super::ledger::ReplaySignal;
@@ -525,9 +525,7 @@ impl Ledger {
         }
         let torn = Torn {
             id: p.pending_id.clone(),
-            class: p.class,
-            bytes: p.torn_bytes,
-            data_line: p.data_line,
+            cut: FindingCut::from_point(p),
             raw_offset: p.raw_offset,
         };
         if let Some(s) = self.streams.get_mut(&key) {

@@ -248,7 +248,7 @@ impl Engine {
                 let mut owed = stream.owed_between(ordinal, snapshot);
                 // A torn priming event (empty data) is never dispatched, so never owed.
                 if let Some(tid) = torn
-                    .filter(|t| t.class != Some(crate::wire::SseClass::Priming))
+                    .filter(|t| t.cut.class != Some(crate::wire::SseClass::Priming))
                     .and_then(|t| t.id)
                 {
                     owed.push(tid);

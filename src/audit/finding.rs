@@ -10,6 +10,9 @@
 use serde::Serialize;
 use std::fmt;
 
+use crate::tls::TlsEnd;
+use crate::wire::{CutPoint, SseClass};
+
 /// The kind of a finding. `as_str` gives the name used in logs, counters and reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -265,6 +268,48 @@ pub struct StreamRef {
     pub seq: u64,
 }
 
+/// The cut a finding is about, typed as the pump recorded it: built from its
+/// [`CutPoint`] (the one typed cut record, see `wire::observe`), so the fault that cut (`by`)
+/// and the TLS end reach the finding as they left the pump; they become strings only when the
+/// finding is serialized.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+pub struct FindingCut {
+    /// SSE position class of the cut.
+    #[serde(rename = "cut_class", skip_serializing_if = "Option::is_none")]
+    pub class: Option<SseClass>,
+    /// Bytes of the torn event that were delivered, for `torn-cut` and `cursor-ahead`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub torn_bytes: Option<u64>,
+    /// Which `data:` line (1-based) the cut fell in, when inside one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_line: Option<u32>,
+    /// How the TLS session to the client ended at the cut (`truncated`: no `close_notify`;
+    /// `close-notify`), on a TLS client side.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_end: Option<TlsEnd>,
+    /// The fault kind that decided the cut (`sse_cut`, `reset_peer`, …).
+    #[serde(rename = "cut_by", skip_serializing_if = "Option::is_none")]
+    pub by: Option<&'static str>,
+}
+
+impl FindingCut {
+    /// Every fact of `point` a finding reports.
+    pub fn from_point(point: &CutPoint) -> Self {
+        FindingCut {
+            class: point.class,
+            torn_bytes: Some(point.torn_bytes),
+            data_line: point.data_line,
+            tls_end: point.tls_end,
+            by: point.by,
+        }
+    }
+
+    /// The class's kebab-case name, if any.
+    pub fn class_name(&self) -> Option<&'static str> {
+        self.class.map(SseClass::as_str)
+    }
+}
+
 /// One finding and its evidence. Serialized as one JSON object per line in the findings log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finding {
@@ -283,19 +328,10 @@ pub struct Finding {
     pub ids: Vec<String>,
     /// Raw byte offsets on the downstream connection (cut offset, event starts/ends).
     pub raw_offsets: Vec<u64>,
-    /// SSE position class of the cut, for cut-related findings.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cut_class: Option<String>,
-    /// Bytes of the torn event that were delivered, for `torn-cut` and `cursor-ahead`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub torn_bytes: Option<u64>,
-    /// Which `data:` line (1-based) the cut fell in, when inside one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub data_line: Option<u32>,
-    /// How the TLS session to the client ended at the cut (`truncated`: no `close_notify`;
-    /// `close-notify`), for cut-related findings on a TLS client side.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tls_end: Option<String>,
+    /// The cut the finding is about, for cut-related findings (flattened: `cut_class`,
+    /// `torn_bytes`, `data_line`, `tls_end`, `cut_by`; absent facts are left out).
+    #[serde(flatten)]
+    pub cut: FindingCut,
     /// `abandoned`: milliseconds the call waited after its last cut for an answer, a resume or
     /// a proven re-send before it was judged lost.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -337,10 +373,7 @@ impl Finding {
             stream,
             ids: Vec::new(),
             raw_offsets: Vec::new(),
-            cut_class: None,
-            torn_bytes: None,
-            data_line: None,
-            tls_end: None,
+            cut: FindingCut::default(),
             waited_ms: None,
             candidates: Vec::new(),
             proof: None,

@@ -13,9 +13,8 @@
 //! - Ordinals increase by one per delivered event and are never reused, so "after the cursor"
 //!   is an ordinal comparison even when ids are opaque.
 
-use super::finding::{Finding, StreamRef};
+use super::finding::{Finding, FindingCut, StreamRef};
 use super::sequence::Sequences;
-use crate::wire::SseClass;
 use std::collections::{HashMap, VecDeque};
 use tokio::time::Instant;
 
@@ -43,12 +42,9 @@ pub struct Entry {
 pub struct Torn {
     /// Its id, if its `id:` line was complete.
     pub id: Option<String>,
-    /// The class of the cut.
-    pub class: Option<SseClass>,
-    /// Bytes of the event delivered.
-    pub bytes: u64,
-    /// The `data:` line the cut fell in.
-    pub data_line: Option<u32>,
+    /// The cut as the pump recorded it (class, bytes of the event delivered, `data:` line,
+    /// the fault that cut): what a finding about the torn event reports.
+    pub cut: FindingCut,
     /// Raw offset of the cut on the connection.
     pub raw_offset: u64,
 }
@@ -329,6 +325,7 @@ impl Stream {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::SseClass;
 
     fn stream(cap: usize) -> Stream {
         Stream::new(
@@ -366,9 +363,12 @@ mod tests {
         let mut s = stream(8);
         s.torn = Some(Torn {
             id: Some("42".into()),
-            class: Some(SseClass::MidValue),
-            bytes: 10,
-            data_line: Some(1),
+            cut: FindingCut {
+                class: Some(SseClass::MidValue),
+                torn_bytes: Some(10),
+                data_line: Some(1),
+                ..FindingCut::default()
+            },
             raw_offset: 99,
         });
         s.push(Some("42".into()), 1, 1, true);

@@ -77,7 +77,12 @@ impl ChunkPositions {
 }
 
 /// Where a cut fell, as the observer saw it; the pump adds time and connection facts.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+///
+/// The one typed record of a cut: the pump fills it, the cuts log writes it (flattened into
+/// [`super::record::CutRecord`], absent facts as `null`), the audit keeps and reports it
+/// (`audit::finding::FindingCut` is built from it). Its enums become strings only when it is
+/// serialized.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
 pub struct CutPoint {
     /// Class of the cut, `None` outside an SSE body.
     pub class: Option<SseClass>,
@@ -98,11 +103,13 @@ pub struct CutPoint {
     pub body_bytes: Option<u64>,
     /// Which `data:` line of the event the cut fell in (1-based), if any.
     pub data_line: Option<u32>,
-    /// Request facts of the stream: method and path.
+    /// Request facts of the stream: method and path (written as the record's `stream`).
+    #[serde(skip)]
     pub request: Option<String>,
     /// `Mcp-Session-Id` of the stream's request or response, if any.
     pub session: Option<String>,
-    /// JSON-RPC request id of the stream's POST, if visible.
+    /// JSON-RPC request id of the stream's POST, if visible (written in the record's `stream`).
+    #[serde(skip)]
     pub rpc_id: Option<String>,
     /// How the client's TLS session ended, if the client side speaks TLS (set by the pump).
     pub tls_end: Option<crate::tls::TlsEnd>,
@@ -110,6 +117,7 @@ pub struct CutPoint {
     /// effect (set by the pump; `None` when the cut opened none).
     pub outage_ms: Option<u64>,
     /// The LLM position of the cut, in a stream of a known LLM API (see `wire::llm`).
+    #[serde(rename = "llm_position")]
     pub llm: Option<super::LlmPos>,
     /// The fault kind that decided the cut (set by the pump).
     pub by: Option<&'static str>,

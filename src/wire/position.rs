@@ -128,6 +128,13 @@ impl SseClass {
     }
 }
 
+/// Serialized as its kebab-case name ([`SseClass::as_str`]): the one place it becomes a string.
+impl serde::Serialize for SseClass {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 impl fmt::Display for SseClass {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -263,6 +270,13 @@ impl LlmPos {
             LlmPos::BeforeCompletion => "before-completion",
             LlmPos::AfterCompletion => "after-completion",
         }
+    }
+}
+
+/// Serialized as its kebab-case name ([`LlmPos::as_str`]): the one place it becomes a string.
+impl serde::Serialize for LlmPos {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
     }
 }
 

@@ -20,16 +20,16 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::{Observation, ObservationSink};
+use super::{CutPoint, Observation, ObservationSink};
 use crate::vocab::CutAction;
 use crate::vocab::Direction;
 
 /// Records waiting for the writer thread; beyond this, records are dropped and counted.
 pub const QUEUE_LIMIT: usize = 4096;
 
-/// The stream a cut fell in.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct StreamRef {
+/// The request whose stream a cut fell in (the record's `stream` object).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CutRequest {
     /// Request method, if known.
     pub method: Option<String>,
     /// Request path, if known.
@@ -38,8 +38,10 @@ pub struct StreamRef {
     pub rpc_id: Option<String>,
 }
 
-/// One cut, as written to the cuts log (one JSON object per line).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// One cut, as written to the cuts log (one JSON object per line): who, when and which
+/// connection and request, then the pump's [`CutPoint`] itself, flattened (its fields are the
+/// record's: `raw_offset`, `class`, `torn_bytes`, `by`, `llm_position`, …).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct CutRecord {
     /// Wall-clock time of the cut, Unix milliseconds.
     pub time_ms: u64,
@@ -49,40 +51,13 @@ pub struct CutRecord {
     pub conn: u64,
     /// The direction that was cut.
     pub direction: Direction,
-    /// `Mcp-Session-Id`, if any.
-    pub session: Option<String>,
-    /// The stream's request.
-    pub stream: StreamRef,
-    /// Bytes of the direction delivered before the cut.
-    pub raw_offset: u64,
-    /// Decoded SSE payload bytes delivered before the cut, inside an SSE body.
-    pub payload_offset: Option<u64>,
-    /// SSE position class (kebab-case), inside an SSE body.
-    pub class: Option<String>,
-    /// Events dispatched in the stream before the cut.
-    pub event_index: Option<u64>,
-    /// Id of the event in progress whose id line was complete (not committed).
-    pub pending_id: Option<String>,
-    /// Last committed event id before the cut.
-    pub last_committed_id: Option<String>,
-    /// Bytes of the torn event delivered (0 at a boundary).
-    pub torn_bytes: u64,
-    /// Which `data:` line of the event the cut fell in (1-based).
-    pub data_line: Option<u32>,
     /// `reset`, `fin` or `clean-end` (as carried out).
     pub action: CutAction,
-    /// The fault kind that decided the cut, if known.
-    pub by: Option<String>,
-    /// `close-notify` or `truncated` when the client side speaks TLS, else `null`.
-    #[serde(default)]
-    pub tls_end: Option<crate::tls::TlsEnd>,
-    /// The outage window the cut opened (new connections held), in milliseconds.
-    #[serde(default)]
-    pub outage_ms: Option<u64>,
-    /// The LLM position of the cut (`mid-delta`, `before-completion`, …), in a stream of a
-    /// known LLM API.
-    #[serde(default)]
-    pub llm_position: Option<String>,
+    /// The stream's request.
+    pub stream: CutRequest,
+    /// Where the cut fell and what decided it (`session`, offsets, class, ids, `by`, …).
+    #[serde(flatten)]
+    pub point: CutPoint,
 }
 
 impl CutRecord {
@@ -109,25 +84,13 @@ impl CutRecord {
             proxy: proxy.to_string(),
             conn: *conn,
             direction: *direction,
-            session: point.session.clone(),
-            stream: StreamRef {
+            action: *action,
+            stream: CutRequest {
                 method,
                 path,
                 rpc_id: point.rpc_id.clone(),
             },
-            raw_offset: point.raw_offset,
-            payload_offset: point.payload_offset,
-            class: point.class.map(|c| c.as_str().to_string()),
-            event_index: point.event_index,
-            pending_id: point.pending_id.clone(),
-            last_committed_id: point.last_committed_id.clone(),
-            torn_bytes: point.torn_bytes,
-            data_line: point.data_line,
-            action: *action,
-            by: point.by.map(str::to_string),
-            tls_end: point.tls_end,
-            outage_ms: point.outage_ms,
-            llm_position: point.llm.map(|p| p.as_str().to_string()),
+            point: point.clone(),
         })
     }
 }
@@ -284,23 +247,43 @@ mod tests {
         let t = UNIX_EPOCH + std::time::Duration::from_millis(1_700_000_000_123);
         let r = CutRecord::from_observation(&cut(), "api", t).expect("a cut");
         assert_eq!(r.time_ms, 1_700_000_000_123);
-        assert_eq!((r.proxy.as_str(), r.conn, r.raw_offset), ("api", 4, 1234));
+        assert_eq!(
+            (r.proxy.as_str(), r.conn, r.point.raw_offset),
+            ("api", 4, 1234)
+        );
         assert_eq!(r.stream.method.as_deref(), Some("POST"));
         assert_eq!(r.stream.path.as_deref(), Some("/mcp"));
         assert_eq!(r.stream.rpc_id.as_deref(), Some("7"));
-        assert_eq!(r.class.as_deref(), Some("mid-value"));
+        let Observation::Cut { point, .. } = cut() else {
+            panic!("cut() builds a cut")
+        };
         assert_eq!(
-            (r.event_index, r.torn_bytes, r.data_line),
-            (Some(41), 77, Some(1))
+            r.point, point,
+            "the record carries the pump's cut point whole"
         );
-        assert_eq!(r.pending_id.as_deref(), Some("42"));
-        assert_eq!(r.last_committed_id.as_deref(), Some("41"));
-        assert_eq!(r.by.as_deref(), Some("sse_cut"));
         let json = serde_json::to_value(&r).expect("serializes");
         assert_eq!(json["action"], "reset");
         assert_eq!(json["direction"], "downstream");
         let other = Observation::ConnClosed { conn: 1 };
         assert!(CutRecord::from_observation(&other, "api", t).is_none());
+    }
+
+    #[test]
+    fn cut_log_line_names_every_fact_once_with_absent_ones_null() {
+        let t = UNIX_EPOCH + std::time::Duration::from_millis(1_700_000_000_123);
+        let r = CutRecord::from_observation(&cut(), "api", t).expect("a cut");
+        let json = serde_json::to_value(&r).expect("serializes");
+        let expected = serde_json::json!({
+            "time_ms": 1_700_000_000_123u64, "proxy": "api", "conn": 4,
+            "direction": "downstream", "action": "reset",
+            "stream": {"method": "POST", "path": "/mcp", "rpc_id": "7"},
+            "session": "s1", "raw_offset": 1234, "payload_offset": 1000,
+            "class": "mid-value", "event_index": 41, "pending_id": "42",
+            "last_committed_id": "41", "torn_bytes": 77, "body_bytes": null,
+            "data_line": 1, "tls_end": null, "outage_ms": 250,
+            "llm_position": null, "by": "sse_cut"
+        });
+        assert_eq!(json, expected);
     }
 
     #[test]
@@ -317,8 +300,9 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 2);
         for l in lines {
-            let r: CutRecord = serde_json::from_str(l).expect("a CutRecord per line");
-            assert_eq!(r.class.as_deref(), Some("mid-value"));
+            let r: serde_json::Value = serde_json::from_str(l).expect("a JSON object per line");
+            assert_eq!(r["class"], "mid-value");
+            assert_eq!(r["by"], "sse_cut");
         }
     }
 }

@@ -88,9 +88,13 @@ async fn during_replay_cuts_only_resumes(eol: LineEnding, seed: u64) {
     );
     let record = CutRecord::from_observation(&replay[0].0, "delivery", SystemTime::now())
         .expect("a cut record");
-    assert_eq!(record.class.as_deref(), Some("during-replay"), "{label}");
     assert_eq!(
-        record.by.as_deref(),
+        record.point.class.map(|c| c.as_str()),
+        Some("during-replay"),
+        "{label}"
+    );
+    assert_eq!(
+        record.point.by,
         Some("sse_cut"),
         "{label}: the fault that cut"
     );
@@ -100,7 +104,7 @@ async fn during_replay_cuts_only_resumes(eol: LineEnding, seed: u64) {
         .findings()
         .into_iter()
         .filter(|f| f.kind == FindingKind::TornCut)
-        .filter(|f| f.cut_class.as_deref() == Some("during-replay"))
+        .filter(|f| f.cut.class_name() == Some("during-replay"))
         .collect();
     assert!(
         !torn.is_empty(),

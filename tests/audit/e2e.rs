@@ -81,8 +81,8 @@ async fn e2e_seed_004_yields_torn_cut_cursor_ahead_fresh_stream() {
             vec![K::TornCut, K::CursorAhead, K::FreshStream],
             "{f:#?}"
         );
-        assert_eq!(f[0].cut_class.as_deref(), Some("mid-value"));
-        assert_eq!(f[0].data_line, Some(1));
+        assert_eq!(f[0].cut.class_name(), Some("mid-value"));
+        assert_eq!(f[0].cut.data_line, Some(1));
         assert_eq!(f[0].raw_offsets, vec![cut]);
     })
     .await

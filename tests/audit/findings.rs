@@ -71,8 +71,8 @@ async fn torn_then_exact(eol: Eol, ids: [&str; 5]) {
         w.auditor.findings()
     );
     let f = &w.auditor.findings()[0];
-    assert_eq!(f.cut_class.as_deref(), Some("mid-value"));
-    assert_eq!(f.data_line, Some(1));
+    assert_eq!(f.cut.class_name(), Some("mid-value"));
+    assert_eq!(f.cut.data_line, Some(1));
     assert_eq!(f.ids.first().map(String::as_str), Some(ids[2]));
 }
 
@@ -116,9 +116,9 @@ async fn seed_004(eol: Eol) {
         w.auditor.findings()
     );
     let f = w.auditor.findings();
-    assert_eq!(f[0].data_line, Some(1));
+    assert_eq!(f[0].cut.data_line, Some(1));
     assert_eq!(f[1].ids, vec!["42".to_string()]);
-    assert_eq!(f[1].torn_bytes, f[0].torn_bytes);
+    assert_eq!(f[1].cut.torn_bytes, f[0].cut.torn_bytes);
 }
 
 #[tokio::test(start_paused = true)]
@@ -274,7 +274,7 @@ async fn torn_event_missing_from_replay_yields_replay_gap() {
         w.auditor.findings()
     );
     assert_eq!(
-        w.auditor.findings()[0].cut_class.as_deref(),
+        w.auditor.findings()[0].cut.class_name(),
         Some("before-dispatch")
     );
     assert_eq!(w.auditor.findings()[1].ids, vec!["3".to_string()]);
@@ -321,10 +321,7 @@ async fn newer_event_before_torn_one_yields_replay_reorder() {
         "{:#?}",
         w.auditor.findings()
     );
-    assert_eq!(
-        w.auditor.findings()[0].cut_class.as_deref(),
-        Some("field-name")
-    );
+    assert_eq!(w.auditor.findings()[0].cut.class_name(), Some("field-name"));
 }
 
 #[tokio::test(start_paused = true)]
@@ -911,10 +908,7 @@ async fn cursor_named_after_id_line_only_is_cursor_ahead() {
         "{:#?}",
         w.auditor.findings()
     );
-    assert_eq!(
-        w.auditor.findings()[0].cut_class.as_deref(),
-        Some("after-id")
-    );
+    assert_eq!(w.auditor.findings()[0].cut.class_name(), Some("after-id"));
 }
 
 #[tokio::test(start_paused = true)]

@@ -49,8 +49,8 @@ async fn truncated_cut_then_a_new_call_is_truncation_accepted() {
         .iter()
         .find(|f| f.kind == K::TornCut)
         .expect("the cut tore event 2");
-    assert_eq!(torn.cut_class.as_deref(), Some("before-dispatch"));
-    assert_eq!(torn.tls_end.as_deref(), Some("truncated"));
+    assert_eq!(torn.cut.class_name(), Some("before-dispatch"));
+    assert_eq!(torn.cut.tls_end.map(|e| e.as_str()), Some("truncated"));
     let f: Vec<_> = findings
         .iter()
         .filter(|f| f.kind == K::TruncationAccepted)
@@ -61,8 +61,8 @@ async fn truncated_cut_then_a_new_call_is_truncation_accepted() {
     assert_eq!(f.session.as_deref(), Some("s-1"));
     assert_eq!(f.ids, vec!["7".to_string()]);
     assert_eq!(f.raw_offsets, torn.raw_offsets);
-    assert_eq!(f.cut_class.as_deref(), Some("before-dispatch"));
-    assert_eq!(f.tls_end.as_deref(), Some("truncated"));
+    assert_eq!(f.cut.class_name(), Some("before-dispatch"));
+    assert_eq!(f.cut.tls_end.map(|e| e.as_str()), Some("truncated"));
     assert!(f.detail.contains("tools/call 8"), "{}", f.detail);
 }
 
@@ -151,7 +151,7 @@ async fn close_notify_reset_or_plain_cuts_are_never_truncation_accepted() {
         );
         let torn = w.auditor.findings();
         let torn = torn.iter().find(|f| f.kind == K::TornCut).expect("torn");
-        assert_eq!(torn.tls_end, end.map(|e| e.as_str().to_string()));
+        assert_eq!(torn.cut.tls_end, end);
     }
 }
 

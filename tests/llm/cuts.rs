@@ -121,9 +121,13 @@ async fn every_position(api: LlmApi) {
                 std::time::SystemTime::now(),
             )
             .expect("record");
-            assert_eq!(record.llm_position.as_deref(), Some(at.as_str()), "{label}");
             assert_eq!(
-                record.by.as_deref(),
+                record.point.llm.map(|p| p.as_str()),
+                Some(at.as_str()),
+                "{label}"
+            );
+            assert_eq!(
+                record.point.by,
                 Some("sse_cut"),
                 "{label}: the pump names the fault"
             );

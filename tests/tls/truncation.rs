@@ -134,8 +134,12 @@ async fn strict_client_through_truncations_counts_nothing_complete_and_accepts_n
     let torn = of_kind(&findings, FindingKind::TornCut);
     assert!(!torn.is_empty(), "{findings:#?}");
     for f in &torn {
-        assert_eq!(f.cut_class.as_deref(), Some("before-dispatch"), "{f:#?}");
-        assert_eq!(f.tls_end.as_deref(), Some("truncated"), "{f:#?}");
+        assert_eq!(f.cut.class_name(), Some("before-dispatch"), "{f:#?}");
+        assert_eq!(
+            f.cut.tls_end.map(|e| e.as_str()),
+            Some("truncated"),
+            "{f:#?}"
+        );
     }
     assert!(
         of_kind(&findings, FindingKind::TruncationAccepted).is_empty(),
@@ -246,13 +250,13 @@ async fn careless_client_moving_on_after_a_truncation_is_truncation_accepted() {
     let f = accepted[0];
     assert_eq!(f.session.as_deref(), Some(sid.as_str()));
     assert_eq!(f.ids, vec!["1".to_string()]);
-    assert_eq!(f.cut_class.as_deref(), Some("before-dispatch"));
-    assert_eq!(f.tls_end.as_deref(), Some("truncated"));
+    assert_eq!(f.cut.class_name(), Some("before-dispatch"));
+    assert_eq!(f.cut.tls_end.map(|e| e.as_str()), Some("truncated"));
     assert!(f.detail.contains("tools/call 2"), "{}", f.detail);
     let torn = of_kind(&findings, FindingKind::TornCut);
     assert!(
-        torn.iter()
-            .any(|t| t.raw_offsets == f.raw_offsets && t.tls_end.as_deref() == Some("truncated")),
+        torn.iter().any(|t| t.raw_offsets == f.raw_offsets
+            && t.cut.tls_end.map(|e| e.as_str()) == Some("truncated")),
         "{findings:#?}"
     );
 }

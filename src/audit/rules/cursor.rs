@@ -16,7 +16,7 @@
 //!
 //! State: none.
 
-use crate::audit::finding::FindingKind;
+use crate::audit::finding::{FindingCut, FindingKind};
 use crate::audit::ledger::Ledger;
 use crate::audit::rule::{ResumeOpened, Rule};
 use crate::audit::stream::Torn;
@@ -41,9 +41,10 @@ impl Rule for Cursor {
                 // The id is owned by this stream but not delivered: it is the torn event's.
                 let t = stream.torn.clone().unwrap_or_else(|| Torn {
                     id: Some(cursor.to_owned()),
-                    class: None,
-                    bytes: 0,
-                    data_line: None,
+                    cut: FindingCut {
+                        torn_bytes: Some(0),
+                        ..FindingCut::default()
+                    },
                     raw_offset: 0,
                 });
                 let mut f = l
@@ -53,12 +54,10 @@ impl Rule for Cursor {
                     .detail(format!(
                         "Last-Event-ID {cursor} names an event cut after {} byte(s); the last \
                          fully delivered id was {}",
-                        t.bytes,
+                        t.cut.torn_bytes.unwrap_or(0),
                         last.as_deref().unwrap_or("(none)")
                     ));
-                f.cut_class = t.class.map(|c| c.as_str().to_string());
-                f.torn_bytes = Some(t.bytes);
-                f.data_line = t.data_line;
+                f.cut = t.cut;
                 f
             }
             Some(ordinal) => {

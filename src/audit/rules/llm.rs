@@ -39,13 +39,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::audit::finding::{Finding, FindingKind, StreamRef};
+use crate::audit::finding::{Finding, FindingCut, FindingKind, StreamRef};
 use crate::audit::ledger::Ledger;
 use crate::audit::rule::Rule;
 use crate::vocab::{CutAction, LlmApi};
 use crate::wire::Observation;
 use crate::wire::llm_args::ArgsStatus;
-use crate::wire::{CutPoint, LlmEventSeen, LlmRequestSeen};
+use crate::wire::{CutPoint, LlmEventSeen, LlmPos, LlmRequestSeen};
 
 /// Silence before an unfinished stream's end that makes it a stall.
 pub const STALL_AFTER: Duration = Duration::from_secs(2);
@@ -82,8 +82,8 @@ enum End {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Cut {
     action: CutAction,
-    position: Option<String>,
-    class: Option<String>,
+    position: Option<LlmPos>,
+    cut: FindingCut,
     raw_offset: u64,
 }
 
@@ -244,8 +244,8 @@ impl Exchange {
                 "the proxy's {} cut{}{}",
                 c.action.as_str(),
                 c.position
-                    .as_deref()
-                    .or(c.class.as_deref())
+                    .map(LlmPos::as_str)
+                    .or(c.cut.class_name())
                     .map(|p| format!(" at {p}"))
                     .unwrap_or_default(),
                 if c.action == CutAction::CleanEnd {
@@ -312,7 +312,7 @@ impl LlmRule {
     fn llm_finding(l: &Ledger, kind: FindingKind, ex: &Exchange, now: Instant) -> Finding {
         let mut f = Finding::new(kind, l.ms(now), None, ex.reference());
         if let Some(c) = &ex.cut {
-            f.cut_class = c.class.clone();
+            f.cut = c.cut;
             f.raw_offsets = vec![c.raw_offset];
         }
         f
@@ -461,8 +461,8 @@ impl LlmRule {
     pub fn on_llm_cut(&mut self, _l: &mut Ledger, conn: u64, action: CutAction, point: &CutPoint) {
         let cut = Cut {
             action,
-            position: point.llm.map(|p| p.as_str().to_owned()),
-            class: point.class.map(|c| c.as_str().to_owned()),
+            position: point.llm,
+            cut: FindingCut::from_point(point),
             raw_offset: point.raw_offset,
         };
         if let Some(p) = self

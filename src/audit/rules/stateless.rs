@@ -348,7 +348,10 @@ impl Stateless {
         if stream.open_legs > 0 {
             return;
         }
-        let torn = stream.torn.as_ref().is_some_and(|t| t.bytes > 0);
+        let torn = stream
+            .torn
+            .as_ref()
+            .is_some_and(|t| t.cut.torn_bytes.is_some_and(|b| b > 0));
         let unanswered: Vec<String> = stream.unanswered_ids();
         let (session, reference) = (stream.session.clone(), stream.reference.clone());
         let calls = self.calls.get_mut(&key);

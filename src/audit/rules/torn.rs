@@ -12,7 +12,7 @@
 //!
 //! State: none.
 
-use crate::audit::finding::FindingKind;
+use crate::audit::finding::{FindingCut, FindingKind};
 use crate::audit::ledger::Ledger;
 use crate::audit::rule::{CutSeen, Rule};
 
@@ -52,10 +52,7 @@ impl Rule for TornCut {
                     .map_or(String::new(), |n| format!(", in data line {n}")),
                 p.last_committed_id.as_deref().unwrap_or("(none)"),
             ));
-        f.cut_class = p.class.map(|k| k.as_str().to_string());
-        f.torn_bytes = Some(p.torn_bytes);
-        f.data_line = p.data_line;
-        f.tls_end = p.tls_end.map(|e| e.as_str().to_string());
+        f.cut = FindingCut::from_point(p);
         l.emit(f);
     }
 }

@@ -28,7 +28,7 @@
 //! - A watch settles `grace` after the cut, or at `finish` (a client that re-sends and resumes
 //!   concurrently is not reported).
 
-use crate::audit::finding::{Finding, FindingKind, StreamRef};
+use crate::audit::finding::{Finding, FindingCut, FindingKind, StreamRef};
 use crate::audit::ledger::Ledger;
 use crate::audit::rpc::RpcMessage;
 use crate::audit::rule::{CutSeen, RequestView, Rule};
@@ -51,7 +51,8 @@ pub struct Truncation {
     pub calls: Vec<CallShape>,
     pub cut_at: Instant,
     pub raw_offset: u64,
-    pub class: Option<&'static str>,
+    /// The cut as the pump recorded it.
+    pub cut: FindingCut,
     /// `method id` of the requests the client sent after the cut.
     pub moved_on: Vec<String>,
     /// The client recovered the call (resume, re-issue, cancel): nothing to report.
@@ -94,7 +95,7 @@ impl TruncationAccepted {
             calls,
             cut_at: now,
             raw_offset: p.raw_offset,
-            class: p.class.map(|c| c.as_str()),
+            cut: FindingCut::from_point(p),
             moved_on: Vec::new(),
             recovered: false,
         };
@@ -198,7 +199,7 @@ impl TruncationAccepted {
                 "TLS session truncated (fin without close_notify) in {} at raw offset {} with \
                  call(s) {} unanswered; the client neither resumed, re-sent nor cancelled them \
                  and went on with {}",
-                w.class.unwrap_or("-"),
+                w.cut.class_name().unwrap_or("-"),
                 w.raw_offset,
                 call_ids.join(", "),
                 w.moved_on.join(", ")
@@ -212,8 +213,7 @@ impl TruncationAccepted {
             .ids(call_ids)
             .offsets(vec![w.raw_offset])
             .detail(detail);
-            f.cut_class = w.class.map(str::to_string);
-            f.tls_end = Some(TlsEnd::Truncated.as_str().to_string());
+            f.cut = w.cut;
             l.emit(f);
         }
     }
