@@ -19,6 +19,7 @@ pub mod cell;
 pub mod expect;
 pub mod modern;
 pub mod peers;
+mod rig;
 pub mod run;
 pub mod table;
 

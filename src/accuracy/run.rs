@@ -18,25 +18,23 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use tokio::net::TcpListener;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::cell::{Cell, Scenario};
 use super::expect::{self, Truth};
+use super::rig::{self, bind};
 use crate::audit::{AuditConfig, Auditor};
 use crate::fault::sse_cut::{CutTarget, SseCutConfig};
 use crate::fault::{ConnRng, Fault, FaultFactory};
 use crate::lab::bugs::ServerBug;
 use crate::lab::truth::LabTruth;
-use crate::lab::{LabConfig, LineEnding, OnEvicted};
+use crate::lab::{LabConfig, OnEvicted};
 use crate::load::eventsource::{EventSourceConfig, run as run_eventsource};
 use crate::load::truth::ClientTruth;
 use crate::load::{LoadConfig, Target};
 use crate::profile::Profile;
-use crate::proxy::{Proxy, ProxyConfig};
 use crate::vocab::Direction;
-use crate::wire::SseClass;
 
 /// Progress notifications per call (a shared-store run's first client uses fewer, so the two
 /// sessions' events differ).
@@ -101,28 +99,9 @@ impl FaultFactory for OnConnections {
     }
 }
 
-/// The classes a scripted cut aims at (those of CRLF output only appear with CRLF).
-fn classes(eol: LineEnding) -> Vec<(SseClass, f64)> {
-    let mut v = vec![
-        (SseClass::Boundary, 1.0),
-        (SseClass::FieldName, 1.0),
-        (SseClass::AfterColon, 1.0),
-        (SseClass::MidValue, 2.0),
-        (SseClass::BeforeEol, 1.0),
-        (SseClass::BeforeDispatch, 1.0),
-        (SseClass::AfterId, 1.0),
-        (SseClass::MidId, 1.0),
-    ];
-    if eol == LineEnding::Crlf {
-        v.push((SseClass::CrLf, 1.0));
-        v.push((SseClass::DispatchCrLf, 1.0));
-    }
-    v
-}
-
 fn scripted_cut(cell: &Cell, method: &str, events: (u64, u64)) -> Arc<dyn FaultFactory> {
     crate::fault::sse_cut::factory(SseCutConfig {
-        at: CutTarget::Classes(classes(cell.eol)),
+        at: CutTarget::Classes(rig::cut_classes(cell.eol, true)),
         // Every leg: a scripted cut of a resume GET tears its replayed events too.
         leg: crate::fault::sse_cut::Leg::Any,
         range: (0, 0),
@@ -176,23 +155,16 @@ fn client(target: Target, n: u64, attempts: u32, truth: &Arc<ClientTruth>) -> Lo
 
 /// Runs `cell` once with `seed`, adding `profile`'s faults when given.
 pub async fn run(cell: Cell, seed: u64, profile: Option<(&str, &Profile)>) -> RunResult {
-    let mut result = RunResult {
-        label: cell.label(),
-        clean: cell.scenario.is_clean(),
+    let outcome = run_inner(&cell, seed, profile.map(|p| p.1))
+        .await
+        .map(|(truth, observed)| (expect::expected(&truth), observed));
+    rig::result(
+        cell.label(),
+        cell.scenario.is_clean(),
         seed,
-        profile: profile.map(|p| p.0.to_owned()),
-        expected: BTreeSet::new(),
-        observed: BTreeSet::new(),
-        harness_error: None,
-    };
-    match run_inner(&cell, seed, profile.map(|p| p.1)).await {
-        Ok((truth, observed)) => {
-            result.expected = expect::expected(&truth);
-            result.observed = observed;
-        }
-        Err(e) => result.harness_error = Some(e),
-    }
-    result
+        profile.map(|p| p.0.to_owned()),
+        outcome,
+    )
 }
 
 async fn run_inner(
@@ -236,17 +208,8 @@ async fn run_inner(
         faults.extend(p.factories_for(None));
     }
     let auditor = Arc::new(Auditor::new(AuditConfig::default()));
-    let mut pcfg = ProxyConfig::new("accuracy", lab_addr.to_string());
-    pcfg.seed = seed;
-    let proxy = Proxy::with_faults(pcfg, faults);
-    proxy.observe_http(auditor.clone());
-    let proxy_listener = bind().await?;
-    let proxy_addr = proxy_listener.local_addr().map_err(|e| e.to_string())?;
-    let proxy_task = tokio::spawn(crate::proxy::run(
-        proxy_listener,
-        Arc::clone(&proxy),
-        token.clone(),
-    ));
+    let running = rig::start_proxy("accuracy", lab_addr, seed, faults, &auditor, &token).await?;
+    let proxy_addr = running.addr;
 
     let target = |path: &str| Target {
         host: proxy_addr.ip().to_string(),
@@ -292,22 +255,7 @@ async fn run_inner(
             clients.push(truth);
         }
     }
-    // The proxy drains (delayed bytes, closes) before the audit closes its judgements: wait,
-    // bounded, until the clients' connections are gone, then stop everything.
-    let drained = Instant::now() + Duration::from_secs(3);
-    while proxy.stats().snapshot().connections_open > 0 && Instant::now() < drained {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    token.cancel();
-    let _ = tokio::time::timeout(Duration::from_secs(5), proxy_task).await;
-    let _ = tokio::time::timeout(Duration::from_secs(5), lab).await;
-    auditor.finish();
-    let observed = auditor
-        .counts()
-        .into_iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|(k, _)| k)
-        .collect();
+    let observed = rig::settle(running, lab, &token, &auditor).await;
     let truth = Truth {
         lab: lab_truth.legs(),
         clients: clients.iter().map(|c| c.legs()).collect(),
@@ -320,22 +268,10 @@ async fn run_inner(
     Ok((truth, observed))
 }
 
-async fn bind() -> Result<TcpListener, String> {
-    TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| format!("cannot bind 127.0.0.1:0: {e}"))
-}
-
 /// `ACCURACY_DUMP=<label substring>`: prints each matching run's findings and truth to stderr
 /// (for finding out why a kind is missed or reported without cause).
 fn dump(cell: &Cell, seed: u64, auditor: &Auditor, truth: &Truth) {
-    let mut out = format!("=== {} seed {seed}\n", cell.label());
-    for f in auditor.findings() {
-        out.push_str(&format!(
-            "finding {}\n",
-            serde_json::to_string(&f).unwrap_or_default()
-        ));
-    }
+    let mut out = rig::dump_findings(&cell.label(), seed, auditor);
     for leg in &truth.lab {
         out.push_str(&format!(
             "lab {}\n",

@@ -80,14 +80,7 @@ impl Engine {
         match (r.method.as_str(), &r.last_event_id) {
             ("GET", Some(cursor)) => self.on_resume(now, &r, cursor.clone(), reference, version),
             ("GET", None) => {
-                let s = Stream::new(
-                    r.session.clone(),
-                    reference,
-                    Origin::Get,
-                    version,
-                    now,
-                    self.l.cfg.ids_per_stream,
-                );
+                let s = self.new_stream(&r, reference, Origin::Get, version, now);
                 let key = self.l.add_stream(s, now);
                 self.l.open_leg(&r, key, now, None, false);
             }
@@ -100,43 +93,30 @@ impl Engine {
                             method,
                             params_hash,
                             ..
-                        } => Some(Call {
-                            id: id.clone(),
-                            method: method.clone(),
-                            params_hash: *params_hash,
-                            answers: 0,
-                            reported: false,
-                            replaced: false,
-                            key: r.idempotency_key.clone(),
-                        }),
+                        } => Some(unanswered_call(
+                            id.clone(),
+                            method.clone(),
+                            *params_hash,
+                            &r,
+                        )),
                         _ => None,
                     })
                     .collect();
                 let mut calls = calls;
                 if let (true, Some(id)) = (calls.is_empty(), &r.rpc_id_hint) {
-                    calls.push(Call {
-                        id: id.clone(),
-                        method: "(request not seen)".into(),
-                        params_hash: 0,
-                        answers: 0,
-                        reported: false,
-                        replaced: false,
-                        key: r.idempotency_key.clone(),
-                    });
+                    calls.push(unanswered_call(
+                        id.clone(),
+                        "(request not seen)".into(),
+                        0,
+                        &r,
+                    ));
                 }
                 if calls.is_empty() && r.body.is_some() {
                     return;
                 }
                 let mut reference = reference;
                 reference.rpc_ids = calls.iter().map(|c| c.id.clone()).collect();
-                let mut s = Stream::new(
-                    r.session.clone(),
-                    reference,
-                    Origin::Post,
-                    version,
-                    now,
-                    self.l.cfg.ids_per_stream,
-                );
+                let mut s = self.new_stream(&r, reference, Origin::Post, version, now);
                 s.calls = calls;
                 let ids: Vec<String> = s.calls.iter().map(|c| c.id.clone()).collect();
                 let seen = r.body.is_some();
@@ -163,6 +143,25 @@ impl Engine {
             }
             _ => {}
         }
+    }
+
+    /// A stream of `origin` for request `r`'s session, its id window the configured one.
+    fn new_stream(
+        &self,
+        r: &RequestFacts,
+        reference: StreamRef,
+        origin: Origin,
+        version: Option<String>,
+        now: Instant,
+    ) -> Stream {
+        Stream::new(
+            r.session.clone(),
+            reference,
+            origin,
+            version,
+            now,
+            self.l.cfg.ids_per_stream,
+        )
     }
 
     /// A resume GET: map the cursor, judge it, open the replay leg.
@@ -209,14 +208,7 @@ impl Engine {
                     self.l.cfg.ids_per_stream
                 )
             };
-            let s = Stream::new(
-                r.session.clone(),
-                reference,
-                Origin::Get,
-                version,
-                now,
-                self.l.cfg.ids_per_stream,
-            );
+            let s = self.new_stream(r, reference, Origin::Get, version, now);
             let key = self.l.add_stream(s, now);
             let f = self
                 .l
@@ -481,5 +473,18 @@ impl Ledger {
         for id in calls {
             s.calls.insert(id, key);
         }
+    }
+}
+
+/// A call of request `r` that nothing has answered yet.
+fn unanswered_call(id: String, method: String, params_hash: u64, r: &RequestFacts) -> Call {
+    Call {
+        id,
+        method,
+        params_hash,
+        answers: 0,
+        reported: false,
+        replaced: false,
+        key: r.idempotency_key.clone(),
     }
 }

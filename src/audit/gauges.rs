@@ -31,6 +31,20 @@ pub(crate) fn room_for(len: usize) -> usize {
     (len * 2).max(SHRINK_FLOOR)
 }
 
+/// Whether `session` has at least one item in a rule's per-session map.
+pub(crate) fn holds_items<V>(
+    map: &HashMap<Option<String>, Vec<V>>,
+    session: &Option<String>,
+) -> bool {
+    map.get(session).is_some_and(|v| !v.is_empty())
+}
+
+/// The items across every session of a rule's per-session map, for its gauge.
+pub(crate) fn items<V>(map: &HashMap<Option<String>, Vec<V>>) -> u64 {
+    let n: usize = map.values().map(Vec::len).sum();
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

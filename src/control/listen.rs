@@ -58,6 +58,15 @@ fn parse_port(port: &str) -> Result<u16, ResolveError> {
     Err(ResolveError(format!("lookup tcp/{port}: unknown port")))
 }
 
+/// The first IPv4 address of `found`, else its first address (as Go picks a listen address).
+pub fn prefer_ipv4(found: &[SocketAddr]) -> Option<SocketAddr> {
+    found
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(found.first())
+        .copied()
+}
+
 /// Resolves `addr` to the one socket address Go would listen on (see the module doc).
 pub async fn resolve(addr: &str) -> Result<SocketAddr, ResolveError> {
     let (host, port) = split_host_port(addr)?;
@@ -73,12 +82,7 @@ pub async fn resolve(addr: &str) -> Result<SocketAddr, ResolveError> {
         .await
         .map_err(|_| no_host())?
         .collect();
-    found
-        .iter()
-        .find(|a| a.is_ipv4())
-        .or(found.first())
-        .copied()
-        .ok_or_else(no_host)
+    prefer_ipv4(&found).ok_or_else(no_host)
 }
 
 /// `listen` resolved and printed as Toxiproxy prints a proxy's address (`localhost:7070` →

@@ -83,6 +83,40 @@ fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
 
+/// A family with one sample per proxy: `name{proxy="…"} value`.
+fn per_proxy(
+    out: &mut String,
+    proxies: &[ProxyStats],
+    (name, kind, help): (&str, &str, &str),
+    value: impl Fn(&ProxyStats) -> u64,
+) {
+    family(out, name, kind, help);
+    for p in proxies {
+        let _ = writeln!(out, "{name}{{proxy=\"{}\"}} {}", esc(&p.name), value(p));
+    }
+}
+
+/// A counter family with one sample per proxy and key of a per-proxy list:
+/// `name{proxy="…",LABEL="key"} value`.
+fn per_proxy_by(
+    out: &mut String,
+    proxies: &[ProxyStats],
+    (name, help, label): (&str, &str, &str),
+    list: impl Fn(&ProxyStats) -> &[(String, u64)],
+) {
+    family(out, name, "counter", help);
+    for p in proxies {
+        for (key, v) in list(p) {
+            let _ = writeln!(
+                out,
+                "{name}{{proxy=\"{}\",{label}=\"{}\"}} {v}",
+                esc(&p.name),
+                esc(key)
+            );
+        }
+    }
+}
+
 /// A float as Prometheus writes it.
 fn num(v: f64) -> String {
     if v.is_infinite() {
@@ -164,96 +198,68 @@ pub fn render(s: &Scrape<'_>) -> String {
             );
         }
     }
-    family(
+    per_proxy(
         &mut out,
-        "tearline_proxy_connections_open",
-        "gauge",
-        "Client connections a proxy holds open now.",
+        s.proxies,
+        (
+            "tearline_proxy_connections_open",
+            "gauge",
+            "Client connections a proxy holds open now.",
+        ),
+        |p| p.connections_open,
     );
-    for p in s.proxies {
-        let _ = writeln!(
-            out,
-            "tearline_proxy_connections_open{{proxy=\"{}\"}} {}",
-            esc(&p.name),
-            p.connections_open
-        );
-    }
-    family(
+    per_proxy(
         &mut out,
-        "tearline_proxy_connections_total",
-        "counter",
-        "Client connections a proxy accepted.",
+        s.proxies,
+        (
+            "tearline_proxy_connections_total",
+            "counter",
+            "Client connections a proxy accepted.",
+        ),
+        |p| p.connections_total,
     );
-    for p in s.proxies {
-        let _ = writeln!(
-            out,
-            "tearline_proxy_connections_total{{proxy=\"{}\"}} {}",
-            esc(&p.name),
-            p.connections_total
-        );
-    }
-    family(
+    per_proxy(
         &mut out,
-        "tearline_proxy_connections_refused_total",
-        "counter",
-        "Client connections a proxy refused at once (disabled, outage, upstream unreachable).",
+        s.proxies,
+        (
+            "tearline_proxy_connections_refused_total",
+            "counter",
+            "Client connections a proxy refused at once (disabled, outage, upstream unreachable).",
+        ),
+        |p| p.connections_refused,
     );
-    for p in s.proxies {
-        let _ = writeln!(
-            out,
-            "tearline_proxy_connections_refused_total{{proxy=\"{}\"}} {}",
-            esc(&p.name),
-            p.connections_refused
-        );
-    }
-    family(
+    per_proxy(
         &mut out,
-        "tearline_proxy_connections_over_limit_total",
-        "counter",
-        "Client connections a proxy refused (RST) because it served max_connections already or \
-         the process was out of file descriptors.",
+        s.proxies,
+        (
+            "tearline_proxy_connections_over_limit_total",
+            "counter",
+            "Client connections a proxy refused (RST) because it served max_connections already or \
+             the process was out of file descriptors.",
+        ),
+        |p| p.connections_over_limit,
     );
-    for p in s.proxies {
-        let _ = writeln!(
-            out,
-            "tearline_proxy_connections_over_limit_total{{proxy=\"{}\"}} {}",
-            esc(&p.name),
-            p.connections_over_limit
-        );
-    }
     toxiproxy(&mut out, s.proxies);
-    family(
+    per_proxy_by(
         &mut out,
-        "tearline_proxy_cuts_total",
-        "counter",
-        "Connections cut by a fault, by action (reset, fin, clean-end).",
+        s.proxies,
+        (
+            "tearline_proxy_cuts_total",
+            "Connections cut by a fault, by action (reset, fin, clean-end).",
+            "action",
+        ),
+        |p| &p.cuts_by_action,
     );
-    for p in s.proxies {
-        for (action, v) in &p.cuts_by_action {
-            let _ = writeln!(
-                out,
-                "tearline_proxy_cuts_total{{proxy=\"{}\",action=\"{}\"}} {v}",
-                esc(&p.name),
-                esc(action)
-            );
-        }
-    }
-    family(
+    per_proxy_by(
         &mut out,
-        "tearline_fault_activations_total",
-        "counter",
-        "Faults that fired on a connection, by fault kind.",
+        s.proxies,
+        (
+            "tearline_fault_activations_total",
+            "Faults that fired on a connection, by fault kind.",
+            "kind",
+        ),
+        |p| &p.fault_activations,
     );
-    for p in s.proxies {
-        for (kind, v) in &p.fault_activations {
-            let _ = writeln!(
-                out,
-                "tearline_fault_activations_total{{proxy=\"{}\",kind=\"{}\"}} {v}",
-                esc(&p.name),
-                esc(kind)
-            );
-        }
-    }
     family(
         &mut out,
         "tearline_proxy_residence_seconds",

@@ -156,6 +156,20 @@ pub fn error_response(e: &ApiError) -> Response<Full<Bytes>> {
     r
 }
 
+/// The answer to `method` on `route`, which does not serve it: 405 with the methods it does
+/// serve, in the body and in `Allow`.
+pub fn method_not_allowed(route: &Route, method: &Method) -> Response<Full<Bytes>> {
+    let mut r = error_response(&ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("method {method} not allowed; allowed: {}", route.allowed()),
+    ));
+    r.headers_mut().insert(
+        header::ALLOW,
+        header::HeaderValue::from_static(route.allowed()),
+    );
+    r
+}
+
 fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     serde_json::from_slice(body).map_err(ApiError::bad_body)
 }

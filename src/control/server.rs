@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::errors::{ApiError, ControlError};
-use super::routes::{Route, dispatch, error_response};
+use super::routes::{Route, dispatch, error_response, method_not_allowed};
 use super::safety::{check_headers, check_host, read_body};
 use super::slots::{Acquired, Slot, Slots};
 use super::{ApiInner, ApiState};
@@ -200,15 +200,7 @@ async fn answer(
     };
     let method = req.method().clone();
     let Some(label) = route.handler(&method) else {
-        let mut r = error_response(&ApiError::new(
-            StatusCode::METHOD_NOT_ALLOWED,
-            format!("method {method} not allowed; allowed: {}", route.allowed()),
-        ));
-        r.headers_mut().insert(
-            header::ALLOW,
-            header::HeaderValue::from_static(route.allowed()),
-        );
-        return ("MethodNotAllowed", Ok(r));
+        return ("MethodNotAllowed", Ok(method_not_allowed(&route, &method)));
     };
     let (parts, body) = req.into_parts();
     let read = read_body(&parts.headers, body, api.max_body);

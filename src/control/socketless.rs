@@ -4,12 +4,12 @@
 //! body size have passed.
 
 use bytes::Bytes;
-use http::{Method, Response, StatusCode, header};
+use http::{Method, Response, StatusCode};
 use http_body_util::Full;
 
 use super::ApiState;
 use super::errors::ApiError;
-use super::routes::{Route, dispatch, error_response};
+use super::routes::{Route, dispatch, error_response, method_not_allowed};
 
 impl ApiState {
     /// Answers `method path` with `body` as the server would after its header checks.
@@ -24,15 +24,7 @@ impl ApiState {
             return error_response(&ApiError::new(StatusCode::NOT_FOUND, "404 page not found"));
         };
         if route.handler(method).is_none() {
-            let mut r = error_response(&ApiError::new(
-                StatusCode::METHOD_NOT_ALLOWED,
-                format!("method {method} not allowed; allowed: {}", route.allowed()),
-            ));
-            r.headers_mut().insert(
-                header::ALLOW,
-                header::HeaderValue::from_static(route.allowed()),
-            );
-            return r;
+            return method_not_allowed(&route, method);
         }
         match dispatch(&self.inner, route, method, body).await {
             Ok(r) => r,

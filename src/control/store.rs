@@ -95,6 +95,17 @@ pub(super) fn toxic_doc(t: &ToxicEntry) -> ToxicDoc {
 }
 
 impl ProxyEntry {
+    /// A proxy not started yet, without toxics or profile faults.
+    pub(super) fn stopped(listen: String, upstream: String) -> ProxyEntry {
+        ProxyEntry {
+            listen,
+            upstream,
+            enabled: false,
+            toxics: Vec::new(),
+            profile_faults: Vec::new(),
+        }
+    }
+
     /// Upstream toxics first, then downstream, each in insertion order.
     pub(super) fn ordered(&self) -> impl Iterator<Item = &ToxicEntry> {
         let up = self
@@ -201,13 +212,7 @@ impl Store {
         if proxies.contains_key(&name) {
             return Err(ApiError::proxy_exists());
         }
-        let mut entry = ProxyEntry {
-            listen,
-            upstream,
-            enabled: false,
-            toxics: Vec::new(),
-            profile_faults: Vec::new(),
-        };
+        let mut entry = ProxyEntry::stopped(listen, upstream);
         if enabled {
             self.start(&name, &mut entry).await?;
         }
@@ -247,13 +252,7 @@ impl Store {
                     existing.enabled = false;
                 }
             }
-            let mut entry = ProxyEntry {
-                listen,
-                upstream,
-                enabled: false,
-                toxics: Vec::new(),
-                profile_faults: Vec::new(),
-            };
+            let mut entry = ProxyEntry::stopped(listen, upstream);
             if enabled && let Err(e) = self.start(&name, &mut entry).await {
                 return Ok((out, Some(e)));
             }

@@ -81,11 +81,7 @@ impl Store {
         let entry = proxies
             .get_mut(name)
             .ok_or_else(ApiError::proxy_not_found)?;
-        let idx = entry
-            .toxics
-            .iter()
-            .position(|t| t.name == toxic)
-            .ok_or_else(ApiError::toxic_not_found)?;
+        let idx = toxic_index(entry, toxic)?;
         let current = &entry.toxics[idx];
         if input.name.as_deref().is_some_and(|n| n != current.name) {
             return Err(ApiError::bad_body(
@@ -134,11 +130,7 @@ impl Store {
         let entry = proxies
             .get_mut(name)
             .ok_or_else(ApiError::proxy_not_found)?;
-        let idx = entry
-            .toxics
-            .iter()
-            .position(|t| t.name == toxic)
-            .ok_or_else(ApiError::toxic_not_found)?;
+        let idx = toxic_index(entry, toxic)?;
         let old = entry.toxics.remove(idx);
         if let Err(e) = self.apply(name, entry) {
             entry.toxics.insert(idx, old);
@@ -212,4 +204,13 @@ impl Store {
         }
         Ok(())
     }
+}
+
+/// Where toxic `toxic` of a proxy stands, or the API's "toxic not found".
+fn toxic_index(entry: &ProxyEntry, toxic: &str) -> Result<usize, ApiError> {
+    entry
+        .toxics
+        .iter()
+        .position(|t| t.name == toxic)
+        .ok_or_else(ApiError::toxic_not_found)
 }

@@ -106,12 +106,15 @@ pub fn json_response(status: StatusCode, body: &Value) -> Response<LabBody> {
 
 /// An SSE response around `body`.
 pub fn sse_response(body: LabBody) -> Response<LabBody> {
+    sse_response_as(body, "text/event-stream")
+}
+
+/// An SSE response around `body` whose `Content-Type` is `content_type` (the SSE type, with
+/// or without parameters), never cached.
+pub fn sse_response_as(body: LabBody, content_type: &'static str) -> Response<LabBody> {
     let mut resp = Response::new(body);
     let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     resp
 }

@@ -15,13 +15,7 @@ use super::truth::{Answer, Injected, LabLeg};
 
 /// The shape of a POST's own stream `stream` answering `steps`.
 pub fn post_leg(shared: &Shared, session: &Session, stream: u64, steps: &[Step]) -> LegShape {
-    let ids: Vec<String> = steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::Call { id, .. } => Some(id.to_string()),
-            Step::Reply(_) => None,
-        })
-        .collect();
+    let ids = super::tools::call_ids(steps);
     if shared.cfg.bug == ServerBug::SharedStore {
         shared.bugs.register(&session.id, stream, &ids);
     }

@@ -246,7 +246,7 @@ pub(crate) async fn handle(
         let id = init.get("id").cloned().unwrap_or(Value::Null);
         return initialize_refused(shared, id, init);
     }
-    let [m] = messages.as_slice() else {
+    let (false, [m]) = (batch, messages.as_slice()) else {
         return rpc_error_data(
             StatusCode::BAD_REQUEST,
             Value::Null,
@@ -255,15 +255,6 @@ pub(crate) async fn handle(
             None,
         );
     };
-    if batch {
-        return rpc_error_data(
-            StatusCode::BAD_REQUEST,
-            Value::Null,
-            INVALID_REQUEST,
-            "2026-07-28 has no JSON-RPC batches: POST one message per request",
-            None,
-        );
-    }
     let Some(id) = m.get("id").cloned() else {
         // Notifications: accepted and ignored (closing a stream is the cancellation).
         let mut resp = Response::new(LabBody::Empty);

@@ -224,6 +224,17 @@ pub enum Step {
     Reply(Value),
 }
 
+/// The JSON-RPC ids of the calls among `steps`, in order, as text.
+pub fn call_ids(steps: &[Step]) -> Vec<String> {
+    steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Call { id, .. } => Some(id.to_string()),
+            Step::Reply(_) => None,
+        })
+        .collect()
+}
+
 /// Produces the events of `steps` on `stream`, then marks it finished.
 ///
 /// `cancel` (a child of the session's token) stops it early: `notifications/cancelled` for
@@ -239,13 +250,7 @@ pub async fn produce(
     cancel: CancellationToken,
     truth: Option<Arc<LabTruth>>,
 ) {
-    let ids: Vec<String> = steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::Call { id, .. } => Some(id.to_string()),
-            Step::Reply(_) => None,
-        })
-        .collect();
+    let ids = call_ids(&steps);
     for id in &ids {
         session.track(id.clone(), cancel.clone());
     }

@@ -100,17 +100,8 @@ pub async fn run(cfg: &EventSourceConfig) -> EventSourceOutcome {
         if !cursor.is_empty() {
             headers.push(("Last-Event-ID", cursor.as_str()));
         }
-        let req = Request {
-            method: "GET",
-            headers: &headers,
-            body: b"",
-        };
-        let mut leg = ClientLeg {
-            method: "GET".to_owned(),
-            path: cfg.url.path.clone(),
-            cursor: (!cursor.is_empty()).then(|| cursor.clone()),
-            ..ClientLeg::default()
-        };
+        let sent = (!cursor.is_empty()).then(|| cursor.clone());
+        let (req, mut leg) = get(&headers, &cfg.url.path, sent);
         let mut resp = match send(&mut pool, &cfg.url, &req, deadline).await {
             Ok(r) => r,
             Err(e) => {
@@ -172,6 +163,27 @@ pub async fn run(cfg: &EventSourceConfig) -> EventSourceOutcome {
     out
 }
 
+/// A GET of `path` with `headers`, and the record of its leg (`cursor`: the `Last-Event-ID`
+/// it sends).
+fn get<'a>(
+    headers: &'a [(&'a str, &'a str)],
+    path: &str,
+    cursor: Option<String>,
+) -> (Request<'a>, ClientLeg) {
+    let req = Request {
+        method: "GET",
+        headers,
+        body: b"",
+    };
+    let leg = ClientLeg {
+        method: "GET".to_owned(),
+        path: path.to_owned(),
+        cursor,
+        ..ClientLeg::default()
+    };
+    (req, leg)
+}
+
 /// A browser's side request on the same pool (its body read and the connection kept).
 async fn side_request(
     cfg: &EventSourceConfig,
@@ -184,16 +196,7 @@ async fn side_request(
         ..cfg.url.clone()
     };
     let headers = [("Accept", "image/avif,image/webp,*/*")];
-    let req = Request {
-        method: "GET",
-        headers: &headers,
-        body: b"",
-    };
-    let mut leg = ClientLeg {
-        method: "GET".to_owned(),
-        path: path.to_owned(),
-        ..ClientLeg::default()
-    };
+    let (req, mut leg) = get(&headers, path, None);
     match send(pool, &target, &req, deadline).await {
         Ok(mut resp) => {
             leg.status = Some(resp.status);

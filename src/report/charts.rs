@@ -8,7 +8,9 @@
 //! y axis milliseconds; empty inputs give a chart with a "no data" caption instead of an error.
 
 use hdrhistogram::Histogram;
+use plotters::coord::Shift;
 use plotters::coord::ranged1d::SegmentValue;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use super::ReportError;
@@ -30,14 +32,39 @@ const COLORS: [RGBColor; 6] = [
     RGBColor(140, 86, 75),
 ];
 
-fn color(i: usize) -> RGBColor {
+pub(super) fn color(i: usize) -> RGBColor {
     COLORS[i % COLORS.len()]
 }
 
-fn chart_error(chart: &str, e: impl std::fmt::Display) -> ReportError {
+pub(super) fn chart_error(chart: &str, e: impl std::fmt::Display) -> ReportError {
     ReportError::Chart {
         chart: chart.to_owned(),
         message: e.to_string(),
+    }
+}
+
+/// One complete `<svg>` of `size`: a white area that `draw` fills, then closed.
+pub(super) fn svg_chart(
+    title: &str,
+    size: (u32, u32),
+    draw: impl FnOnce(&DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), ReportError>,
+) -> Result<String, ReportError> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| chart_error(title, e))?;
+        draw(&root)?;
+        root.present().map_err(|e| chart_error(title, e))?;
+    }
+    Ok(svg)
+}
+
+/// The caption over a chart: its title, with `(note)` after it when it has nothing to show.
+pub(super) fn captioned(title: &str, empty: bool, note: &str) -> String {
+    if empty {
+        format!("{title} ({note})")
+    } else {
+        title.to_owned()
     }
 }
 
@@ -83,55 +110,82 @@ pub fn percentile_curves(
         .fold(0.0f64, f64::max)
         .max(0.001)
         * 1.1;
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, 360)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| chart_error(title, e))?;
-        let caption = if lines.is_empty() {
-            format!("{title} (no data)")
-        } else {
-            title.to_owned()
-        };
-        let mut chart = ChartBuilder::on(&root)
-            .caption(caption, ("sans-serif", 18))
-            .margin(12)
-            .margin_right(36)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0f64..x_max, 0f64..y_max)
-            .map_err(|e| chart_error(title, e))?;
-        chart
-            .configure_mesh()
-            .x_labels(x_max as usize + 1)
-            .x_label_style(("sans-serif", 13))
-            .y_label_style(("sans-serif", 13))
-            .light_line_style(RGBColor(235, 235, 235))
-            .x_label_formatter(&|x| percentile_label(*x))
-            .y_label_formatter(&|y| format!("{y:.1}"))
-            .x_desc("percentile")
-            .y_desc("latency (ms)")
-            .draw()
-            .map_err(|e| chart_error(title, e))?;
+    svg_chart(title, (WIDTH, 360), |root| {
+        let caption = captioned(title, lines.is_empty(), "no data");
+        let mut chart = latency_area(root, title, caption, (x_max, y_max), "percentile")?;
         for (i, (label, points)) in lines.into_iter().enumerate() {
-            let c = color(i);
-            chart
-                .draw_series(LineSeries::new(points, c.stroke_width(2)))
-                .map_err(|e| chart_error(title, e))?
-                .label(label)
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
-                });
+            draw_line(&mut chart, title, points, color(i).stroke_width(2), label)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(|e| chart_error(title, e))?;
-        root.present().map_err(|e| chart_error(title, e))?;
+        legend_box(&mut chart, title)
+    })
+}
+
+/// A latency chart's plotting area: x and y in `f64` (milliseconds on y).
+pub(super) type LatencyChart<'a, 'b> =
+    ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// The area of a latency line chart on `root`, with its grid drawn: x from 0 to `x_max`,
+/// milliseconds from 0 to `y_max`. An x axis named `percentile` gets one label per nine
+/// ([`percentile_label`]); any other gets plotters' numbers.
+pub(super) fn latency_area<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    title: &str,
+    caption: String,
+    (x_max, y_max): (f64, f64),
+    x_desc: &str,
+) -> Result<LatencyChart<'a, 'b>, ReportError> {
+    let mut chart = ChartBuilder::on(root)
+        .caption(caption, ("sans-serif", 18))
+        .margin(12)
+        .margin_right(36)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..x_max, 0f64..y_max)
+        .map_err(|e| chart_error(title, e))?;
+    let mut mesh = chart.configure_mesh();
+    if x_desc == "percentile" {
+        mesh.x_labels(x_max as usize + 1)
+            .x_label_formatter(&|x| percentile_label(*x));
     }
-    Ok(svg)
+    mesh.x_label_style(("sans-serif", 13))
+        .y_label_style(("sans-serif", 13))
+        .light_line_style(RGBColor(235, 235, 235))
+        .y_label_formatter(&|y| format!("{y:.1}"))
+        .x_desc(x_desc)
+        .y_desc("latency (ms)")
+        .draw()
+        .map_err(|e| chart_error(title, e))?;
+    Ok(chart)
+}
+
+/// One labelled line in `style`, with a short stroke of the same style in the legend.
+pub(super) fn draw_line(
+    chart: &mut LatencyChart<'_, '_>,
+    title: &str,
+    points: Vec<(f64, f64)>,
+    style: ShapeStyle,
+    label: String,
+) -> Result<(), ReportError> {
+    chart
+        .draw_series(LineSeries::new(points, style))
+        .map_err(|e| chart_error(title, e))?
+        .label(label)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+    Ok(())
+}
+
+/// The series' labels in a box at the upper left.
+pub(super) fn legend_box<'a, 'b: 'a>(
+    chart: &mut LatencyChart<'a, 'b>,
+    title: &str,
+) -> Result<(), ReportError> {
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| chart_error(title, e))
 }
 
 /// Horizontal bars, one per `(name, count)`, the largest on top.
@@ -143,16 +197,9 @@ pub fn bars(title: &str, items: &[(String, u64)]) -> Result<String, ReportError>
     let x_max = items.iter().map(|(_, v)| *v).max().unwrap_or(0).max(1);
     let x_max = x_max.saturating_add(x_max / 8).saturating_add(1);
     let height = 80 + 28 * n as u32;
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| chart_error(title, e))?;
-        let caption = if items.is_empty() {
-            format!("{title} (none)")
-        } else {
-            title.to_owned()
-        };
-        let mut chart = ChartBuilder::on(&root)
+    svg_chart(title, (WIDTH, height), |root| {
+        let caption = captioned(title, items.is_empty(), "none");
+        let mut chart = ChartBuilder::on(root)
             .caption(caption, ("sans-serif", 18))
             .margin(12)
             .x_label_area_size(30)
@@ -192,9 +239,8 @@ pub fn bars(title: &str, items: &[(String, u64)]) -> Result<String, ReportError>
                 )
             }))
             .map_err(|e| chart_error(title, e))?;
-        root.present().map_err(|e| chart_error(title, e))?;
-    }
-    Ok(svg)
+        Ok(())
+    })
 }
 
 /// The timeline: one row per [`TimelineKind`], ticks for instants, bars for outages.
@@ -220,11 +266,8 @@ pub fn timeline(entries: &[TimelineEntry], run_ms: u64) -> Result<String, Report
     let x_max = end_ms as f64 / 1000.0;
     let tick = (x_max / 600.0).max(0.0005);
     let rows = TimelineKind::ALL;
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, 240)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| chart_error(title, e))?;
-        let mut chart = ChartBuilder::on(&root)
+    svg_chart(title, (WIDTH, 240), |root| {
+        let mut chart = ChartBuilder::on(root)
             .caption(title, ("sans-serif", 18))
             .margin(12)
             .x_label_area_size(36)
@@ -262,9 +305,8 @@ pub fn timeline(entries: &[TimelineEntry], run_ms: u64) -> Result<String, Report
                 )
             }))
             .map_err(|e| chart_error(title, e))?;
-        root.present().map_err(|e| chart_error(title, e))?;
-    }
-    Ok(svg)
+        Ok(())
+    })
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use super::ReportError;
 use super::charts;
 use super::headline;
 use super::latency::Summary;
-use super::model::{Counters, Report};
+use super::model::Report;
 use super::summary::{STREAM_RATE_HEADER, latency_rows, stream_rate_rows, target_line};
 use super::time_charts;
 
@@ -69,6 +69,37 @@ fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
+/// The first [`TIMELINE_ROWS`] of `items` in a collapsed table: `t (s)` (from the row's
+/// milliseconds), then `columns`. The summary reads `{lead}first N of M {what}`.
+fn timeline_table<T>(
+    out: &mut String,
+    items: &[T],
+    (lead, what): (&str, &str),
+    columns: [&str; 3],
+    row: impl Fn(&T) -> (u64, [String; 3]),
+) {
+    let rows: Vec<Vec<String>> = items
+        .iter()
+        .take(TIMELINE_ROWS)
+        .map(|item| {
+            let (t_ms, cells) = row(item);
+            let mut r = vec![format!("{:.3}", t_ms as f64 / 1000.0)];
+            r.extend(cells);
+            r
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "<details><summary>{lead}first {} of {} {what}</summary>",
+        rows.len(),
+        items.len()
+    );
+    let mut header = vec!["t (s)"];
+    header.extend(columns);
+    out.push_str(&table(&header, &rows));
+    out.push_str("</details>\n");
+}
+
 fn section(out: &mut String, title: &str) {
     let _ = writeln!(out, "<h2>{}</h2>", escape(title));
 }
@@ -77,9 +108,8 @@ fn chart(out: &mut String, svg: &str) {
     let _ = writeln!(out, "<div class=\"chart\">{svg}</div>");
 }
 
-/// Latency charts: one per histogram name shared by the policies (one curve per policy), then
-/// one with every proxy histogram.
-fn latency_charts(report: &Report, out: &mut String) -> Result<(), ReportError> {
+/// The client histogram names of every policy, sorted, each once.
+fn histogram_names(report: &Report) -> Vec<&String> {
     let mut names: Vec<&String> = report
         .policies
         .values()
@@ -87,7 +117,13 @@ fn latency_charts(report: &Report, out: &mut String) -> Result<(), ReportError> 
         .collect();
     names.sort();
     names.dedup();
-    for name in names {
+    names
+}
+
+/// Latency charts: one per histogram name shared by the policies (one curve per policy), then
+/// one with every proxy histogram.
+fn latency_charts(report: &Report, out: &mut String) -> Result<(), ReportError> {
+    for name in histogram_names(report) {
         let series: Vec<(String, &hdrhistogram::Histogram<u64>)> = report
             .policies
             .iter()
@@ -120,14 +156,7 @@ fn latency_over_time(report: &Report, out: &mut String) -> Result<(), ReportErro
     if report.intervals.is_empty() {
         return Ok(());
     }
-    let mut names: Vec<&String> = report
-        .policies
-        .values()
-        .flat_map(|p| p.histograms.keys())
-        .collect();
-    names.sort();
-    names.dedup();
-    for name in names {
+    for name in histogram_names(report) {
         let series: Vec<time_charts::SecondSeries> = report
             .policies
             .iter()
@@ -159,26 +188,21 @@ fn cut_timeline(report: &Report, out: &mut String) -> Result<(), ReportError> {
         out,
         &time_charts::cut_timeline(&marks, report.facts.duration_ms)?,
     );
-    let rows: Vec<Vec<String>> = marks
-        .iter()
-        .take(TIMELINE_ROWS)
-        .map(|m| {
-            vec![
-                format!("{:.3}", m.t_ms as f64 / 1000.0),
-                m.class.clone(),
-                m.action.clone(),
-                m.outcome.clone(),
-            ]
-        })
-        .collect();
-    let _ = writeln!(
+    timeline_table(
         out,
-        "<details><summary>cut timeline: first {} of {} cuts (outcome of the affected call: ok, failed, silently-lost, or - when not traced)</summary>",
-        rows.len(),
-        marks.len()
+        &marks,
+        (
+            "cut timeline: ",
+            "cuts (outcome of the affected call: ok, failed, silently-lost, or - when not traced)",
+        ),
+        ["class", "action", "call outcome"],
+        |m| {
+            (
+                m.t_ms,
+                [m.class.clone(), m.action.clone(), m.outcome.clone()],
+            )
+        },
     );
-    out.push_str(&table(&["t (s)", "class", "action", "call outcome"], &rows));
-    out.push_str("</details>\n");
     Ok(())
 }
 
@@ -301,21 +325,7 @@ pub fn render(report: &Report) -> Result<String, ReportError> {
     ));
 
     section(&mut out, "Client outcomes per policy");
-    let mut header = vec!["counter"];
-    header.extend(report.policies.keys().map(String::as_str));
-    let rows: Vec<Vec<String>> = Counters::NAMES
-        .iter()
-        .map(|name| {
-            let mut row = vec![(*name).to_owned()];
-            row.extend(
-                report
-                    .policies
-                    .values()
-                    .map(|p| p.counters.get(name).unwrap_or(0).to_string()),
-            );
-            row
-        })
-        .collect();
+    let (header, rows) = report.policy_counter_rows();
     out.push_str(&table(&header, &rows));
 
     section(&mut out, "Timeline");
@@ -323,27 +333,22 @@ pub fn render(report: &Report) -> Result<String, ReportError> {
         &mut out,
         &charts::timeline(&report.timeline, f.duration_ms)?,
     );
-    let rows: Vec<Vec<String>> = report
-        .timeline
-        .iter()
-        .take(TIMELINE_ROWS)
-        .map(|e| {
-            vec![
-                format!("{:.3}", e.t_ms as f64 / 1000.0),
-                e.kind.as_str().to_owned(),
-                e.duration_ms.to_string(),
-                e.detail.clone(),
-            ]
-        })
-        .collect();
-    let _ = writeln!(
-        out,
-        "<details><summary>first {} of {} entries</summary>",
-        rows.len(),
-        report.timeline.len()
+    timeline_table(
+        &mut out,
+        &report.timeline,
+        ("", "entries"),
+        ["kind", "duration (ms)", "detail"],
+        |e| {
+            (
+                e.t_ms,
+                [
+                    e.kind.as_str().to_owned(),
+                    e.duration_ms.to_string(),
+                    e.detail.clone(),
+                ],
+            )
+        },
     );
-    out.push_str(&table(&["t (s)", "kind", "duration (ms)", "detail"], &rows));
-    out.push_str("</details>\n");
 
     section(&mut out, "Profile");
     let _ = writeln!(

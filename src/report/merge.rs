@@ -301,26 +301,8 @@ fn add_proxy_logs(report: &mut Report, agents: &[AgentDir], proxies: &ProxyLogs,
                 .unwrap_or("")
                 .to_owned()
         };
-        let rpc: Vec<String> = f
-            .pointer("/stream/rpc_ids")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default();
-        let ids = f
-            .get("ids")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let rpc = strings(f.pointer("/stream/rpc_ids"));
+        let ids = strings(f.get("ids"));
         report.add_finding(
             kind,
             FindingExample {
@@ -335,4 +317,16 @@ fn add_proxy_logs(report: &mut Report, agents: &[AgentDir], proxies: &ProxyLogs,
 
 fn secs(x: f64) -> Duration {
     Duration::try_from_secs_f64(x).unwrap_or_default()
+}
+
+/// The strings of a JSON array (other items skipped); empty when `v` is absent or no array.
+fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
 }

@@ -395,6 +395,27 @@ impl Report {
         self.timeline.insert(at, entry);
     }
 
+    /// The client counters as a table: the header (`counter`, then one column per policy) and
+    /// one row per counter in [`super::counters::Counters::NAMES`] order (0 where a policy
+    /// lacks it).
+    pub fn policy_counter_rows(&self) -> (Vec<&str>, Vec<Vec<String>>) {
+        let mut header = vec!["counter"];
+        header.extend(self.policies.keys().map(String::as_str));
+        let rows = super::counters::Counters::NAMES
+            .iter()
+            .map(|name| {
+                let mut row = vec![(*name).to_owned()];
+                row.extend(
+                    self.policies
+                        .values()
+                        .map(|p| p.counters.get(name).unwrap_or(0).to_string()),
+                );
+                row
+            })
+            .collect();
+        (header, rows)
+    }
+
     /// Every histogram with its display label (`strict.call`, `proxy.first-event`), policies
     /// first.
     pub fn latencies(&self) -> Vec<(String, &Latency)> {

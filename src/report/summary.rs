@@ -207,18 +207,7 @@ pub fn render(report: &Report) -> String {
     if report.policies.is_empty() {
         let _ = writeln!(out, "  none");
     } else {
-        let mut header = vec!["counter"];
-        header.extend(report.policies.keys().map(String::as_str));
-        let rows: Vec<Vec<String>> = Counters::NAMES
-            .iter()
-            .map(|name| {
-                let mut row = vec![(*name).to_owned()];
-                for p in report.policies.values() {
-                    row.push(p.counters.get(name).unwrap_or(0).to_string());
-                }
-                row
-            })
-            .collect();
+        let (header, rows) = report.policy_counter_rows();
         out.push_str(&table(&header, &rows));
     }
 

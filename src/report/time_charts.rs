@@ -15,24 +15,10 @@ use plotters::coord::ranged1d::SegmentValue;
 use plotters::prelude::*;
 
 use super::ReportError;
-use super::charts::WIDTH;
+use super::charts::{
+    WIDTH, captioned, chart_error, color, draw_line, latency_area, legend_box, svg_chart,
+};
 use super::model::{Interval, TimelineEntry, TimelineKind};
-
-const COLORS: [RGBColor; 6] = [
-    RGBColor(31, 119, 180),
-    RGBColor(214, 39, 40),
-    RGBColor(44, 160, 44),
-    RGBColor(255, 127, 14),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-];
-
-fn chart_error(chart: &str, e: impl std::fmt::Display) -> ReportError {
-    ReportError::Chart {
-        chart: chart.to_owned(),
-        message: e.to_string(),
-    }
-}
 
 /// One second of latency: (seconds since start, p50 ms, p99 ms).
 pub type SecondPoint = (f64, f64, f64);
@@ -74,65 +60,28 @@ pub fn latency_over_time(title: &str, series: &[SecondSeries]) -> Result<String,
         .fold(0.001f64, f64::max)
         * 1.1;
     let empty = series.iter().all(|(_, p)| p.is_empty());
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, 320)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| chart_error(title, e))?;
-        let caption = if empty {
-            format!("{title} (no data)")
-        } else {
-            title.to_owned()
-        };
-        let mut chart = ChartBuilder::on(&root)
-            .caption(caption, ("sans-serif", 18))
-            .margin(12)
-            .margin_right(36)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0f64..x_max, 0f64..y_max)
-            .map_err(|e| chart_error(title, e))?;
-        chart
-            .configure_mesh()
-            .x_label_style(("sans-serif", 13))
-            .y_label_style(("sans-serif", 13))
-            .light_line_style(RGBColor(235, 235, 235))
-            .y_label_formatter(&|y| format!("{y:.1}"))
-            .x_desc("seconds since start")
-            .y_desc("latency (ms)")
-            .draw()
-            .map_err(|e| chart_error(title, e))?;
+    svg_chart(title, (WIDTH, 320), |root| {
+        let caption = captioned(title, empty, "no data");
+        let mut chart = latency_area(root, title, caption, (x_max, y_max), "seconds since start")?;
         for (i, (label, points)) in series.iter().enumerate() {
-            let c = COLORS[i % COLORS.len()];
+            let c = color(i);
             let p99: Vec<(f64, f64)> = points.iter().map(|(x, _, y)| (*x, *y)).collect();
             let p50: Vec<(f64, f64)> = points.iter().map(|(x, y, _)| (*x, *y)).collect();
-            chart
-                .draw_series(LineSeries::new(p99, c.stroke_width(2)))
-                .map_err(|e| chart_error(title, e))?
-                .label(format!("{label} p99"))
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
-                });
-            let light = c.mix(0.45);
-            chart
-                .draw_series(LineSeries::new(p50, light.stroke_width(2)))
-                .map_err(|e| chart_error(title, e))?
-                .label(format!("{label} p50"))
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], light.stroke_width(2))
-                });
+            draw_line(
+                &mut chart,
+                title,
+                p99,
+                c.stroke_width(2),
+                format!("{label} p99"),
+            )?;
+            let light = c.mix(0.45).stroke_width(2);
+            draw_line(&mut chart, title, p50, light, format!("{label} p50"))?;
         }
         if !empty {
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperLeft)
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .draw()
-                .map_err(|e| chart_error(title, e))?;
+            legend_box(&mut chart, title)?;
         }
-        root.present().map_err(|e| chart_error(title, e))?;
-    }
-    Ok(svg)
+        Ok(())
+    })
 }
 
 /// A cut read back from a timeline entry: `"… ACTION at CLASS … -> call OUTCOME"` (the form
@@ -200,17 +149,9 @@ pub fn cut_timeline(marks: &[CutMark], run_ms: u64) -> Result<String, ReportErro
         .max(run_ms)
         .max(1)) as f64
         / 1000.0;
-    let mut svg = String::new();
-    {
-        let root =
-            SVGBackend::with_string(&mut svg, (WIDTH, 90 + 30 * rows as u32)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| chart_error(title, e))?;
-        let caption = if marks.is_empty() {
-            format!("{title} (no cuts)")
-        } else {
-            title.to_owned()
-        };
-        let mut chart = ChartBuilder::on(&root)
+    svg_chart(title, (WIDTH, 90 + 30 * rows as u32), |root| {
+        let caption = captioned(title, marks.is_empty(), "no cuts");
+        let mut chart = ChartBuilder::on(root)
             .caption(caption, ("sans-serif", 16))
             .margin(12)
             .x_label_area_size(36)
@@ -243,9 +184,8 @@ pub fn cut_timeline(marks: &[CutMark], run_ms: u64) -> Result<String, ReportErro
                 )
             }))
             .map_err(|e| chart_error(title, e))?;
-        root.present().map_err(|e| chart_error(title, e))?;
-    }
-    Ok(svg)
+        Ok(())
+    })
 }
 
 #[cfg(test)]

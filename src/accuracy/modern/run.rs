@@ -18,8 +18,6 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::cell::{CALLS, CUT_CALL, Client, ModernCell, Spot, Workload};
@@ -27,38 +25,20 @@ use super::cut::{CallCut, CutAim, SseAim};
 use super::expect::{self, ModernTruth};
 use super::truth::{self as client_truth, Attempt};
 use crate::accuracy::RunResult;
+use crate::accuracy::rig::{self, bind};
 use crate::audit::{AuditConfig, Auditor};
 use crate::fault::FaultFactory;
 use crate::lab::truth::LabTruth;
 use crate::lab::{LabConfig, LineEnding, ProtocolVersion};
 use crate::load::truth::ClientTruth;
 use crate::load::{LoadConfig, Stop, Target};
-use crate::proxy::{Proxy, ProxyConfig};
 use crate::vocab::CutAction;
-use crate::wire::SseClass;
 
 /// How long an SDK app waits for one call (the TypeScript client fails a cut SSE call only at
 /// its request timeout).
 pub const SDK_CALL_TIMEOUT_MS: u64 = 2000;
 /// Longest an app driver may run.
 const DRIVER_BUDGET: Duration = Duration::from_secs(60);
-
-fn classes(eol: LineEnding) -> Vec<(SseClass, f64)> {
-    // No ids and no priming in 2026-07-28 streams; `dispatch-cr-lf` dispatches the event (a
-    // cut there is after the response, not in it).
-    let mut v = vec![
-        (SseClass::Boundary, 1.0),
-        (SseClass::FieldName, 1.0),
-        (SseClass::AfterColon, 1.0),
-        (SseClass::MidValue, 2.0),
-        (SseClass::BeforeEol, 1.0),
-        (SseClass::BeforeDispatch, 1.0),
-    ];
-    if eol == LineEnding::Crlf {
-        v.push((SseClass::CrLf, 1.0));
-    }
-    v
-}
 
 /// The seed mixed with the cell's label, so one seed varies the line ending and the action
 /// across the cells of a run set.
@@ -79,7 +59,7 @@ fn aim(cell: &ModernCell, mixed: u64, eol: LineEnding) -> CutAim {
         Spot::JsonBody => None,
     };
     let sse = events.map(|events| SseAim {
-        classes: classes(eol),
+        classes: rig::cut_classes(eol, false),
         events,
     });
     let actions: &[CutAction] = match cell.spot {
@@ -95,26 +75,10 @@ fn aim(cell: &ModernCell, mixed: u64, eol: LineEnding) -> CutAim {
 
 /// Runs `cell` once with `seed`.
 pub async fn run(cell: ModernCell, seed: u64) -> RunResult {
-    let mut result = RunResult {
-        label: cell.label(),
-        clean: false,
-        seed,
-        profile: None,
-        expected: BTreeSet::new(),
-        observed: BTreeSet::new(),
-        harness_error: None,
-    };
-    match run_inner(&cell, seed).await {
-        Ok((truth, observed)) => match expect::expected(&truth) {
-            Ok(expected) => {
-                result.expected = expected;
-                result.observed = observed;
-            }
-            Err(e) => result.harness_error = Some(e),
-        },
-        Err(e) => result.harness_error = Some(e),
-    }
-    result
+    let outcome = run_inner(&cell, seed)
+        .await
+        .and_then(|(truth, observed)| Ok((expect::expected(&truth)?, observed)));
+    rig::result(cell.label(), false, seed, None, outcome)
 }
 
 async fn run_inner(
@@ -145,17 +109,9 @@ async fn run_inner(
     let cut = CallCut::new(aim(cell, mixed, eol));
     let faults: Vec<Arc<dyn FaultFactory>> = vec![cut.clone()];
     let auditor = Arc::new(Auditor::new(AuditConfig::default()));
-    let mut pcfg = ProxyConfig::new("accuracy-2026", lab_addr.to_string());
-    pcfg.seed = seed;
-    let proxy = Proxy::with_faults(pcfg, faults);
-    proxy.observe_http(auditor.clone());
-    let proxy_listener = bind().await?;
-    let proxy_addr = proxy_listener.local_addr().map_err(|e| e.to_string())?;
-    let proxy_task = tokio::spawn(crate::proxy::run(
-        proxy_listener,
-        Arc::clone(&proxy),
-        token.clone(),
-    ));
+    let running =
+        rig::start_proxy("accuracy-2026", lab_addr, seed, faults, &auditor, &token).await?;
+    let proxy_addr = running.addr;
     let url = format!("http://{proxy_addr}/mcp");
 
     let attempts = match cell.client {
@@ -185,22 +141,7 @@ async fn run_inner(
             client_truth::from_client_legs(&truth.legs())
         }
     };
-    // The proxy drains before the audit closes its judgements: wait, bounded, until the
-    // client's connections are gone, then stop everything.
-    let drained = Instant::now() + Duration::from_secs(3);
-    while proxy.stats().snapshot().connections_open > 0 && Instant::now() < drained {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    token.cancel();
-    let _ = tokio::time::timeout(Duration::from_secs(5), proxy_task).await;
-    let _ = tokio::time::timeout(Duration::from_secs(5), lab).await;
-    auditor.finish();
-    let observed: BTreeSet<String> = auditor
-        .counts()
-        .into_iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|(k, _)| k)
-        .collect();
+    let observed = rig::settle(running, lab, &token, &auditor).await;
     let fact = cut.fact().ok_or_else(|| {
         format!(
             "the scripted cut never fell ({} call responses relayed)",
@@ -222,13 +163,7 @@ async fn run_inner(
     if std::env::var_os("ACCURACY_DUMP")
         .is_some_and(|v| cell.label().contains(&*v.to_string_lossy()))
     {
-        let mut out = format!("=== {} seed {seed}\n", cell.label());
-        for f in auditor.findings() {
-            out.push_str(&format!(
-                "finding {}\n",
-                serde_json::to_string(&f).unwrap_or_default()
-            ));
-        }
+        let mut out = rig::dump_findings(&cell.label(), seed, &auditor);
         out.push_str(&format!("truth {truth:?}\n"));
         eprint!("{out}");
     }
@@ -279,10 +214,4 @@ async fn drive_sdk(cell: &ModernCell, url: &str, seed: u64) -> Result<Vec<Attemp
         ));
     }
     client_truth::from_driver_jsonl(&text)
-}
-
-async fn bind() -> Result<TcpListener, String> {
-    TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| format!("cannot bind 127.0.0.1:0: {e}"))
 }

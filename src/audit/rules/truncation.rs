@@ -241,7 +241,7 @@ impl Rule for TruncationAccepted {
     }
 
     fn holds_session(&self, session: &Option<String>) -> bool {
-        self.watches.get(session).is_some_and(|ws| !ws.is_empty())
+        crate::audit::gauges::holds_items(&self.watches, session)
     }
 
     fn shrink(&mut self) {
@@ -249,7 +249,6 @@ impl Rule for TruncationAccepted {
     }
 
     fn sizes(&self) -> Vec<(&'static str, u64)> {
-        let n: usize = self.watches.values().map(Vec::len).sum();
-        vec![("truncations", u64::try_from(n).unwrap_or(u64::MAX))]
+        vec![("truncations", crate::audit::gauges::items(&self.watches))]
     }
 }

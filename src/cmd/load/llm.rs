@@ -10,8 +10,6 @@
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
-use tokio_util::sync::CancellationToken;
-
 use super::{Args, CliError};
 use crate::load::config::{Stop, Target};
 use crate::load::llm::{LlmExtras, LlmLoadConfig};
@@ -46,52 +44,16 @@ pub async fn run(args: &Args, target: Target) -> Result<ExitCode, CliError> {
             CliError::Flags("--api-key-env names an environment variable that is not set")
         })?),
     };
-    let shutdown = CancellationToken::new();
-    let ctrl_c = shutdown.clone();
-    let watcher = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            ctrl_c.cancel();
+    let runs = super::per_policy(policies.iter().copied(), |policy, shutdown| {
+        let cfg = config(args, &target, policy, &api_key);
+        async move {
+            let cfg = cfg?;
+            Ok(crate::load::llm::run(cfg, shutdown).await?)
         }
-    });
-    let mut outcomes = Vec::new();
-    let mut extras = Vec::new();
-    for &policy in policies {
-        let mut cfg = LlmLoadConfig::new(target.clone(), policy)?;
-        cfg.sessions = args.sessions;
-        cfg.stop = match (args.calls, args.duration) {
-            (Some(n), _) => Stop::Calls(n),
-            (None, Some(d)) => Stop::Duration(d),
-            (None, None) => Stop::Duration(std::time::Duration::from_secs(10)),
-        };
-        cfg.rate = args.rate;
-        cfg.model.clone_from(&args.llm.llm_model);
-        cfg.max_tokens = args.llm.llm_max_tokens;
-        cfg.tools = args.llm.llm_tools;
-        cfg.api_key.clone_from(&api_key);
-        cfg.max_attempts = args.max_attempts;
-        cfg.idle_timeout = args.timeout;
-        cfg.connect_timeout = args.connect_timeout;
-        cfg.backoff = args.backoff;
-        cfg.seed = args.seed;
-        match crate::load::llm::run(cfg, shutdown.clone()).await {
-            Ok((o, x)) => {
-                outcomes.push(o);
-                extras.push(x);
-            }
-            Err(e) => {
-                watcher.abort();
-                return Err(e.into());
-            }
-        }
-        if shutdown.is_cancelled() {
-            break;
-        }
-    }
-    watcher.abort();
-    if let Some(dir) = &args.report_dir {
-        let written = super::agent::write(&outcomes, &target, args.seed, dir)?;
-        eprintln!("report: {}", written.dir.display());
-    }
+    })
+    .await?;
+    let (outcomes, extras): (Vec<LoadOutcome>, Vec<LlmExtras>) = runs.into_iter().unzip();
+    super::write_report(args, &outcomes, &target)?;
     if args.json {
         let mut v = summary::json(&outcomes);
         if let Some(list) = v.get_mut("policies").and_then(|p| p.as_array_mut()) {
@@ -107,17 +69,50 @@ pub async fn run(args: &Args, target: Target) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The LLM load client's configuration for `policy` from the flags.
+fn config(
+    args: &Args,
+    target: &Target,
+    policy: crate::load::config::Policy,
+    api_key: &Option<String>,
+) -> Result<LlmLoadConfig, CliError> {
+    let mut cfg = LlmLoadConfig::new(target.clone(), policy)?;
+    cfg.sessions = args.sessions;
+    cfg.stop = match (args.calls, args.duration) {
+        (Some(n), _) => Stop::Calls(n),
+        (None, Some(d)) => Stop::Duration(d),
+        (None, None) => Stop::Duration(std::time::Duration::from_secs(10)),
+    };
+    cfg.rate = args.rate;
+    cfg.model.clone_from(&args.llm.llm_model);
+    cfg.max_tokens = args.llm.llm_max_tokens;
+    cfg.tools = args.llm.llm_tools;
+    cfg.api_key.clone_from(api_key);
+    cfg.max_attempts = args.max_attempts;
+    cfg.idle_timeout = args.timeout;
+    cfg.connect_timeout = args.connect_timeout;
+    cfg.backoff = args.backoff;
+    cfg.seed = args.seed;
+    Ok(cfg)
+}
+
 /// One counter row of the summary: its label and how to read it from an outcome.
 type Row = (&'static str, fn(&LoadOutcome) -> u64);
+
+/// One line of the summary: `label` in 22 columns, then one right-aligned 14-column cell per
+/// policy.
+fn row<T: std::fmt::Display>(out: &mut String, label: &str, cells: impl Iterator<Item = T>) {
+    let _ = write!(out, "{label:<22}");
+    for c in cells {
+        let _ = write!(out, "{c:>14}");
+    }
+    out.push('\n');
+}
 
 /// The summary: counters, tokens, and the LLM latencies (ms) per policy.
 pub fn text(outcomes: &[LoadOutcome], extras: &[LlmExtras]) -> String {
     let mut out = String::new();
-    let _ = write!(out, "{:<22}", "");
-    for o in outcomes {
-        let _ = write!(out, "{:>14}", o.policy.as_str());
-    }
-    out.push('\n');
+    row(&mut out, "", outcomes.iter().map(|o| o.policy.as_str()));
     let rows: [Row; 4] = [
         ("requests", |o| o.counters.calls),
         ("complete", |o| o.counters.ok),
@@ -125,32 +120,21 @@ pub fn text(outcomes: &[LoadOutcome], extras: &[LlmExtras]) -> String {
         ("truncated, accepted", |o| o.counters.silent_loss),
     ];
     for (name, get) in rows {
-        let _ = write!(out, "{name:<22}");
-        for o in outcomes {
-            let _ = write!(out, "{:>14}", get(o));
-        }
-        out.push('\n');
+        row(&mut out, name, outcomes.iter().map(get));
     }
-    let _ = write!(out, "{:<22}", "truncations detected");
-    for x in extras {
-        let _ = write!(out, "{:>14}", x.truncations);
-    }
-    out.push('\n');
-    let _ = write!(out, "{:<22}", "re-sends");
-    for o in outcomes {
-        let _ = write!(out, "{:>14}", o.counters.reissued);
-    }
-    out.push('\n');
-    let _ = write!(out, "{:<22}", "output tokens");
-    for x in extras {
-        let _ = write!(out, "{:>14}", x.tokens);
-    }
-    out.push('\n');
-    let _ = write!(out, "{:<22}", "output tokens/s");
-    for x in extras {
-        let _ = write!(out, "{:>14.1}", x.tokens_per_s);
-    }
-    out.push('\n');
+    row(
+        &mut out,
+        "truncations detected",
+        extras.iter().map(|x| x.truncations),
+    );
+    row(
+        &mut out,
+        "re-sends",
+        outcomes.iter().map(|o| o.counters.reissued),
+    );
+    row(&mut out, "output tokens", extras.iter().map(|x| x.tokens));
+    let per_s = extras.iter().map(|x| format!("{:.1}", x.tokens_per_s));
+    row(&mut out, "output tokens/s", per_s);
     out.push_str("\nlatency (ms)                 count      p50      p90      p99      max\n");
     for o in outcomes {
         for name in LLM_NAMES {

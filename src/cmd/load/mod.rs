@@ -16,7 +16,7 @@ use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
 use crate::load::config::{LoadConfig, Policy, PolicyList, Stop, Target, TargetError};
-use crate::load::{LoadError, summary};
+use crate::load::{LoadError, LoadOutcome, summary};
 
 pub use crate::units::parse_duration;
 
@@ -288,6 +288,30 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
             p => p,
         })
         .collect();
+    let outcomes = per_policy(policies, |policy, shutdown| {
+        let mut cfg = base.clone();
+        cfg.policy = policy;
+        async move { Ok(crate::load::run(cfg, shutdown).await?) }
+    })
+    .await?;
+    write_report(&args, &outcomes, &base.target)?;
+    if args.json {
+        println!("{:#}", summary::json(&outcomes));
+    } else {
+        print!("{}", summary::text(&outcomes));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `one` for each policy in turn (with the token Ctrl-C cancels) until every policy ran,
+/// one failed (its error is returned), or Ctrl-C came (the runs so far are returned).
+async fn per_policy<P, T, Fut>(
+    policies: impl IntoIterator<Item = P>,
+    mut one: impl FnMut(P, CancellationToken) -> Fut,
+) -> Result<Vec<T>, CliError>
+where
+    Fut: std::future::Future<Output = Result<T, CliError>>,
+{
     let shutdown = CancellationToken::new();
     let ctrl_c = shutdown.clone();
     let watcher = tokio::spawn(async move {
@@ -295,16 +319,13 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
             ctrl_c.cancel();
         }
     });
-    let mut outcomes = Vec::new();
+    let mut done = Vec::new();
     for policy in policies {
-        let mut cfg = base.clone();
-        cfg.policy = policy;
-        let result = crate::load::run(cfg, shutdown.clone()).await;
-        match result {
-            Ok(o) => outcomes.push(o),
+        match one(policy, shutdown.clone()).await {
+            Ok(t) => done.push(t),
             Err(e) => {
                 watcher.abort();
-                return Err(e.into());
+                return Err(e);
             }
         }
         if shutdown.is_cancelled() {
@@ -312,14 +333,14 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
         }
     }
     watcher.abort();
+    Ok(done)
+}
+
+/// With `--report-dir`: writes the run's report there and says where on stderr.
+fn write_report(args: &Args, outcomes: &[LoadOutcome], target: &Target) -> Result<(), CliError> {
     if let Some(dir) = &args.report_dir {
-        let written = agent::write(&outcomes, &base.target, args.seed, dir)?;
+        let written = agent::write(outcomes, target, args.seed, dir)?;
         eprintln!("report: {}", written.dir.display());
     }
-    if args.json {
-        println!("{:#}", summary::json(&outcomes));
-    } else {
-        print!("{}", summary::text(&outcomes));
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

@@ -371,11 +371,7 @@ pub fn parse_addr(s: &str) -> Result<SocketAddr, String> {
         .to_socket_addrs()
         .map_err(|e| bad(e.to_string()))?
         .collect();
-    found
-        .iter()
-        .find(|a| a.is_ipv4())
-        .or(found.first())
-        .copied()
+    crate::control::listen::prefer_ipv4(&found)
         .ok_or_else(|| bad("it resolves to no address".to_owned()))
 }
 

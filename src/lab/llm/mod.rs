@@ -138,14 +138,7 @@ where
             knobs.gap(),
             shared.cfg.chunking,
         );
-        let mut resp = Response::new(body);
-        let h = resp.headers_mut();
-        h.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/event-stream; charset=utf-8"),
-        );
-        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        resp
+        super::http::sse_response_as(body, "text/event-stream; charset=utf-8")
     } else {
         // A whole answer arrives once it is generated: first token, then one gap per token.
         let wait = knobs.ttft + knobs.gap() * answer.output_tokens().saturating_sub(1);
