@@ -2,7 +2,10 @@
 //! (`4096`, `64KiB`, `1MiB`), parsed the same way by every subcommand.
 //!
 //! Why one module: three subcommands once had three parsers that disagreed on what a bare
-//! number meant; a duration without a unit is now an error that says how to write one.
+//! number meant; a duration without a unit is now an error that says how to write one. The
+//! one small, stable hash (FNV-1a) lives here too, at the bottom of the layers, for the two
+//! places that need a hash fixed across runs and platforms (the per-connection RNG's seed
+//! mix, the audit's params fingerprint).
 
 use std::time::Duration;
 
@@ -10,6 +13,16 @@ use std::time::Duration;
 /// records and logs use, so no two of them round or overflow differently).
 pub fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// FNV-1a, 64 bits: stable across runs, platforms and versions (seeds depend on it).
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
 }
 
 /// Parses `250ms`, `1.5s`, `2m` (or `2min`), `1h` into a duration. A unit is required.
@@ -68,6 +81,13 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fnv1a_matches_the_published_test_vectors() {
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a(b"foobar"), 0x8594_4171_f739_67e8);
+    }
 
     #[test]
     fn durations_need_a_known_unit() {

@@ -231,20 +231,10 @@ fn params_hash(params: &Value) -> u64 {
         Some(obj) if obj.contains_key("_meta") => {
             let mut p = obj.clone();
             p.remove("_meta");
-            fnv1a(Value::Object(p).to_string().as_bytes())
+            crate::units::fnv1a(Value::Object(p).to_string().as_bytes())
         }
-        _ => fnv1a(params.to_string().as_bytes()),
+        _ => crate::units::fnv1a(params.to_string().as_bytes()),
     }
-}
-
-/// FNV-1a 64-bit hash.
-pub fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
 }
 
 /// True if and only if `version` is MCP 2026-07-28 or later (no resumption: re-issue instead).

@@ -320,11 +320,7 @@ pub type ConnRng = ChaCha8Rng;
 ///
 /// Stable across runs and platforms (FNV-1a of the name, then ChaCha8 seeded from the mix).
 pub fn conn_rng(seed: u64, proxy: &str, index: u64) -> ConnRng {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in proxy.as_bytes() {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
+    let h = crate::units::fnv1a(proxy.as_bytes());
     let mut key = [0u8; 32];
     key[..8].copy_from_slice(&seed.to_le_bytes());
     key[8..16].copy_from_slice(&h.to_le_bytes());
