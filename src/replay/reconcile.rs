@@ -18,14 +18,17 @@
 //!   differs gets one note: the call, both counts of each differing fact, and why
 //!   ([`why`]: the known reasons first, else both sides' evidence).
 //! - Findings of those kinds that belong to no kept call get a note each (a call the client
-//!   did not keep, or a request the client never sent).
+//!   did not keep, or a request the client never sent); a phase whose client keeps no per-call
+//!   facts (the LLM client) gets one note saying its facts are compared in totals only.
+//! - An LLM stream's proven re-send (`llm-retried`) is the client's `reissued`, as an MCP
+//!   call's is ([`fact`]).
 //!
 //! Invariant: at most [`MAX_RECONCILE_NOTES`] notes per policy; totals and `calls_differ`
 //! count everything.
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::audit::Finding;
+use crate::audit::{Finding, FindingKind};
 use crate::load::{CallEnd, CallFacts, Counters, Policy};
 use crate::report::{FactCounts, MAX_RECONCILE_NOTES, Reconciliation};
 
@@ -39,7 +42,7 @@ pub fn reconcile(
 ) -> Reconciliation {
     let shared: Vec<&Finding> = findings
         .iter()
-        .filter(|f| Counters::SHARED.contains(&f.kind.as_str()))
+        .filter(|f| Counters::SHARED.contains(&fact(f.kind)))
         .collect();
     let mut owner: HashMap<(Option<&str>, String), usize> = HashMap::new();
     for (i, call) in calls.iter().enumerate() {
@@ -69,7 +72,7 @@ pub fn reconcile(
             kind.to_owned(),
             FactCounts {
                 client: counters.get(kind).unwrap_or(0),
-                audit: shared.iter().filter(|f| f.kind.as_str() == kind).count() as u64,
+                audit: shared.iter().filter(|f| fact(f.kind) == kind).count() as u64,
                 calls_differ: 0,
             },
         );
@@ -77,7 +80,7 @@ pub fn reconcile(
     for (n, (call, found)) in calls.iter().zip(&per_call).enumerate() {
         let mut audit: BTreeMap<&str, Vec<&Finding>> = BTreeMap::new();
         for f in found {
-            audit.entry(f.kind.as_str()).or_default().push(f);
+            audit.entry(fact(f.kind)).or_default().push(f);
         }
         let mut parts = Vec::new();
         for kind in Counters::SHARED {
@@ -100,6 +103,17 @@ pub fn reconcile(
                 .push(format!("{}: {}", name(n, call), parts.join("; ")));
         }
     }
+    if calls.is_empty() && counters.calls > 0 {
+        if !orphans.is_empty() && out.notes.len() < MAX_RECONCILE_NOTES {
+            out.notes.push(format!(
+                "the client keeps no per-call facts in this phase ({} calls): its {} finding(s) \
+                 of these kinds are compared in the totals only",
+                counters.calls,
+                orphans.len()
+            ));
+        }
+        return out;
+    }
     for f in orphans {
         if out.notes.len() >= MAX_RECONCILE_NOTES {
             break;
@@ -117,6 +131,15 @@ pub fn reconcile(
         ));
     }
     out
+}
+
+/// The shared fact a finding of `kind` counts for: its own name, but an LLM stream's proven
+/// re-send (`llm-retried`) is the client's `reissued`.
+fn fact(kind: FindingKind) -> &'static str {
+    match kind {
+        FindingKind::LlmRetried => FindingKind::Reissued.as_str(),
+        k => k.as_str(),
+    }
 }
 
 fn name(n: usize, call: &CallFacts) -> String {
@@ -236,7 +259,7 @@ fn why(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audit::{FindingClass, FindingKind, StreamRef};
+    use crate::audit::{FindingClass, StreamRef};
 
     fn finding(kind: FindingKind, session: &str, id: &str) -> Finding {
         Finding {
@@ -328,5 +351,32 @@ mod tests {
             "{}",
             r.notes[1]
         );
+    }
+
+    #[test]
+    fn llm_re_sends_are_the_clients_reissued_and_a_phase_without_call_facts_gets_one_note() {
+        let counters = Counters {
+            calls: 24,
+            ok: 24,
+            reissued: 2,
+            ..Counters::default()
+        };
+        let findings = vec![
+            finding(FindingKind::LlmRetried, "-", "k-1"),
+            finding(FindingKind::LlmRetried, "-", "k-2"),
+            finding(FindingKind::LlmNoTerminal, "-", "k-3"),
+        ];
+        let r = reconcile(Policy::Strict, &[], &counters, &findings);
+        assert_eq!(
+            r.facts["reissued"],
+            FactCounts {
+                client: 2,
+                audit: 2,
+                calls_differ: 0
+            }
+        );
+        assert_eq!(r.notes.len(), 1, "{:?}", r.notes);
+        assert!(r.notes[0].contains("totals only"), "{}", r.notes[0]);
+        assert!(r.notes[0].contains("2 finding(s)"), "{}", r.notes[0]);
     }
 }

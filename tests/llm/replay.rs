@@ -96,6 +96,16 @@ async fn naive_truncations_are_losses_strict_re_sends_are_not_and_the_story_tell
         );
     }
 
+    // The report's client-and-audit table agrees: the strict client's re-sends are the audit's
+    // `llm-retried` (the client keeps no per-call facts here: one note says so).
+    let rec = &outcome.report.reconciliation["strict"];
+    assert_eq!(
+        (rec.facts["reissued"].client, rec.facts["reissued"].audit),
+        (s.reissued, s.reissued),
+        "{rec:?}"
+    );
+    assert_eq!(rec.notes.len(), 1, "{:?}", rec.notes);
+
     let story = outcome.report.story.join("\n");
     assert!(story.contains("naive client, request"), "{story}");
     assert!(story.contains("as the complete answer"), "{story}");
