@@ -203,6 +203,34 @@ fn secs(d: Duration) -> String {
 }
 
 impl Exchange {
+    /// A request just seen, nothing of its stream yet.
+    fn new(
+        api: LlmApi,
+        (conn, seq): (u64, u64),
+        body_hash: u64,
+        key: Option<String>,
+        now: Instant,
+    ) -> Self {
+        Exchange {
+            api,
+            conn,
+            seq,
+            body_hash,
+            key,
+            requested: now,
+            began: false,
+            last: now,
+            deltas: 0,
+            tools: Vec::new(),
+            tools_over: 0,
+            completion: None,
+            terminal: false,
+            error: false,
+            end: None,
+            cut: None,
+        }
+    }
+
     /// What the client had when the stream ended.
     fn delivered(&self) -> String {
         let mut parts = vec![format!(
@@ -354,24 +382,7 @@ impl LlmRule {
         }
         self.open.insert(
             (r.conn, r.seq),
-            Exchange {
-                api: r.api,
-                conn: r.conn,
-                seq: r.seq,
-                body_hash: r.body_hash,
-                key: r.idempotency_key,
-                requested: now,
-                began: false,
-                last: now,
-                deltas: 0,
-                tools: Vec::new(),
-                tools_over: 0,
-                completion: None,
-                terminal: false,
-                error: false,
-                end: None,
-                cut: None,
-            },
+            Exchange::new(r.api, (r.conn, r.seq), r.body_hash, r.idempotency_key, now),
         );
     }
 
@@ -744,22 +755,8 @@ mod tests {
     fn a_key_or_a_numbered_attempt_with_the_same_body_proves_a_re_send() {
         let t = Instant::now();
         let ex = Exchange {
-            api: LlmApi::ChatCompletions,
-            conn: 1,
-            seq: 0,
-            body_hash: 42,
-            key: Some("k1".into()),
-            requested: t,
             began: true,
-            last: t,
-            deltas: 0,
-            tools: Vec::new(),
-            tools_over: 0,
-            completion: None,
-            terminal: false,
-            error: false,
-            end: None,
-            cut: None,
+            ..Exchange::new(LlmApi::ChatCompletions, (1, 0), 42, Some("k1".into()), t)
         };
         let later = |key: Option<&str>, retry: Option<u32>, hash: u64| Recent {
             api: LlmApi::ChatCompletions,
