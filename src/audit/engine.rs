@@ -20,7 +20,7 @@ use super::ledger::Ledger;
 use super::rules::Rules;
 use super::stream::StreamKey;
 use crate::wire::Observation;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use tokio::time::Instant;
 
 /// Per-connection ordering state (see `order`).
@@ -39,8 +39,9 @@ pub struct ConnOrder {
 pub struct Engine {
     /// The shared facts.
     pub l: Ledger,
-    /// Ordering state per connection (see `order`).
-    pub order: HashMap<u64, ConnOrder>,
+    /// Ordering state per connection (see `order`), looked up for every observation: keyed by
+    /// the proxy's connection numbers (counters, not peer input), so hashed with FxHash.
+    pub order: FxHashMap<u64, ConnOrder>,
     /// The rules, in the order they run.
     pub rules: Rules,
 }
@@ -49,7 +50,7 @@ impl Engine {
     pub fn new(cfg: AuditConfig, now: Instant) -> Self {
         Engine {
             l: Ledger::new(cfg, now),
-            order: HashMap::new(),
+            order: FxHashMap::default(),
             rules: Rules::default(),
         }
     }

@@ -13,7 +13,7 @@
 //! each map's table to room for twice its entries, so the memory follows the gauges.
 
 use std::collections::HashMap;
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash};
 
 /// Tables are never shrunk below room for this many entries.
 const SHRINK_FLOOR: usize = 1024;
@@ -21,7 +21,7 @@ const SHRINK_FLOOR: usize = 1024;
 /// Shrinks `map`'s table to room for twice its entries (at least [`SHRINK_FLOOR`]). A no-op
 /// unless the table is larger than that (`capacity()` does not count removed slots, so it is
 /// not a measure of the table's size).
-pub(crate) fn shrink<K: Eq + Hash, V>(map: &mut HashMap<K, V>) {
+pub(crate) fn shrink<K: Eq + Hash, V, S: BuildHasher>(map: &mut HashMap<K, V, S>) {
     map.shrink_to(room_for(map.len()));
 }
 

@@ -17,6 +17,7 @@
 //!   dispatched with the same hash), so a stale or colliding key can never produce a finding.
 
 use super::stream::{Stream, StreamKey, is_globally_unique};
+use rustc_hash::FxHashMap;
 use std::collections::HashMap;
 
 fn id_key(id: &str, hash: u64) -> (u64, u64) {
@@ -101,7 +102,7 @@ pub struct Leak {
 /// `other` delivered it with that data and the two streams are known to differ (an id both
 /// delivered with different data). Twins (a broadcast feed) never qualify.
 pub fn differing_twin(
-    streams: &HashMap<StreamKey, Stream>,
+    streams: &FxHashMap<StreamKey, Stream>,
     (key, other): (StreamKey, StreamKey),
     id: &str,
     hash: u64,
@@ -124,7 +125,7 @@ pub fn differing_twin(
 /// The stream of another session whose event (`id`, `hash`) stream `key` is replaying, if
 /// the evidence of the module doc holds.
 pub fn leak_source(
-    streams: &HashMap<StreamKey, Stream>,
+    streams: &FxHashMap<StreamKey, Stream>,
     shared: &SharedIds,
     key: StreamKey,
     (id, hash, len): (&str, u64, u64),

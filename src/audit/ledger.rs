@@ -20,6 +20,7 @@ use super::leak::{self, Leak, SharedIds};
 use super::log::FindingsLog;
 use super::stream::{Stream, StreamKey};
 pub use super::stream::{is_decimal, is_globally_unique};
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use tokio::time::Instant;
 
@@ -182,7 +183,9 @@ pub struct Ledger {
     pub cfg: AuditConfig,
     pub start: Instant,
     next_key: StreamKey,
-    pub streams: HashMap<StreamKey, Stream>,
+    /// By key (the ledger's own counter, so hashed with FxHash: looked up several times per
+    /// event).
+    pub streams: FxHashMap<StreamKey, Stream>,
     pub sessions: HashMap<Option<String>, Session>,
     pub legs: BTreeMap<(u64, u64), Leg>,
     /// Globally unique-looking event id ([`is_globally_unique`]) → the stream that last
@@ -197,7 +200,7 @@ pub struct Ledger {
     /// Calls affected by `loss` findings (the summary's first line).
     pub loss: LossTally,
     /// Streams holding deferred findings (`Stream::deferred`).
-    pub deferring: HashSet<StreamKey>,
+    pub deferring: FxHashSet<StreamKey>,
     /// The replay verdict's signal for the leg being ended (see [`ReplaySignal`]).
     pub replay_signal: ReplaySignal,
     /// Re-sends proven since the registry last dispatched them (see [`Resent`]).
@@ -222,7 +225,7 @@ impl Ledger {
             cfg,
             start: now,
             next_key: 0,
-            streams: HashMap::new(),
+            streams: FxHashMap::default(),
             sessions: HashMap::new(),
             legs: BTreeMap::new(),
             opaque: HashMap::new(),
@@ -232,7 +235,7 @@ impl Ledger {
             histos: Histos::default(),
             log: None,
             loss: LossTally::default(),
-            deferring: HashSet::new(),
+            deferring: FxHashSet::default(),
             replay_signal: ReplaySignal::default(),
             resent: Vec::new(),
             ids_shared: None,

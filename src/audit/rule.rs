@@ -182,8 +182,16 @@ pub trait Rule: std::fmt::Debug + Send {
     /// A resume leg opened with its cursor mapped (see [`ResumeOpened`]).
     fn on_resume_leg(&mut self, _l: &mut Ledger, _r: &ResumeOpened<'_>) {}
 
+    /// True for a rule that reads observations ([`Rule::on_observation`]): the registry calls
+    /// that hook on these rules only (it runs twice per token of an LLM stream), so a rule
+    /// that overrides it must return true here.
+    fn reads_observations(&self) -> bool {
+        false
+    }
+
     /// Any observation, as the engine is about to apply it (in exchange order; a cut as it
-    /// arrives). For rules that read observations the ledger does not keep.
+    /// arrives). For rules that read observations the ledger does not keep; called only if
+    /// [`Rule::reads_observations`].
     fn on_observation(&mut self, _l: &mut Ledger, _now: Instant, _obs: &Observation) {}
 
     /// Connection `conn` closed (after the engine ended its legs).

@@ -387,19 +387,19 @@ impl LlmRule {
     }
 
     /// An event of an LLM stream reached the client.
-    pub fn on_llm_event(&mut self, _l: &mut Ledger, now: Instant, e: LlmEventSeen) {
+    pub fn on_llm_event(&mut self, _l: &mut Ledger, now: Instant, e: &LlmEventSeen) {
         let Some(ex) = self.open.get_mut(&(e.conn, e.seq)) else {
             return;
         };
         ex.began = true;
         ex.last = now;
-        let f = e.facts;
+        let f = &e.facts;
         ex.deltas += u64::from(f.text);
-        if let Some(s) = f.tool_start {
+        if let Some(s) = &f.tool_start {
             if ex.tools.len() < MAX_TOOLS {
                 ex.tools.push(Tool {
                     index: s.index,
-                    name: s.name,
+                    name: s.name.clone(),
                     bytes: 0,
                     status: ArgsStatus::Empty,
                 });
@@ -407,14 +407,14 @@ impl LlmRule {
                 ex.tools_over += 1;
             }
         }
-        if let Some(a) = f.args
+        if let Some(a) = &f.args
             && let Some(t) = ex.tools.iter_mut().find(|t| t.index == a.index)
         {
             t.bytes = a.bytes;
             t.status = a.status;
         }
         if f.completion.is_some() {
-            ex.completion = f.completion;
+            ex.completion.clone_from(&f.completion);
         }
         ex.terminal |= f.terminal;
         ex.error |= f.error;
@@ -696,6 +696,10 @@ impl Rule for LlmRule {
         "llm"
     }
 
+    fn reads_observations(&self) -> bool {
+        true
+    }
+
     /// LLM requests and events, and the response heads, bodies, stream ends and cuts of LLM
     /// exchanges (before the engine applies them).
     fn on_observation(&mut self, l: &mut Ledger, now: Instant, obs: &Observation) {
@@ -718,7 +722,7 @@ impl Rule for LlmRule {
                 self.on_llm_stream_end(l, now, *conn, *seq, *clean)
             }
             Observation::LlmRequest(r) => self.on_llm_request(l, now, r.clone()),
-            Observation::LlmEvent(e) => self.on_llm_event(l, now, e.clone()),
+            Observation::LlmEvent(e) => self.on_llm_event(l, now, e),
             _ => {}
         }
     }

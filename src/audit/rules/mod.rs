@@ -30,29 +30,40 @@ use tokio::time::Instant;
 #[derive(Debug)]
 pub struct Rules {
     rules: Vec<Box<dyn Rule>>,
+    /// Indices (into `rules`, in order) of the rules that read observations: `on_observation`
+    /// runs for every observation, so it skips the rules that do not.
+    readers: Vec<usize>,
 }
 
 impl Default for Rules {
     fn default() -> Self {
-        Rules {
-            rules: vec![
-                Box::new(torn::TornCut),
-                Box::new(pending::PendingCall),
-                Box::new(cursor::Cursor),
-                Box::new(replay::Replay),
-                Box::new(duplicate_response::DuplicateResponse),
-                Box::new(cursor_missing::CursorMissing::default()),
-                Box::new(reissue::Reissue::default()),
-                Box::new(abandoned::Abandoned::default()),
-                Box::new(stateless::Stateless::default()),
-                Box::new(truncation::TruncationAccepted::default()),
-                Box::new(llm::LlmRule::default()),
-            ],
-        }
+        Rules::new(vec![
+            Box::new(torn::TornCut),
+            Box::new(pending::PendingCall),
+            Box::new(cursor::Cursor),
+            Box::new(replay::Replay),
+            Box::new(duplicate_response::DuplicateResponse),
+            Box::new(cursor_missing::CursorMissing::default()),
+            Box::new(reissue::Reissue::default()),
+            Box::new(abandoned::Abandoned::default()),
+            Box::new(stateless::Stateless::default()),
+            Box::new(truncation::TruncationAccepted::default()),
+            Box::new(llm::LlmRule::default()),
+        ])
     }
 }
 
 impl Rules {
+    fn new(rules: Vec<Box<dyn Rule>>) -> Self {
+        let readers = rules
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.reads_observations())
+            .map(|(i, _)| i)
+            .collect();
+        Rules { rules, readers }
+    }
+
     /// The rules' names, in order.
     pub fn names(&self) -> Vec<&'static str> {
         self.rules.iter().map(|r| r.name()).collect()
@@ -102,8 +113,10 @@ impl Rules {
     }
 
     pub fn on_observation(&mut self, l: &mut Ledger, now: Instant, obs: &Observation) {
-        for rule in &mut self.rules {
-            rule.on_observation(l, now, obs);
+        for &i in &self.readers {
+            if let Some(rule) = self.rules.get_mut(i) {
+                rule.on_observation(l, now, obs);
+            }
         }
     }
 
