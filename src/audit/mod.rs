@@ -155,9 +155,16 @@ impl Inner {
 
 /// The worker: drains the intake whenever it is woken, until the auditor is dropped (its
 /// `Drop` wakes the worker, which then finds no auditor and ends).
+///
+/// Woken (the queue was empty), it first yields once: the tasks already ready (other
+/// connections' pumps, woken by the same poll of the sockets) run before it, and what they
+/// record joins the batch, so one drain (one lock of the ledger, one pass over its tables while
+/// they are in the cache) serves a burst of streams rather than each event. Receipt times are
+/// taken in `record`, so they do not depend on when the worker runs.
 async fn worker(inner: Weak<Inner>, wake: Arc<tokio::sync::Notify>) {
     loop {
         wake.notified().await;
+        tokio::task::yield_now().await;
         let Some(strong) = inner.upgrade() else {
             return;
         };
