@@ -42,6 +42,11 @@ pub struct Engine {
     /// Ordering state per connection (see `order`), looked up for every observation: keyed by
     /// the proxy's connection numbers (counters, not peer input), so hashed with FxHash.
     pub order: FxHashMap<u64, ConnOrder>,
+    /// `(conn, requests)` of the connection `order` last answered for: while its entry exists,
+    /// `requests` here is at most the entry's (it only grows), so an observation of `conn` with
+    /// a lower `seq` is known to follow its request without a lookup (an event's observations
+    /// come in runs of one connection). Cleared when the entry is removed.
+    pub last_order: Option<(u64, u64)>,
     /// The rules, in the order they run.
     pub rules: Rules,
 }
@@ -51,14 +56,15 @@ impl Engine {
         Engine {
             l: Ledger::new(cfg, now),
             order: FxHashMap::default(),
+            last_order: None,
             rules: Rules::default(),
         }
     }
 
-    /// Runs the periodic sweep if it is due.
+    /// Runs the periodic sweep if it is due: `sweep_every` has passed since the last sweep
+    /// (a comparison with `next_sweep`, no subtraction: it runs for every observation).
     pub fn maybe_sweep(&mut self, now: Instant) {
-        let every = self.l.cfg.grace.min(self.l.cfg.abandon_after) / 4;
-        if now.saturating_duration_since(self.l.last_sweep) >= every {
+        if self.l.sweep_every.is_zero() || self.l.next_sweep.is_some_and(|t| now >= t) {
             self.sweep(now);
         }
     }
@@ -66,7 +72,7 @@ impl Engine {
     /// Forgets ended streams and idle sessions past the grace period, and settles the rules'
     /// judgements that are due.
     pub fn sweep(&mut self, now: Instant) {
-        self.l.last_sweep = now;
+        self.l.next_sweep = now.checked_add(self.l.sweep_every);
         self.l.clock = self.l.clock.max(now);
         let grace = self.l.cfg.grace;
         let due: Vec<StreamKey> = self

@@ -22,6 +22,7 @@ use super::stream::{Stream, StreamKey};
 pub use super::stream::{is_decimal, is_globally_unique};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
 use tokio::time::Instant;
 
 /// One MCP session (or the anonymous one).
@@ -215,12 +216,17 @@ pub struct Ledger {
     /// True while `finish` closes the legs still open (a resume cut short by the end of the run
     /// is not a failed resume).
     pub finishing: bool,
-    /// When the engine last swept.
-    pub last_sweep: Instant,
+    /// How often applying observations sweeps: a quarter of the shorter of `grace` and
+    /// `abandon_after`.
+    pub sweep_every: Duration,
+    /// When applying an observation sweeps next: the last sweep's time plus `sweep_every`
+    /// (`None` past the clock's range: never).
+    pub next_sweep: Option<Instant>,
 }
 
 impl Ledger {
     pub fn new(cfg: AuditConfig, now: Instant) -> Self {
+        let sweep_every = cfg.grace.min(cfg.abandon_after) / 4;
         Ledger {
             cfg,
             start: now,
@@ -242,7 +248,8 @@ impl Ledger {
             ended: Default::default(),
             clock: now,
             finishing: false,
-            last_sweep: now,
+            sweep_every,
+            next_sweep: now.checked_add(sweep_every),
         }
     }
 

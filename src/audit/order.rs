@@ -42,14 +42,18 @@ impl Engine {
     pub fn arrive(&mut self, now: Instant, obs: Observation) {
         self.l.clock = self.l.clock.max(now);
         if let Some((conn, seq)) = seq_of(&obs) {
-            let c = self.order.entry(conn).or_default();
-            if seq >= c.requests {
-                if c.early.len() < MAX_EARLY_PER_CONN {
-                    c.early.push((now, obs));
-                } else {
-                    c.dropped += 1;
+            let requested = self.last_order.is_some_and(|(c, r)| c == conn && seq < r);
+            if !requested {
+                let c = self.order.entry(conn).or_default();
+                if seq >= c.requests {
+                    if c.early.len() < MAX_EARLY_PER_CONN {
+                        c.early.push((now, obs));
+                    } else {
+                        c.dropped += 1;
+                    }
+                    return;
                 }
-                return;
+                self.last_order = Some((conn, c.requests));
             }
         }
         if matches!(obs, Observation::Cut { .. }) {
@@ -70,6 +74,7 @@ impl Engine {
             } => {
                 let c = self.order.entry(conn).or_default();
                 c.requests = c.requests.max(seq.saturating_add(1));
+                self.last_order = Some((conn, c.requests));
                 self.on_request(
                     now,
                     RequestFacts {
@@ -237,6 +242,9 @@ impl Engine {
 
     /// The connection closed: what is still held never met its request.
     fn drop_early(&mut self, now: Instant, conn: u64) {
+        if self.last_order.is_some_and(|(c, _)| c == conn) {
+            self.last_order = None;
+        }
         let Some(c) = self.order.remove(&conn) else {
             return;
         };
@@ -267,5 +275,63 @@ impl Engine {
             c.dropped
         ));
         self.l.emit(f);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::AuditConfig;
+
+    fn request(conn: u64, seq: u64) -> Observation {
+        Observation::Request {
+            conn,
+            seq,
+            method: "GET".into(),
+            path: "/sse".into(),
+            session: None,
+            last_event_id: None,
+            protocol_version: None,
+            has_authorization: false,
+            idempotency_key: None,
+            body: None,
+        }
+    }
+
+    fn end(conn: u64, seq: u64) -> Observation {
+        Observation::StreamEnd {
+            conn,
+            seq,
+            clean: false,
+        }
+    }
+
+    fn held(e: &Engine, conn: u64) -> usize {
+        e.order.get(&conn).map_or(0, |c| c.early.len())
+    }
+
+    #[test]
+    fn an_exchange_after_the_last_request_seen_waits_even_right_after_its_connections_run() {
+        let now = Instant::now();
+        let mut e = Engine::new(AuditConfig::default(), now);
+        e.arrive(now, request(1, 0));
+        e.arrive(now, end(1, 0));
+        assert_eq!(held(&e, 1), 0, "exchange 0's request was seen");
+        e.arrive(now, end(1, 1));
+        assert_eq!(held(&e, 1), 1, "exchange 1's request was not");
+        e.arrive(now, request(1, 1));
+        assert_eq!(held(&e, 1), 0, "its request releases it");
+    }
+
+    #[test]
+    fn a_closed_connections_later_observations_wait_for_their_request_again() {
+        let now = Instant::now();
+        let mut e = Engine::new(AuditConfig::default(), now);
+        e.arrive(now, request(7, 0));
+        e.arrive(now, end(7, 0));
+        e.arrive(now, Observation::ConnClosed { conn: 7 });
+        // The connection's ordering state is gone: nothing of it is known to be requested.
+        e.arrive(now, end(7, 0));
+        assert_eq!(held(&e, 7), 1);
     }
 }
