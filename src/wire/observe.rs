@@ -7,6 +7,8 @@
 //! [`ObservationSink`] (the audit, or nothing). The byte-mode observer ([`NoObserver`]) keeps no
 //! state and returns no positions, so a plain relay pays nothing.
 
+use std::borrow::Cow;
+
 use super::SseClass;
 use super::http1_clean::CleanEnd;
 use crate::vocab::Direction;
@@ -171,7 +173,8 @@ pub enum Observation {
         id: Option<String>,
         /// The last event ID string after dispatch (sticky ids).
         last_event_id: Option<String>,
-        event_type: Option<String>,
+        /// The event type; the default `message` is a shared constant (no allocation per event).
+        event_type: Option<Cow<'static, str>>,
         /// XXH3-64 of the data buffer (`wire::http1::data_hash`); the payload itself is not kept.
         data_hash: u64,
         data_len: u64,
