@@ -122,17 +122,22 @@ impl Outbox {
     /// Every byte before `raw` was delivered: releases what they produced.
     pub(super) fn release(&mut self, raw: u64, sink: &dyn ObservationSink) {
         self.through = self.through.max(raw);
-        let mut released = 0;
-        while let Some((at, _)) = self.held.front() {
-            if *at > self.through {
-                break;
-            }
-            if let Some((_, obs)) = self.held.pop_front() {
-                self.bytes = self.bytes.saturating_sub(size_of_obs(&obs));
-                sink.record(obs);
-                released += 1;
-            }
+        let through = self.through;
+        if self.held.front().is_none_or(|(at, _)| *at > through) {
+            self.trim(0);
+            return;
         }
+        let (held, bytes) = (&mut self.held, &mut self.bytes);
+        let mut released = 0;
+        let mut batch = std::iter::from_fn(|| {
+            let (_, obs) = held.pop_front_if(|(at, _)| *at <= through)?;
+            *bytes = bytes.saturating_sub(size_of_obs(&obs));
+            released += 1;
+            Some(obs)
+        });
+        sink.record_all(&mut batch);
+        // A sink takes every item; should one not, the rest are released by the next call.
+        drop(batch);
         self.trim(released);
     }
 
