@@ -129,15 +129,16 @@ impl Outbox {
         }
         let (held, bytes) = (&mut self.held, &mut self.bytes);
         let mut released = 0;
-        let mut batch = std::iter::from_fn(|| {
-            let (_, obs) = held.pop_front_if(|(at, _)| *at <= through)?;
+        // A sink takes every item; should one not, the rest are released by the next call.
+        sink.record_all(&mut std::iter::from_fn(|| {
+            if held.front().is_none_or(|(at, _)| *at > through) {
+                return None;
+            }
+            let (_, obs) = held.pop_front()?;
             *bytes = bytes.saturating_sub(size_of_obs(&obs));
             released += 1;
             Some(obs)
-        });
-        sink.record_all(&mut batch);
-        // A sink takes every item; should one not, the rest are released by the next call.
-        drop(batch);
+        }));
         self.trim(released);
     }
 
