@@ -41,7 +41,7 @@ const MAX_SEQ_FACTS: usize = 64;
 pub struct EventFacts {
     pub id: Option<String>,
     pub last_event_id: Option<String>,
-    pub event_type: Option<String>,
+    pub event_type: Option<std::borrow::Cow<'static, str>>,
     pub data_hash: u64,
     pub data_len: u64,
     pub data: Option<Bytes>,

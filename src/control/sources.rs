@@ -44,6 +44,10 @@ impl CutBook {
 }
 
 impl ObservationSink for CutBook {
+    fn cuts_only(&self) -> bool {
+        true
+    }
+
     fn record(&self, obs: Observation) {
         let Some(rec) = CutRecord::from_observation(&obs, &self.proxy, SystemTime::now()) else {
             return;

@@ -7,7 +7,7 @@
 //!
 //! Invariants checked:
 //! - stream modes: every dispatched event's LLM facts and every payload cut point's LLM
-//!   position are the same under every chunking; positions depend only on the bytes before
+//!   position are the same under every chunking, and with the JSON reader's path filter off; positions depend only on the bytes before
 //!   the cut point (the positions of a prefix's cut points equal the whole stream's); no event
 //!   reports argument bytes beyond what the stream carried;
 //! - argument mode: the status is `complete` if and only if `serde_json` parses the text
@@ -39,8 +39,18 @@ type Read = (Vec<LlmEventFacts>, Vec<Option<LlmPos>>);
 
 /// Facts of every dispatched event and the LLM position of every payload cut point.
 fn read(api: LlmApi, parts: &[&[u8]]) -> Read {
+    read_with(api, parts, false)
+}
+
+/// [`read`], with the JSON reader reporting every path when `every_path` (see
+/// `LlmTracker::reading_every_path`).
+fn read_with(api: LlmApi, parts: &[&[u8]], every_path: bool) -> Read {
     let mut sc = SseScanner::bounded(4096, 1 << 16);
-    sc.set_llm(api);
+    if every_path {
+        sc.set_llm_reading_every_path(api);
+    } else {
+        sc.set_llm(api);
+    }
     let mut facts = Vec::new();
     let mut out = Classified::default();
     let mut marks: Vec<Option<LlmPos>> = Vec::new();
@@ -75,6 +85,12 @@ fn collect(out: &mut Classified, marks: &mut Vec<Option<LlmPos>>) {
 fn stream(input: &Input<'_>, api: LlmApi) {
     let payload = input.payload;
     let whole = read(api, &[payload]);
+    // The JSON reader's path filter changes no fact and no position.
+    assert_eq!(
+        read_with(api, &[payload], true),
+        whole,
+        "{api}: the path filter changed what was read"
+    );
     for bounds in chunkings(input.control, payload.len()) {
         let got = read(api, &pieces(payload, &bounds));
         assert_eq!(got, whole, "{api}: chunking {bounds:?}");

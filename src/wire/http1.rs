@@ -96,6 +96,9 @@ pub(super) struct Outbox {
     bytes: usize,
 }
 
+/// Slots an emptied [`Outbox`] keeps whatever it released.
+const KEEP_SLOTS: usize = 8;
+
 /// Approximate memory of one observation.
 fn size_of_obs(obs: &Observation) -> usize {
     let payload = match obs {
@@ -119,24 +122,36 @@ impl Outbox {
     /// Every byte before `raw` was delivered: releases what they produced.
     pub(super) fn release(&mut self, raw: u64, sink: &dyn ObservationSink) {
         self.through = self.through.max(raw);
-        while let Some((at, _)) = self.held.front() {
-            if *at > self.through {
-                break;
-            }
-            if let Some((_, obs)) = self.held.pop_front() {
-                self.bytes = self.bytes.saturating_sub(size_of_obs(&obs));
-                sink.record(obs);
-            }
+        let through = self.through;
+        if self.held.front().is_none_or(|(at, _)| *at > through) {
+            self.trim(0);
+            return;
         }
-        self.free_if_empty();
+        let (held, bytes) = (&mut self.held, &mut self.bytes);
+        let mut released = 0;
+        // A sink takes every item; should one not, the rest are released by the next call.
+        sink.record_all(&mut std::iter::from_fn(|| {
+            if held.front().is_none_or(|(at, _)| *at > through) {
+                return None;
+            }
+            let (_, obs) = held.pop_front()?;
+            *bytes = bytes.saturating_sub(size_of_obs(&obs));
+            released += 1;
+            Some(obs)
+        }));
+        self.trim(released);
     }
 
-    /// An empty outbox holds no allocation: a stream waits between messages (or for the rest
-    /// of a long event) with nothing held, and 10,000 such streams would otherwise keep ~16 MB
-    /// of empty slots (four observations each, the first growth). One allocation per held
-    /// message is the price.
-    fn free_if_empty(&mut self) {
-        if self.held.is_empty() && self.held.capacity() > 0 {
+    /// Keeps the storage of an emptied outbox while it is small ([`KEEP_SLOTS`]: a paced
+    /// stream holds an event's one or two observations per read, and would otherwise allocate
+    /// and free per read) or was well used by the batch just released (a busy stream holds
+    /// hundreds per read, and would otherwise regrow through every size per read). An emptied
+    /// outbox that is large and was little used is freed: a stream that waits between
+    /// messages keeps at most [`KEEP_SLOTS`] slots (~1.5 KB). Never more than the peak a
+    /// read produced, so memory per connection stays bounded by the read size.
+    fn trim(&mut self, released: usize) {
+        let cap = self.held.capacity();
+        if self.held.is_empty() && cap > KEEP_SLOTS && released < cap / 4 {
             self.held = VecDeque::new();
         }
     }
@@ -155,7 +170,7 @@ impl Outbox {
                 self.bytes = self.bytes.saturating_sub(size_of_obs(&obs));
             }
         }
-        self.free_if_empty();
+        self.trim(0);
     }
 
     /// Approximate bytes held.
@@ -421,7 +436,7 @@ mod tests {
     }
 
     #[test]
-    fn an_outbox_releases_in_offset_order_and_holds_no_allocation_once_empty() {
+    fn an_outbox_releases_in_offset_order_and_keeps_only_storage_it_uses() {
         let sink = Count(Mutex::new(Vec::new()));
         let mut out = Outbox::default();
         for (at, conn) in [(10, 1), (20, 2), (30, 3)] {
@@ -429,7 +444,6 @@ mod tests {
         }
         out.release(20, &sink);
         assert_eq!(sink.0.lock().unwrap().len(), 2);
-        assert!(out.held.capacity() > 0, "one observation still held");
         out.release(30, &sink);
         let got = sink.0.lock().unwrap().clone();
         assert_eq!(
@@ -438,9 +452,36 @@ mod tests {
                 .map(|conn| Observation::ConnClosed { conn })
                 .to_vec()
         );
+        // A paced stream's few slots are kept for its next read.
+        let small = out.held.capacity();
+        assert!((3..=KEEP_SLOTS).contains(&small), "{small}");
+        assert_eq!(out.held_bytes(), 0);
+        // A busy stream's read: its storage is kept while reads fill it.
+        for k in 0..1000 {
+            out.hold(100 + k, Observation::ConnClosed { conn: k });
+        }
+        out.release(1100, &sink);
+        let busy = out.held.capacity();
+        assert!(busy >= 1000, "{busy}");
+        for k in 0..1000 {
+            out.hold(1200 + k, Observation::ConnClosed { conn: k });
+        }
+        out.release(2200, &sink);
+        assert_eq!(
+            out.held.capacity(),
+            busy,
+            "no regrowth for the next busy read"
+        );
+        // Then a read with one observation: the large storage is freed.
+        out.hold(2300, Observation::ConnClosed { conn: 1 });
+        out.release(2300, &sink);
         assert_eq!((out.held.capacity(), out.held_bytes()), (0, 0));
-        out.hold(40, Observation::ConnClosed { conn: 4 });
-        out.end_at(35);
+        // What a cut discards is freed too.
+        for k in 0..100 {
+            out.hold(2400 + k, Observation::ConnClosed { conn: k });
+        }
+        out.end_at(2350);
         assert_eq!((out.held.capacity(), out.held_bytes()), (0, 0));
+        assert_eq!(sink.0.lock().unwrap().len(), 2004);
     }
 }

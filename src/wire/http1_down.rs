@@ -17,6 +17,7 @@
 //! - `clean_end` follows `http1_clean` (which needs the `base` class: is the cut at a line
 //!   start?).
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -313,7 +314,10 @@ impl Http1Downstream {
                     id: e.id.map(str::to_string),
                     last_event_id: (!e.last_event_id.is_empty())
                         .then(|| e.last_event_id.to_string()),
-                    event_type: Some(e.event_type.to_string()),
+                    event_type: Some(match e.event_type {
+                        "message" => Cow::Borrowed("message"),
+                        other => Cow::Owned(other.to_owned()),
+                    }),
                     data_hash: e.data_hash.unwrap_or_else(|| data_hash(e.data)),
                     data_len: e.data_len,
                     data,
@@ -407,8 +411,7 @@ impl Http1Downstream {
             return;
         };
         let before = self.view.classified.runs.len();
-        sse.scanner.flush_pending(&mut self.view.classified);
-        let facts = sse.scanner.current_facts(&mut self.view.classified);
+        let facts = sse.scanner.framing_facts(&mut self.view.classified);
         let run = PositionRun {
             start: at + 1,
             end: at + n + 1,

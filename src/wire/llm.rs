@@ -29,8 +29,10 @@
 //! Known limit: within one Chat Completions chunk, argument pieces of a second tool call are
 //! not followed (providers send one call's piece per chunk).
 
+use std::sync::OnceLock;
+
 use super::llm_args::{ArgsJson, ArgsStatus, Unescape};
-use super::llm_json::{JsonPath, Key, Path, Seg, Tok};
+use super::llm_json::{JsonPath, Key, Path, PathSet, Seg, Tok};
 use super::position::LlmPos;
 use crate::vocab::LlmApi;
 
@@ -195,6 +197,48 @@ struct Event {
     pending_lf: bool,
 }
 
+impl Event {
+    /// Back to [`Event::default`] without rewriting the capture buffers (the event is reset
+    /// at every dispatch; only their lengths make ~200 bytes of buffers readable). The pattern
+    /// names every field, so a new one cannot be left out.
+    fn clear(&mut self) {
+        let Event {
+            kind,
+            text,
+            index,
+            tool_entry,
+            tool_name,
+            args,
+            finish,
+            usage,
+            error,
+            tool_item,
+            text_block,
+            capture,
+            cap,
+            done,
+            data_len,
+            pending_lf,
+        } = self;
+        *kind = Kind::Unknown;
+        *text = false;
+        *index = None;
+        *tool_entry = false;
+        *tool_name = None;
+        *args = None;
+        *finish = None;
+        *usage = false;
+        *error = false;
+        *tool_item = false;
+        *text_block = false;
+        *capture = Capture::None;
+        cap.len = 0;
+        *done = 0;
+        *data_len = 0;
+        *pending_lf = false;
+    }
+}
+
 impl Default for Event {
     fn default() -> Self {
         Event {
@@ -259,13 +303,22 @@ impl LlmTracker {
     pub fn new(api: LlmApi) -> Self {
         LlmTracker {
             api,
-            json: JsonPath::default(),
+            json: JsonPath::only(wanted(api)),
             unescape: Unescape::default(),
             ev: Event::default(),
             st: Stream::default(),
             mark: None,
             transitions: Vec::new(),
             last: LlmEventFacts::default(),
+        }
+    }
+
+    /// A reader whose JSON reader reports every path, not only [`wanted`]'s: the same facts and
+    /// positions, more slowly (what the tests and the fuzz target compare the filter with).
+    pub(crate) fn reading_every_path(api: LlmApi) -> Self {
+        LlmTracker {
+            json: JsonPath::default(),
+            ..LlmTracker::new(api)
         }
     }
 
@@ -391,7 +444,7 @@ impl LlmTracker {
     pub fn dispatch(&mut self) -> &LlmEventFacts {
         let mut f = LlmEventFacts::default();
         self.json.finish(&mut |_, _| {});
-        let ev = self.ev;
+        let ev = &self.ev;
         let st = &mut self.st;
         st.events += 1;
         if self.api == LlmApi::ChatCompletions && ev.done == 6 && ev.data_len == 6 {
@@ -423,7 +476,7 @@ impl LlmTracker {
             if st.slot(index).is_some() {
                 f.tool_start = Some(ToolStart {
                     index,
-                    name: ev.tool_name.map(|n| n.string()),
+                    name: ev.tool_name.as_ref().map(Small::string),
                 });
             } else {
                 st.tools_over += 1;
@@ -454,7 +507,7 @@ impl LlmTracker {
             _ => {}
         }
         if f.completion.is_none()
-            && let Some(r) = ev.finish
+            && let Some(r) = &ev.finish
         {
             f.completion = Some(r.string());
         }
@@ -479,7 +532,7 @@ impl LlmTracker {
     }
 
     fn reset_event(&mut self) {
-        self.ev = Event::default();
+        self.ev.clear();
         self.json.reset();
         self.unescape = Unescape::default();
         self.refresh();
@@ -560,6 +613,76 @@ fn position(api: LlmApi, ev: &Event, st: &Stream) -> Option<LlmPos> {
 use Key as K;
 use Seg::{Elem as E, Key as S};
 
+/// Every path [`read`] acts on, per API (the captures of `capture_for` and the matches of
+/// `read_chat`, `read_responses` and `read_messages`): the JSON reader reports tokens at these
+/// paths only, since `read` changes nothing for a token anywhere else. A path missing here
+/// would silently blind the reader: `llm_tests`' `the_path_filter_changes_no_fact` compares a
+/// filtered reader with an unfiltered one over every test stream.
+fn wanted(api: LlmApi) -> &'static PathSet {
+    static SETS: [OnceLock<PathSet>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    let i = match api {
+        LlmApi::ChatCompletions => 0,
+        LlmApi::Responses => 1,
+        LlmApi::Messages => 2,
+    };
+    SETS[i].get_or_init(|| PathSet::new(wanted_paths(api)))
+}
+
+/// The paths of [`wanted`].
+fn wanted_paths(api: LlmApi) -> &'static [&'static [Seg]] {
+    match api {
+        LlmApi::ChatCompletions => &[
+            &[S(K::Choices), E, S(K::Delta), S(K::Content)],
+            &[S(K::Choices), E, S(K::Delta), S(K::ToolCalls), E],
+            &[
+                S(K::Choices),
+                E,
+                S(K::Delta),
+                S(K::ToolCalls),
+                E,
+                S(K::Index),
+            ],
+            &[
+                S(K::Choices),
+                E,
+                S(K::Delta),
+                S(K::ToolCalls),
+                E,
+                S(K::Function),
+                S(K::Name),
+            ],
+            &[
+                S(K::Choices),
+                E,
+                S(K::Delta),
+                S(K::ToolCalls),
+                E,
+                S(K::Function),
+                S(K::Arguments),
+            ],
+            &[S(K::Choices), E, S(K::FinishReason)],
+            &[S(K::Usage)],
+            &[S(K::Error)],
+        ],
+        LlmApi::Responses => &[
+            &[S(K::Type)],
+            &[S(K::Item), S(K::Type)],
+            &[S(K::Item), S(K::Name)],
+            &[S(K::OutputIndex)],
+            &[S(K::Delta)],
+        ],
+        LlmApi::Messages => &[
+            &[S(K::Type)],
+            &[S(K::ContentBlock), S(K::Type)],
+            &[S(K::ContentBlock), S(K::Name)],
+            &[S(K::Delta), S(K::StopReason)],
+            &[S(K::Index)],
+            &[S(K::Delta), S(K::Text)],
+            &[S(K::Delta), S(K::PartialJson)],
+        ],
+    }
+}
+
 /// Reads one token of an event's data; true if and only if it may change the position.
 fn read(
     api: LlmApi,
@@ -576,7 +699,7 @@ fn read(
     match tok {
         Tok::StrStart => {
             ev.capture = capture_for(api, ev, p);
-            ev.cap = Small::default();
+            ev.cap.len = 0;
             return false;
         }
         Tok::Str(s) if ev.capture != Capture::None => {

@@ -91,6 +91,81 @@ const KEYS: [(&[u8], Key); 21] = [
     (b"stop_reason", Key::StopReason),
 ];
 
+/// A set of paths, as a tree of their steps, for [`JsonPath::only`]: stepping into a value
+/// finds the step among its parent's few children (no comparison of whole paths).
+#[derive(Debug, Clone)]
+pub struct PathSet {
+    nodes: Vec<Node>,
+}
+
+/// One step of a [`PathSet`]'s tree (node 0 is the root, the empty path).
+#[derive(Debug, Clone, Copy)]
+struct Node {
+    step: Seg,
+    first_child: u8,
+    next_sibling: u8,
+    /// The path from the root to here is in the set.
+    wanted: bool,
+}
+
+/// No node (also: the current path leaves the set's tree).
+const NONE: u8 = u8::MAX;
+
+impl PathSet {
+    /// The set of `paths` (paths deeper than [`MAX_DEPTH`], and any beyond the tree's 254
+    /// nodes, are left out: they could never match).
+    pub fn new(paths: &[&[Seg]]) -> Self {
+        let root = Node {
+            step: Seg::Elem,
+            first_child: NONE,
+            next_sibling: NONE,
+            wanted: false,
+        };
+        let mut nodes = vec![root];
+        'paths: for p in paths.iter().filter(|p| p.len() <= MAX_DEPTH) {
+            let mut at = 0;
+            for &step in *p {
+                at = match nodes.child(at, step) {
+                    Some(c) => c,
+                    None if nodes.len() < usize::from(NONE) => {
+                        let new = nodes.len() as u8;
+                        let parent = &mut nodes[usize::from(at)];
+                        let next_sibling = std::mem::replace(&mut parent.first_child, new);
+                        nodes.push(Node {
+                            step,
+                            first_child: NONE,
+                            next_sibling,
+                            wanted: false,
+                        });
+                        new
+                    }
+                    None => continue 'paths,
+                };
+            }
+            nodes[usize::from(at)].wanted = true;
+        }
+        PathSet { nodes }
+    }
+}
+
+/// Finding a node's child by its step.
+trait Tree {
+    fn child(&self, at: u8, step: Seg) -> Option<u8>;
+}
+
+impl Tree for Vec<Node> {
+    fn child(&self, at: u8, step: Seg) -> Option<u8> {
+        let mut c = self.get(usize::from(at))?.first_child;
+        while let Some(n) = self.get(usize::from(c)) {
+            if n.step == step {
+                return Some(c);
+            }
+            c = n.next_sibling;
+        }
+        None
+    }
+}
+
 /// One step of a path: a member under a key, or an array element.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Seg {
@@ -198,6 +273,13 @@ pub struct JsonPath {
     key_len: usize,
     scalar: [u8; SCALAR_CAP],
     scalar_len: usize,
+    /// The paths whose tokens are reported ([`JsonPath::only`]); `None`: every path.
+    wanted: Option<&'static PathSet>,
+    /// `at[i]`: the node of `wanted`'s tree the current path's first `i` steps reach
+    /// ([`NONE`]: they leave the tree).
+    at: [u8; MAX_DEPTH + 1],
+    /// Bit `i` set: the current path's first `i` steps are one of `wanted`.
+    wanted_bits: u16,
 }
 
 impl Default for JsonPath {
@@ -211,11 +293,26 @@ impl Default for JsonPath {
             key_len: 0,
             scalar: [0; SCALAR_CAP],
             scalar_len: 0,
+            wanted: None,
+            at: [0; MAX_DEPTH + 1],
+            wanted_bits: 1,
         }
     }
 }
 
 impl JsonPath {
+    /// A reader that reports only the tokens whose path is exactly one of `wanted` (it still
+    /// reads everything else, to know where it is): a consumer that ignores every other path
+    /// is spared a call per token it would ignore.
+    pub fn only(wanted: &'static PathSet) -> Self {
+        let mut r = JsonPath {
+            wanted: Some(wanted),
+            ..JsonPath::default()
+        };
+        r.reset();
+        r
+    }
+
     /// Back to the start of a new value.
     pub fn reset(&mut self) {
         self.state = S::Value;
@@ -224,6 +321,38 @@ impl JsonPath {
         self.objects = 0;
         self.key_len = 0;
         self.scalar_len = 0;
+        self.at[0] = 0;
+        self.wanted_bits = match self.wanted {
+            None => 1,
+            Some(w) => u16::from(w.nodes.first().is_some_and(|n| n.wanted)),
+        };
+    }
+
+    /// True if and only if tokens at the current path are reported.
+    fn wants(&self) -> bool {
+        match self.wanted {
+            None => true,
+            Some(_) => self.path.deep == 0 && self.wanted_bits & (1 << self.path.len) != 0,
+        }
+    }
+
+    /// Steps into `s`, noting where the new path is in `wanted`'s tree.
+    fn push(&mut self, s: Seg) {
+        self.path.push(s);
+        let Some(w) = self.wanted else {
+            return;
+        };
+        if self.path.deep > 0 {
+            return;
+        }
+        let len = usize::from(self.path.len);
+        let bit = 1u16 << len;
+        self.wanted_bits &= !bit;
+        let node = w.nodes.child(self.at[len - 1], s);
+        self.at[len] = node.unwrap_or(NONE);
+        if node.is_some_and(|n| w.nodes[usize::from(n)].wanted) {
+            self.wanted_bits |= bit;
+        }
     }
 
     /// True once the input stopped being JSON.
@@ -234,7 +363,9 @@ impl JsonPath {
     /// Ends the value: a scalar still open at the top level is reported.
     pub fn finish(&mut self, on: &mut impl FnMut(Tok<'_>, &Path)) {
         if self.state == S::Scalar {
-            on(Tok::Scalar(&self.scalar[..self.scalar_len]), &self.path);
+            if self.wants() {
+                on(Tok::Scalar(&self.scalar[..self.scalar_len]), &self.path);
+            }
             self.state = S::Done;
         }
     }
@@ -262,26 +393,34 @@ impl JsonPath {
                     let rest = &bytes[i..];
                     if esc {
                         // The escaped byte is content; `\"` does not end the string.
-                        on(Tok::Str(&rest[..1]), &self.path);
+                        if self.wants() {
+                            on(Tok::Str(&rest[..1]), &self.path);
+                        }
                         self.state = S::InStr { esc: false };
                         i += 1;
                         continue;
                     }
                     match memchr2(b'"', b'\\', rest) {
                         None => {
-                            on(Tok::Str(rest), &self.path);
+                            if self.wants() {
+                                on(Tok::Str(rest), &self.path);
+                            }
                             i = bytes.len();
                         }
                         Some(n) if rest[n] == b'\\' => {
-                            on(Tok::Str(&rest[..=n]), &self.path);
+                            if self.wants() {
+                                on(Tok::Str(&rest[..=n]), &self.path);
+                            }
                             self.state = S::InStr { esc: true };
                             i += n + 1;
                         }
                         Some(n) => {
-                            if n > 0 {
+                            if n > 0 && self.wants() {
                                 on(Tok::Str(&rest[..n]), &self.path);
                             }
-                            on(Tok::StrEnd(&rest[n..=n]), &self.path);
+                            if self.wants() {
+                                on(Tok::StrEnd(&rest[n..=n]), &self.path);
+                            }
                             i += n + 1;
                             self.end_value();
                         }
@@ -290,45 +429,75 @@ impl JsonPath {
                 S::InKey { esc } => {
                     let rest = &bytes[i..];
                     if esc {
-                        self.key_byte(rest[0]);
+                        self.key_bytes(&rest[..1]);
                         self.state = S::InKey { esc: false };
                         i += 1;
                         continue;
                     }
                     match memchr2(b'"', b'\\', rest) {
                         None => {
-                            for &b in rest {
-                                self.key_byte(b);
-                            }
+                            self.key_bytes(rest);
                             i = bytes.len();
                         }
                         Some(n) => {
-                            for &b in &rest[..n] {
-                                self.key_byte(b);
-                            }
+                            self.key_bytes(&rest[..n]);
+                            i += n + 1;
                             if rest[n] == b'\\' {
-                                self.key_byte(b'\\');
+                                self.key_bytes(b"\\");
                                 self.state = S::InKey { esc: true };
+                            } else if bytes.get(i) == Some(&b':') {
+                                // The usual `"key":` goes on at once to the value's first byte.
+                                self.colon();
+                                i += 1;
+                                if let Some(&b) = bytes.get(i)
+                                    && !is_ws(b)
+                                {
+                                    self.begin_value(b, on);
+                                    i += 1;
+                                }
                             } else {
                                 self.state = S::Colon;
                             }
-                            i += n + 1;
                         }
+                    }
+                }
+                S::Scalar => {
+                    // The scalar's bytes up to its end, at once; the end by `byte`.
+                    let rest = &bytes[i..];
+                    let n = rest
+                        .iter()
+                        .position(|&b| matches!(b, b',' | b'}' | b']') || is_ws(b))
+                        .unwrap_or(rest.len());
+                    let from = self.scalar_len.min(SCALAR_CAP);
+                    let keep = n.min(SCALAR_CAP - from);
+                    self.scalar[from..from + keep].copy_from_slice(&rest[..keep]);
+                    self.scalar_len = (self.scalar_len + n).min(SCALAR_CAP);
+                    i += n;
+                    if let Some(&b) = bytes.get(i) {
+                        self.byte(b, on);
+                        i += 1;
                     }
                 }
                 _ => {
                     self.byte(bytes[i], on);
                     i += 1;
+                    // A key's opening quote right after `{` or `,`: into the key at once.
+                    if matches!(self.state, S::Key { .. }) && bytes.get(i) == Some(&b'"') {
+                        self.key_len = 0;
+                        self.state = S::InKey { esc: false };
+                        i += 1;
+                    }
                 }
             }
         }
     }
 
-    fn key_byte(&mut self, b: u8) {
-        if self.key_len < KEY_CAP {
-            self.key[self.key_len] = b;
-        }
-        self.key_len = self.key_len.saturating_add(1);
+    /// Key bytes (the first [`KEY_CAP`] are kept; the length counts them all).
+    fn key_bytes(&mut self, b: &[u8]) {
+        let from = self.key_len.min(KEY_CAP);
+        let n = b.len().min(KEY_CAP - from);
+        self.key[from..from + n].copy_from_slice(&b[..n]);
+        self.key_len = self.key_len.saturating_add(b.len());
     }
 
     fn current_key(&self) -> Key {
@@ -339,6 +508,13 @@ impl JsonPath {
         KEYS.iter()
             .find(|(name, _)| *name == k)
             .map_or(Key::Other, |(_, key)| *key)
+    }
+
+    /// The colon after a key: the value under it comes next.
+    fn colon(&mut self) {
+        let key = self.current_key();
+        self.push(Seg::Key(key));
+        self.state = S::Value;
     }
 
     /// A value ended: back to its container (or done at the top level).
@@ -359,7 +535,9 @@ impl JsonPath {
                     self.state = S::Stop;
                     return;
                 }
-                on(Tok::Open, &self.path);
+                if self.wants() {
+                    on(Tok::Open, &self.path);
+                }
                 if b == b'{' {
                     self.objects |= 1 << self.open;
                 } else {
@@ -373,7 +551,9 @@ impl JsonPath {
                 };
             }
             b'"' => {
-                on(Tok::StrStart, &self.path);
+                if self.wants() {
+                    on(Tok::StrStart, &self.path);
+                }
                 self.state = S::InStr { esc: false };
             }
             b'-' | b'0'..=b'9' | b't' | b'f' | b'n' => {
@@ -391,12 +571,14 @@ impl JsonPath {
             return;
         }
         self.open -= 1;
-        on(Tok::Close, &self.path);
+        if self.wants() {
+            on(Tok::Close, &self.path);
+        }
         self.end_value();
     }
 
     fn byte(&mut self, b: u8, on: &mut impl FnMut(Tok<'_>, &Path)) {
-        let ws = matches!(b, b' ' | b'\t' | b'\n' | b'\r');
+        let ws = is_ws(b);
         match self.state {
             S::Value => {
                 if !ws {
@@ -407,7 +589,7 @@ impl JsonPath {
                 _ if ws => {}
                 b']' => self.close(false, on),
                 _ => {
-                    self.path.push(Seg::Elem);
+                    self.push(Seg::Elem);
                     self.begin_value(b, on);
                 }
             },
@@ -422,16 +604,14 @@ impl JsonPath {
             },
             S::Colon => match b {
                 _ if ws => {}
-                b':' => {
-                    let key = self.current_key();
-                    self.path.push(Seg::Key(key));
-                    self.state = S::Value;
-                }
+                b':' => self.colon(),
                 _ => self.state = S::Stop,
             },
             S::Scalar => {
                 if matches!(b, b',' | b'}' | b']') || ws {
-                    on(Tok::Scalar(&self.scalar[..self.scalar_len]), &self.path);
+                    if self.wants() {
+                        on(Tok::Scalar(&self.scalar[..self.scalar_len]), &self.path);
+                    }
                     self.end_value();
                     if !ws && self.state == S::After {
                         self.after(b, on);
@@ -460,7 +640,7 @@ impl JsonPath {
                 if self.in_object() {
                     self.state = S::Key { first: false };
                 } else if self.open > 0 {
-                    self.path.push(Seg::Elem);
+                    self.push(Seg::Elem);
                     self.state = S::Value;
                 } else {
                     self.state = S::Stop;
@@ -473,13 +653,21 @@ impl JsonPath {
     }
 }
 
+/// JSON whitespace.
+fn is_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// (path, token) pairs as text, string pieces joined.
     fn tokens(parts: &[&[u8]]) -> Vec<String> {
-        let mut r = JsonPath::default();
+        tokens_of(JsonPath::default(), parts)
+    }
+
+    fn tokens_of(mut r: JsonPath, parts: &[&[u8]]) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         let mut on = |t: Tok<'_>, p: &Path| {
             let path = match p.segs() {
@@ -505,6 +693,43 @@ mod tests {
     }
 
     const CHUNK: &[u8] = br#"{"id":"c1","choices":[{"index":0,"delta":{"content":"Hi \"x\"","tool_calls":[{"index":2,"function":{"arguments":"{\"a\""}}]},"finish_reason":null}],"usage":{"n":[1,{"deep":{"a":{"b":{"c":{"d":{"e":1}}}}}}]}}"#;
+
+    #[test]
+    fn a_filtered_reader_reports_exactly_the_tokens_at_its_paths() {
+        use Seg::{Elem as E, Key as K};
+        let content: &[Seg] = &[K(Key::Choices), E, K(Key::Delta), K(Key::Content)];
+        let tool: &[Seg] = &[K(Key::Choices), E, K(Key::Delta), K(Key::ToolCalls), E];
+        let wanted: &'static PathSet = Box::leak(Box::new(PathSet::new(&[
+            content,
+            tool,
+            &[K(Key::Usage)],
+            &[],
+        ])));
+        let all = tokens(&[CHUNK]);
+        let kept: Vec<&String> = all
+            .iter()
+            .filter(|t| {
+                [
+                    format!("{content:?} "),
+                    format!("{tool:?} "),
+                    "[Key(Usage)] ".to_owned(),
+                    "[] ".to_owned(),
+                ]
+                .iter()
+                .any(|p| t.starts_with(p.as_str()))
+            })
+            .collect();
+        assert!(kept.len() >= 6 && kept.len() < all.len(), "{kept:?}");
+        for k in 0..=CHUNK.len() {
+            let got = tokens_of(JsonPath::only(wanted), &[&CHUNK[..k], &CHUNK[k..]]);
+            assert_eq!(got.iter().collect::<Vec<_>>(), kept, "split at {k}");
+        }
+        // No path wanted: nothing reported, and the value is still read to its end.
+        let mut none = JsonPath::only(Box::leak(Box::new(PathSet::new(&[]))));
+        let mut n = 0;
+        none.feed(CHUNK, &mut |_, _| n += 1);
+        assert_eq!((n, none.state), (0, S::Done));
+    }
 
     #[test]
     fn values_are_reported_at_their_paths() {
@@ -566,8 +791,8 @@ mod tests {
     fn every_known_key_is_recognised_and_others_are_not() {
         let key = |name: &[u8]| {
             let mut r = JsonPath::default();
-            for &b in name {
-                r.key_byte(b);
+            for b in name.chunks(3) {
+                r.key_bytes(b);
             }
             r.current_key()
         };

@@ -36,8 +36,21 @@ fn frames(api: LlmApi, tokens: u32, tool: bool, eol: &'static [u8]) -> Vec<Frame
 /// Feeds `parts` in order; returns every dispatched event's facts and the LLM position of
 /// every payload cut point `0..=n`.
 fn read(api: LlmApi, parts: &[&[u8]]) -> (Vec<LlmEventFacts>, Vec<Option<LlmPos>>) {
+    read_with(api, parts, false)
+}
+
+/// [`read`], with the JSON reader reporting every path when `every_path`.
+fn read_with(
+    api: LlmApi,
+    parts: &[&[u8]],
+    every_path: bool,
+) -> (Vec<LlmEventFacts>, Vec<Option<LlmPos>>) {
     let mut sc = SseScanner::bounded(4096, 1 << 20);
-    sc.set_llm(api);
+    if every_path {
+        sc.set_llm_reading_every_path(api);
+    } else {
+        sc.set_llm(api);
+    }
     let mut facts = Vec::new();
     let mut out = Classified::default();
     for p in parts {
@@ -159,6 +172,49 @@ fn every_split_gives_the_same_facts_and_positions() {
                     read(api, &bytewise),
                     whole,
                     "{api} tool={tool} byte by byte"
+                );
+            }
+        }
+    }
+}
+
+/// The JSON reader reports only the paths `read` acts on: over the lab's answers and over
+/// events that put the same keys at other places, other types and other depths, the facts and
+/// every cut point's position are those of a reader that sees every path, under every split.
+#[test]
+fn the_path_filter_changes_no_fact() {
+    let odd: &[u8] = br#"data: {"choices":[{"index":0,"delta":{"content":{"text":"x"},"tool_calls":[{"index":"1","function":{"name":{"a":1},"arguments":7}}]},"finish_reason":["stop"]}],"usage":null,"error":"e"}
+
+data: {"delta":{"choices":[{"delta":{"content":"hidden"}}],"text":"t","partial_json":"{\"a\""},"type":"content_block_delta","index":3}
+
+data: {"type":"response.output_item.added","output_index":"2","item":{"type":"function_call","name":"f","item":{"type":"x"}},"delta":"{\"k\":"}
+
+data: {"type":"message_delta","delta":{"stop_reason":"end_turn","stop_reason":null},"content_block":{"type":"tool_use","name":"g"}}
+
+data: {"a":{"b":{"c":{"d":{"e":{"f":{"g":{"h":{"choices":[{"delta":{"content":"deep"}}]}}}}}}}},"choices":[{"delta":{"content":"\u00e9\"","tool_calls":[{"index":0,"function":{"arguments":"{\"q\":[1,"}},{"index":1,"function":{"name":"n2","arguments":""}}]}}]}
+
+data: {"choices":[{"delta":{},"finish_reason":"tool_calls"}],"usage":{"completion_tokens":3}}
+
+data: [DONE]
+
+"#;
+    for api in LlmApi::ALL {
+        let mut streams = vec![odd.to_vec()];
+        for tool in [false, true] {
+            streams.push(concat(&frames(api, 3, tool, b"\n")));
+        }
+        for bytes in &streams {
+            let filtered = read(api, &[bytes]);
+            assert_eq!(read_with(api, &[bytes], true), filtered, "{api}: whole");
+            assert!(
+                filtered.1.iter().any(Option::is_some),
+                "{api}: the stream has LLM positions at all"
+            );
+            for k in 0..=bytes.len() {
+                assert_eq!(
+                    read_with(api, &[&bytes[..k], &bytes[k..]], true),
+                    filtered,
+                    "{api}: split at {k}"
                 );
             }
         }

@@ -7,6 +7,8 @@
 //! [`ObservationSink`] (the audit, or nothing). The byte-mode observer ([`NoObserver`]) keeps no
 //! state and returns no positions, so a plain relay pays nothing.
 
+use std::borrow::Cow;
+
 use super::SseClass;
 use super::http1_clean::CleanEnd;
 use crate::vocab::Direction;
@@ -171,7 +173,8 @@ pub enum Observation {
         id: Option<String>,
         /// The last event ID string after dispatch (sticky ids).
         last_event_id: Option<String>,
-        event_type: Option<String>,
+        /// The event type; the default `message` is a shared constant (no allocation per event).
+        event_type: Option<Cow<'static, str>>,
         /// XXH3-64 of the data buffer (`wire::http1::data_hash`); the payload itself is not kept.
         data_hash: u64,
         data_len: u64,
@@ -254,19 +257,70 @@ pub struct LlmEventSeen {
 pub trait ObservationSink: Send + Sync {
     /// Records one observation.
     fn record(&self, obs: Observation);
+
+    /// Records, in order, the observations one delivery released together (the bytes that
+    /// produced them reached the peer in one write, at one instant). A sink with a cost per
+    /// call (a clock reading, a lock, a wake-up) overrides it to pay that once per batch; it
+    /// takes every item.
+    fn record_all(&self, batch: &mut dyn Iterator<Item = Observation>) {
+        for obs in batch {
+            self.record(obs);
+        }
+    }
+
+    /// True if the sink keeps nothing but [`Observation::Cut`]s: a [`FanOut`] hands it only
+    /// those (no clone of every event for a sink that drops it).
+    fn cuts_only(&self) -> bool {
+        false
+    }
 }
 
-/// Sends every observation to each of several sinks, in order (the audit, a cut log, …).
+/// Sends every observation to each of several sinks, in order (the audit, a cut log, …); a
+/// sink that keeps only cuts gets only cuts.
 pub struct FanOut(pub Vec<std::sync::Arc<dyn ObservationSink>>);
+
+impl FanOut {
+    fn wants(sink: &dyn ObservationSink, obs: &Observation) -> bool {
+        !sink.cuts_only() || matches!(obs, Observation::Cut { .. })
+    }
+}
 
 impl ObservationSink for FanOut {
     fn record(&self, obs: Observation) {
-        if let Some((last, rest)) = self.0.split_last() {
-            for sink in rest {
+        let Some(last) = self.0.iter().rposition(|s| Self::wants(&**s, &obs)) else {
+            return;
+        };
+        for sink in &self.0[..last] {
+            if Self::wants(&**sink, &obs) {
                 sink.record(obs.clone());
             }
-            last.record(obs);
         }
+        self.0[last].record(obs);
+    }
+
+    /// With at most one sink that keeps more than cuts (the usual: the audit beside a cut book
+    /// and a cut log), the batch goes to it whole, cuts copied to the others on the way.
+    fn record_all(&self, batch: &mut dyn Iterator<Item = Observation>) {
+        let mut general = self.0.iter().filter(|s| !s.cuts_only());
+        let (Some(main), None) = (general.next(), general.next()) else {
+            for obs in batch {
+                self.record(obs);
+            }
+            return;
+        };
+        let mut batch = batch.inspect(|obs| {
+            if matches!(obs, Observation::Cut { .. }) {
+                for sink in self.0.iter().filter(|s| s.cuts_only()) {
+                    sink.record(obs.clone());
+                }
+            }
+        });
+        main.record_all(&mut batch);
+        batch.for_each(drop);
+    }
+
+    fn cuts_only(&self) -> bool {
+        self.0.iter().all(|s| s.cuts_only())
     }
 }
 
@@ -400,5 +454,96 @@ impl WireObserver for NoObserver {
     fn passed(&mut self, n: u64) {
         self.chunk_start = self.raw;
         self.raw += n;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// Keeps what it is given, in order; `cuts` says whether it keeps only cuts.
+    #[derive(Default)]
+    struct Keep {
+        cuts: bool,
+        got: Mutex<Vec<Observation>>,
+        calls: Mutex<usize>,
+    }
+
+    impl ObservationSink for Keep {
+        fn record(&self, obs: Observation) {
+            assert!(!self.cuts || matches!(obs, Observation::Cut { .. }));
+            self.got.lock().unwrap().push(obs);
+            *self.calls.lock().unwrap() += 1;
+        }
+
+        fn record_all(&self, batch: &mut dyn Iterator<Item = Observation>) {
+            self.got.lock().unwrap().extend(batch);
+            *self.calls.lock().unwrap() += 1;
+        }
+
+        fn cuts_only(&self) -> bool {
+            self.cuts
+        }
+    }
+
+    fn batch() -> Vec<Observation> {
+        vec![
+            Observation::ConnOpened {
+                conn: 1,
+                proxy: "p".into(),
+            },
+            Observation::Cut {
+                conn: 1,
+                direction: Direction::Downstream,
+                action: CutAction::Reset,
+                point: CutPoint::default(),
+            },
+            Observation::ConnClosed { conn: 1 },
+        ]
+    }
+
+    #[test]
+    fn a_fan_out_gives_cut_keepers_only_cuts_and_the_audit_each_batch_whole() {
+        let (book, audit, log) = (
+            Arc::new(Keep {
+                cuts: true,
+                ..Keep::default()
+            }),
+            Arc::new(Keep::default()),
+            Arc::new(Keep {
+                cuts: true,
+                ..Keep::default()
+            }),
+        );
+        let fan = FanOut(vec![book.clone(), audit.clone(), log.clone()]);
+        assert!(!fan.cuts_only());
+        fan.record_all(&mut batch().into_iter());
+        assert_eq!(*audit.got.lock().unwrap(), batch());
+        assert_eq!(*audit.calls.lock().unwrap(), 1, "one call for the batch");
+        for cuts in [&book, &log] {
+            assert_eq!(*cuts.got.lock().unwrap(), batch()[1..2]);
+        }
+        // One at a time: the same.
+        for obs in batch() {
+            fan.record(obs);
+        }
+        assert_eq!(audit.got.lock().unwrap().len(), 6);
+        assert_eq!(book.got.lock().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_fan_out_with_two_full_sinks_gives_each_everything() {
+        let (a, b) = (Arc::new(Keep::default()), Arc::new(Keep::default()));
+        let fan = FanOut(vec![a.clone(), b.clone()]);
+        fan.record_all(&mut batch().into_iter());
+        assert_eq!(*a.got.lock().unwrap(), batch());
+        assert_eq!(*b.got.lock().unwrap(), batch());
+        let only_cuts = FanOut(vec![Arc::new(Keep {
+            cuts: true,
+            ..Keep::default()
+        })]);
+        assert!(only_cuts.cuts_only());
     }
 }

@@ -195,6 +195,10 @@ fn write_lines(rx: Receiver<String>, mut out: BufWriter<File>, failed: &AtomicU6
 }
 
 impl ObservationSink for CutLog {
+    fn cuts_only(&self) -> bool {
+        true
+    }
+
     fn record(&self, obs: Observation) {
         let Some(rec) = CutRecord::from_observation(&obs, &self.proxy, SystemTime::now()) else {
             return;

@@ -191,6 +191,12 @@ impl SseScanner {
         self.llm = Some(Box::new(LlmTracker::new(api)));
     }
 
+    /// [`SseScanner::set_llm`] with a reader whose JSON reader reports every path (see
+    /// `LlmTracker::reading_every_path`): for checking that the path filter changes nothing.
+    pub(crate) fn set_llm_reading_every_path(&mut self, api: LlmApi) {
+        self.llm = Some(Box::new(LlmTracker::reading_every_path(api)));
+    }
+
     /// The LLM reader, if the stream is followed as an LLM answer.
     pub fn llm(&self) -> Option<&LlmTracker> {
         self.llm.as_deref()

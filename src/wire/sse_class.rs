@@ -210,11 +210,13 @@ impl SseScanner {
         self.tr.end(out);
     }
 
-    /// Records the facts of the current state into `out` and returns their index (for cut
-    /// points outside the payload, such as chunk framing).
-    pub fn current_facts(&mut self, out: &mut Classified) -> u32 {
+    /// Chunk framing follows the payload read so far: classifies the pending cut point (as
+    /// [`SseScanner::flush_pending`]) and returns the index in `out` of the facts of the current
+    /// state, for the framing's own cut points (the pending point's facts when it had one:
+    /// resolving it changes no fact).
+    pub fn framing_facts(&mut self, out: &mut Classified) -> u32 {
         self.tr.begin(out);
-        self.tr.dirty = true;
+        self.resolve_pending(false);
         let i = self.snapshot_facts();
         self.tr.end(out);
         i
