@@ -3,9 +3,11 @@
 //! It exists so that the relay never waits on the audit. Invariants:
 //! - `push` takes one short lock (a queue push) and never blocks on the ledger or on I/O; when
 //!   the queue holds `limit` observations the new one is dropped and counted ([`Intake::dropped`]),
-//!   never waited for.
-//! - Each observation keeps its receipt time (taken in `push`), so the ledger's histograms and
-//!   `at_ms` do not depend on when the worker runs.
+//!   never waited for. [`Intake::push_all`] does the same for the observations one delivery
+//!   released, under one lock, with one wake.
+//! - Each observation keeps its receipt time (taken by the caller of `push`, once per batch for
+//!   `push_all`: a batch's observations were delivered by one write), so the ledger's histograms
+//!   and `at_ms` do not depend on when the worker runs.
 //! - Observations reach the ledger in push order: a drain takes the whole queue while holding
 //!   the ledger, so two drains (the worker and a query) cannot interleave.
 //! - While `paused`, only queries drain (a slow consumer, as tests and operators make one).
@@ -70,6 +72,30 @@ impl Intake {
             self.wake.notify_one();
         }
         true
+    }
+
+    /// Queues every observation of `batch` (one delivery's, in order), all received at `now`,
+    /// under one lock and with at most one wake; those beyond the limit are dropped and counted.
+    /// Takes every item. Returns how many were queued.
+    pub fn push_all(&self, now: Instant, batch: &mut dyn Iterator<Item = Observation>) -> usize {
+        let (queued, was_empty, dropped) = {
+            let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+            let was_empty = q.is_empty();
+            let room = self.limit.saturating_sub(q.len());
+            let before = q.len();
+            q.extend((&mut *batch).take(room).map(|obs| (now, obs)));
+            let queued = q.len() - before;
+            drop(q);
+            // The rest of the batch, beyond the limit: taken and counted, outside the lock.
+            (queued, was_empty, batch.count())
+        };
+        if dropped > 0 {
+            self.dropped.fetch_add(dropped as u64, Ordering::Relaxed);
+        }
+        if was_empty && queued > 0 && !self.paused.load(Ordering::Relaxed) {
+            self.wake.notify_one();
+        }
+        queued
     }
 
     /// Takes everything queued, in order (the queue goes on in the recycled spare, if any).
@@ -159,6 +185,26 @@ mod tests {
         let next = i.take();
         assert_eq!(seqs(&next), [100, 101, 102]);
         assert!(next.capacity() >= 100, "capacity {}", next.capacity());
+    }
+
+    #[test]
+    fn a_delivery_batch_is_queued_in_order_and_its_excess_taken_and_counted() {
+        let i = Intake::new(4);
+        let t0 = Instant::now();
+        assert!(i.push(t0, end(0)));
+        let t1 = t0 + std::time::Duration::from_millis(3);
+        let mut taken = 0;
+        let mut batch = (1..6).map(end).inspect(|_| taken += 1);
+        assert_eq!(i.push_all(t1, &mut batch), 3);
+        drop(batch);
+        assert_eq!(taken, 5, "every item of the batch is taken");
+        assert_eq!(i.dropped(), 2);
+        let q = i.take();
+        assert_eq!(seqs(&q), [0, 1, 2, 3]);
+        let times: Vec<Instant> = q.iter().map(|(t, _)| *t).collect();
+        assert_eq!(times, [t0, t1, t1, t1]);
+        assert_eq!(i.push_all(t1, &mut std::iter::empty()), 0);
+        assert!(i.is_empty());
     }
 
     #[test]

@@ -12,7 +12,8 @@
 //!   (spawned on the first `record` inside a tokio runtime) applies the queue to the ledger, and
 //!   every query first drains the queue itself, so a query sees everything recorded before it.
 //!   The findings log is written by its own thread ([`log`]), never on the data path.
-//! - Time is the observation's receipt time (`tokio::time::Instant::now()` in `record`); the
+//! - Time is the observation's receipt time (`tokio::time::Instant::now()` in `record`, once
+//!   per batch in `record_all`: one delivery's observations reached the peer in one write); the
 //!   histograms and `at_ms` use it, so a paused test clock drives them exactly.
 //! - Memory is bounded per stream (`ids_per_stream` ids and hashes, never payloads), streams and
 //!   sessions are forgotten `grace` after they end, an ended stream is kept compact (its newest
@@ -422,5 +423,12 @@ impl ObservationSink for Auditor {
     fn record(&self, obs: Observation) {
         self.ensure_worker();
         self.inner.intake.push(Instant::now(), obs);
+    }
+
+    /// One delivery's observations: one clock reading (they reached the peer in one write),
+    /// one lock of the intake, at most one wake of the worker.
+    fn record_all(&self, batch: &mut dyn Iterator<Item = Observation>) {
+        self.ensure_worker();
+        self.inner.intake.push_all(Instant::now(), batch);
     }
 }
