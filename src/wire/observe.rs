@@ -316,7 +316,10 @@ impl ObservationSink for FanOut {
             }
         });
         main.record_all(&mut batch);
-        batch.for_each(drop);
+        // Whatever it left (it should take every item) still reaches it, one at a time.
+        for obs in batch {
+            main.record(obs);
+        }
     }
 
     fn cuts_only(&self) -> bool {
