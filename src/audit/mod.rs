@@ -161,7 +161,7 @@ impl Inner {
 /// connections' pumps, woken by the same poll of the sockets) run before it, and what they
 /// record joins the batch, so one drain (one lock of the ledger, one pass over its tables while
 /// they are in the cache) serves a burst of streams rather than each event. Receipt times are
-/// taken in `record`, so they do not depend on when the worker runs.
+/// taken in `record` and `record_all`, so they do not depend on when the worker runs.
 async fn worker(inner: Weak<Inner>, wake: Arc<tokio::sync::Notify>) {
     loop {
         wake.notified().await;
