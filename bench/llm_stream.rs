@@ -38,8 +38,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tearline::audit::{AuditConfig, Auditor};
+use tearline::control::sources::CutBook;
 use tearline::proxy::{self, CancellationToken, Proxy, ProxyConfig};
 use tearline::wire::http1::observer_pair;
+use tearline::wire::observe::FanOut;
 use tearline::wire::{Observation, ObservationSink};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -263,7 +265,8 @@ async fn paced_server(listener: TcpListener, pieces: Arc<Vec<Vec<u8>>>, period: 
     }
 }
 
-/// A proxy on `rt` in front of `origin`, relaying bytes only or observing with the audit.
+/// A proxy on `rt` in front of `origin`, relaying bytes only or observing with the audit (and
+/// the cut book, as `tearline proxy` does).
 fn start_proxy(
     rt: &Runtime,
     origin: SocketAddr,
@@ -276,7 +279,11 @@ fn start_proxy(
         let p = Proxy::new(cfg);
         let auditor = observed.then(|| Arc::new(Auditor::new(AuditConfig::default())));
         if let Some(a) = &auditor {
-            p.observe_http(a.clone());
+            // The sinks `tearline proxy --observe http` gives a proxy: its cut book, then the
+            // audit (see `cmd::proxy::stack`).
+            let sinks: Vec<Arc<dyn ObservationSink>> =
+                vec![Arc::new(CutBook::new("bench")), a.clone()];
+            p.observe_http(Arc::new(FanOut(sinks)));
         }
         let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let a = l.local_addr().expect("addr");
