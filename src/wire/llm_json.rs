@@ -128,15 +128,21 @@ impl PathSet {
                 at = match nodes.child(at, step) {
                     Some(c) => c,
                     None if nodes.len() < usize::from(NONE) => {
+                        // Appended after the last sibling: children are tried in the order
+                        // the paths name them.
                         let new = nodes.len() as u8;
-                        let parent = &mut nodes[usize::from(at)];
-                        let next_sibling = std::mem::replace(&mut parent.first_child, new);
                         nodes.push(Node {
                             step,
                             first_child: NONE,
-                            next_sibling,
+                            next_sibling: NONE,
                             wanted: false,
                         });
+                        let mut link = &mut nodes[usize::from(at)].first_child;
+                        while *link != NONE {
+                            let c = usize::from(*link);
+                            link = &mut nodes[c].next_sibling;
+                        }
+                        *link = new;
                         new
                     }
                     None => continue 'paths,
