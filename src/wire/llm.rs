@@ -315,6 +315,7 @@ impl LlmTracker {
 
     /// A reader whose JSON reader reports every path, not only [`wanted`]'s: the same facts and
     /// positions, more slowly (what the tests and the fuzz target compare the filter with).
+    #[cfg(any(test, feature = "harness"))]
     pub(crate) fn reading_every_path(api: LlmApi) -> Self {
         LlmTracker {
             json: JsonPath::default(),

@@ -193,6 +193,7 @@ impl SseScanner {
 
     /// [`SseScanner::set_llm`] with a reader whose JSON reader reports every path (see
     /// `LlmTracker::reading_every_path`): for checking that the path filter changes nothing.
+    #[cfg(any(test, feature = "harness"))]
     pub(crate) fn set_llm_reading_every_path(&mut self, api: LlmApi) {
         self.llm = Some(Box::new(LlmTracker::reading_every_path(api)));
     }
