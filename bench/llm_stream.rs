@@ -26,14 +26,15 @@
 //!
 //! Part 3, paced, in the same run: `--streams` concurrent answers (default 256) of `--tokens`
 //! events each (default 150) at `--rate` events/s per stream (default 50, a model's usual
-//! token rate), the server writing one event per tick; the CPU time (getrusage, user +
-//! system) of the proxy's one thread per event relayed, with `--observe bytes` and with
-//! `--observe http` + audit, and their ratio: what observing costs a gateway that is not
+//! token rate), the server writing one event per tick, through a proxy with `--observe bytes`
+//! and one with `--observe http` + audit at the same time (each on its own thread, so both meet
+//! the same moment of a shared machine); the CPU time (getrusage, user + system) of each
+//! proxy's thread per event relayed, and their ratio: what observing costs a gateway that is not
 //! saturated (the audit's worker task shares that thread, so its cost is counted). Goal: the
 //! observing proxy relays ≥ 0.85× the events per CPU-second of the relay.
 //!
 //! `-- --events N` changes the answer's length (default 1,000,000), `-- --rounds N` the rounds
-//! (default 5; part 1 runs at most 3; part 3 alternates the two modes each round); `-- --part N`
+//! (default 5; part 1 runs at most 3); `-- --part N`
 //! runs part N alone; `-- --streams 0` skips part 3.
 
 use std::hint::black_box;
@@ -335,7 +336,9 @@ fn part3(streams: usize, tokens: usize, rate: usize, rounds: usize) {
     let whole: usize = pieces.iter().map(Vec::len).sum();
     let period = Duration::from_secs_f64(1.0 / rate.max(1) as f64);
     let server_rt = runtime("paced-server");
-    let proxy_rt = runtime("paced-proxy");
+    // One proxy per thread, both relaying at once: the two modes share the machine's moment
+    // (its load, its scheduling), and each thread's CPU time is its proxy's alone.
+    let proxy_rts = [runtime("paced-bytes"), runtime("paced-http")];
     let client_rt = runtime("paced-client");
     let origin = server_rt.block_on(async {
         let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -344,38 +347,39 @@ fn part3(streams: usize, tokens: usize, rate: usize, rounds: usize) {
         a
     });
     let stop = CancellationToken::new();
-    let bytes = start_proxy(&proxy_rt, origin, Mode::Bytes, &stop);
-    let http = start_proxy(&proxy_rt, origin, Mode::Http, &stop);
+    let bytes = start_proxy(&proxy_rts[0], origin, Mode::Bytes, &stop);
+    let http = start_proxy(&proxy_rts[1], origin, Mode::Http, &stop);
     println!(
-        "Part 3: paced, {streams} concurrent answers of {tokens} events at {rate} events/s each, proxy thread CPU per event"
+        "Part 3: paced, {streams} concurrent answers of {tokens} events at {rate} events/s each through each proxy at once, proxy thread CPU per event"
     );
     let events = (streams * tokens) as f64;
     let names = [
         "proxy, --observe bytes",
         "proxy, --observe http (LLM reader + audit)",
     ];
-    // Rounds alternate the two modes; the totals over all rounds give the ratio.
     let mut cpu_total = [Duration::ZERO; 2];
     for round in 1..=rounds {
+        let cpu0 = proxy_rts.each_ref().map(worker_cpu);
+        let t = Instant::now();
+        let got = client_rt.block_on(async {
+            let all: Vec<_> = [bytes.0, http.0]
+                .into_iter()
+                .flat_map(|addr| (0..streams).map(move |_| tokio::spawn(client(addr))))
+                .collect();
+            let mut got = Vec::new();
+            for c in all {
+                got.push(c.await.unwrap_or(0));
+            }
+            got
+        });
+        let wall = t.elapsed();
+        assert!(
+            got.iter().all(|&n| n == whole),
+            "every client received the whole answer"
+        );
         let mut per_event = [0f64; 2];
-        for (i, (addr, _)) in [&bytes, &http].into_iter().enumerate() {
-            let addr = *addr;
-            let cpu0 = worker_cpu(&proxy_rt);
-            let t = Instant::now();
-            let got = client_rt.block_on(async {
-                let all: Vec<_> = (0..streams).map(|_| tokio::spawn(client(addr))).collect();
-                let mut got = Vec::new();
-                for c in all {
-                    got.push(c.await.unwrap_or(0));
-                }
-                got
-            });
-            let wall = t.elapsed();
-            let cpu = worker_cpu(&proxy_rt).saturating_sub(cpu0);
-            assert!(
-                got.iter().all(|&n| n == whole),
-                "every client received the whole answer"
-            );
+        for i in 0..2 {
+            let cpu = worker_cpu(&proxy_rts[i]).saturating_sub(cpu0[i]);
             cpu_total[i] += cpu;
             per_event[i] = cpu.as_secs_f64() / events;
             println!(
