@@ -5,8 +5,8 @@
 //! one HTTP chunk per event (as servers flush per token), then the finish chunk and
 //! `data: [DONE]`, answering `POST /v1/chat/completions`.
 //!
-//! Part 1, one core, in process: the HTTP observer fed 64 KiB reads (delivering each read at
-//! once), its observations going to (a) nowhere, (b) the auditor, whose ledger applies each
+//! Part 1, one core, in process: the HTTP observer fed 64 KiB reads (`-- --read N` for N-byte
+//! reads; a paced stream's reads hold one event, ~106 bytes) (delivering each read at once), its observations going to (a) nowhere, (b) the auditor, whose ledger applies each
 //! read's observations on the same thread right after it (a query drains its queue: nothing
 //! is dropped, and the count of dropped observations is printed to show it); the same bytes
 //! answering `/mcp` (a plain SSE stream: no LLM reader) for comparison. Prints events/s by the
@@ -59,8 +59,6 @@ impl ObservationSink for Discard {
         black_box(obs);
     }
 }
-
-const READ: usize = 64 * 1024;
 
 fn arg(name: &str, default: usize) -> usize {
     let args: Vec<String> = std::env::args().collect();
@@ -138,7 +136,7 @@ fn observe(path: &str, down: &[u8], sink: Arc<dyn ObservationSink>, after_read: 
     u.observe(&up);
     u.delivered_through(up.len() as u64);
     let mut at = 0u64;
-    for c in down.chunks(READ) {
+    for c in down.chunks(arg("--read", 64 * 1024).max(1)) {
         black_box(d.observe(c));
         at += c.len() as u64;
         d.delivered_through(at);
@@ -150,9 +148,10 @@ fn observe(path: &str, down: &[u8], sink: Arc<dyn ObservationSink>, after_read: 
 fn part1(events: usize, rounds: usize) {
     let down = response(events);
     println!(
-        "Part 1: one core, {events} events of ~{} bytes ({:.1} MB), 64 KiB reads",
+        "Part 1: one core, {events} events of ~{} bytes ({:.1} MB), reads of {} bytes",
         down.len() / events,
-        down.len() as f64 / 1e6
+        down.len() as f64 / 1e6,
+        arg("--read", 64 * 1024).max(1)
     );
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
