@@ -125,7 +125,7 @@ impl PathSet {
         'paths: for p in paths.iter().filter(|p| p.len() <= MAX_DEPTH) {
             let mut at = 0;
             for &step in *p {
-                at = match nodes.child(at, step) {
+                at = match child(&nodes, at, step) {
                     Some(c) => c,
                     None if nodes.len() < usize::from(NONE) => {
                         // Appended after the last sibling: children are tried in the order
@@ -154,22 +154,16 @@ impl PathSet {
     }
 }
 
-/// Finding a node's child by its step.
-trait Tree {
-    fn child(&self, at: u8, step: Seg) -> Option<u8>;
-}
-
-impl Tree for Vec<Node> {
-    fn child(&self, at: u8, step: Seg) -> Option<u8> {
-        let mut c = self.get(usize::from(at))?.first_child;
-        while let Some(n) = self.get(usize::from(c)) {
-            if n.step == step {
-                return Some(c);
-            }
-            c = n.next_sibling;
+/// The child of node `at` reached by `step`, if any.
+fn child(nodes: &[Node], at: u8, step: Seg) -> Option<u8> {
+    let mut c = nodes.get(usize::from(at))?.first_child;
+    while let Some(n) = nodes.get(usize::from(c)) {
+        if n.step == step {
+            return Some(c);
         }
-        None
+        c = n.next_sibling;
     }
+    None
 }
 
 /// One step of a path: a member under a key, or an array element.
@@ -354,7 +348,7 @@ impl JsonPath {
         let len = usize::from(self.path.len);
         let bit = 1u16 << len;
         self.wanted_bits &= !bit;
-        let node = w.nodes.child(self.at[len - 1], s);
+        let node = child(&w.nodes, self.at[len - 1], s);
         self.at[len] = node.unwrap_or(NONE);
         if node.is_some_and(|n| w.nodes[usize::from(n)].wanted) {
             self.wanted_bits |= bit;
