@@ -147,8 +147,9 @@ impl Outbox {
     /// and free per read) or was well used by the batch just released (a busy stream holds
     /// hundreds per read, and would otherwise regrow through every size per read). An emptied
     /// outbox that is large and was little used is freed: a stream that waits between
-    /// messages keeps at most [`KEEP_SLOTS`] slots (~1.5 KB). Never more than the peak a
-    /// read produced, so memory per connection stays bounded by the read size.
+    /// messages keeps at most [`KEEP_SLOTS`] slots of 256 bytes (2 KB; a paced LLM stream's
+    /// two observations per read keep 4, 1 KB). Never more than the peak a read produced, so
+    /// memory per connection stays bounded by the read size.
     fn trim(&mut self, released: usize) {
         let cap = self.held.capacity();
         if self.held.is_empty() && cap > KEEP_SLOTS && released < cap / 4 {
