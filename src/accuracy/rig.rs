@@ -28,8 +28,8 @@ use crate::wire::SseClass;
 
 /// A listener on 127.0.0.1, port 0.
 pub(super) async fn bind() -> Result<TcpListener, String> {
-    TcpListener::bind("127.0.0.1:0")
-        .await
+    // The proxy's deep backlog: a burst of clients is queued, never answered with SYN cookies.
+    crate::proxy::listen(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
         .map_err(|e| format!("cannot bind 127.0.0.1:0: {e}"))
 }
 

@@ -5,7 +5,6 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::lab::config::{
@@ -184,12 +183,12 @@ impl Args {
 
 /// Runs `tearline serve` until SIGINT or SIGTERM.
 pub async fn run(args: Args) -> Result<ExitCode, ServeError> {
-    let listener = TcpListener::bind(args.listen)
-        .await
-        .map_err(|source| ServeError::Bind {
-            addr: args.listen,
-            source,
-        })?;
+    // The proxy's deep backlog: a load test's burst of clients is queued, not answered with
+    // SYN cookies (which can reset a client the lab never saw).
+    let listener = crate::proxy::listen(args.listen).map_err(|source| ServeError::Bind {
+        addr: args.listen,
+        source,
+    })?;
     let addr = listener.local_addr().unwrap_or(args.listen);
     let shutdown = CancellationToken::new();
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())

@@ -235,8 +235,8 @@ async fn start_lab(
 }
 
 async fn bind_loopback() -> Result<TcpListener, ReplayError> {
-    TcpListener::bind("127.0.0.1:0")
-        .await
+    // The proxy's deep backlog: a burst of clients is queued, never answered with SYN cookies.
+    crate::proxy::listen(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
         .map_err(|source| ReplayError::Bind { source })
 }
 

@@ -27,7 +27,10 @@ pub async fn start_proxy(upstream: SocketAddr, edit: impl FnOnce(&mut ProxyConfi
     let mut cfg = ProxyConfig::new("test", upstream.to_string());
     cfg.drain_timeout = Duration::from_secs(2);
     edit(&mut cfg);
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    // The deep backlog `tearline proxy` listens with: a burst of a thousand connects is queued.
+    // With tokio's 1,024 the queue overflows under load and the kernel answers with SYN
+    // cookies, which can reset a client or accept a stale segment as a new connection.
+    let listener = proxy::listen("127.0.0.1:0".parse().unwrap()).unwrap();
     let addr = listener.local_addr().unwrap();
     let proxy = Proxy::new(cfg);
     let shutdown = CancellationToken::new();
