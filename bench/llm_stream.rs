@@ -33,7 +33,8 @@
 //! saturated (the audit's worker task shares that thread, so its cost is counted). Goal: the
 //! observing proxy relays ≥ 0.85× the events per CPU-second of the relay.
 //!
-//! `-- --events N` changes the answer's length (default 1,000,000), `-- --rounds N` the rounds
+//! `-- --interleave N` runs part 1 as N answers fed one event per read in turn (the cache
+//! a proxy relaying N paced answers works with); `-- --events N` changes the answer's length (default 1,000,000), `-- --rounds N` the rounds
 //! (default 5; part 1 runs at most 3); `-- --part N`
 //! runs part N alone; `-- --streams 0` skips part 3.
 
@@ -145,7 +146,43 @@ fn observe(path: &str, down: &[u8], sink: Arc<dyn ObservationSink>, after_read: 
     d.eof();
 }
 
+/// Feeds `streams` observer pairs (connections 1..=streams) one event-sized read each in turn,
+/// as a proxy relaying that many paced answers sees them: each read finds its connection's
+/// state out of the cache the other streams used.
+fn observe_interleaved(
+    streams: usize,
+    tokens: usize,
+    sink: &Arc<dyn ObservationSink>,
+    after_read: &dyn Fn(),
+) {
+    let up = request("/v1/chat/completions");
+    let pieces = response_pieces(tokens);
+    let mut conns: Vec<_> = (1..=streams as u64)
+        .map(|id| {
+            let (mut u, d) = observer_pair(id, sink.clone());
+            u.observe(&up);
+            u.delivered_through(up.len() as u64);
+            (u, d, 0u64)
+        })
+        .collect();
+    for p in &pieces {
+        for (_, d, at) in &mut conns {
+            black_box(d.observe(p));
+            *at += p.len() as u64;
+            d.delivered_through(*at);
+            after_read();
+        }
+    }
+    for (_, d, _) in &mut conns {
+        d.eof();
+    }
+}
+
 fn part1(events: usize, rounds: usize) {
+    let streams = arg("--interleave", 0);
+    if streams > 0 {
+        return part1_interleaved(streams, events, rounds);
+    }
     let down = response(events);
     println!(
         "Part 1: one core, {events} events of ~{} bytes ({:.1} MB), reads of {} bytes",
@@ -188,6 +225,42 @@ fn part1(events: usize, rounds: usize) {
             "  goal: >= 1,000,000 events per CPU-second through the observer (and with the audit)"
         );
         println!("  observations the audit dropped (queue full): {dropped} (must be 0)");
+    });
+}
+
+/// Part 1 with `--interleave N`: N answers of `events / N` events, one event per read, the
+/// streams taking turns.
+fn part1_interleaved(streams: usize, events: usize, rounds: usize) {
+    let tokens = (events / streams).max(1);
+    let events = tokens * streams;
+    println!(
+        "Part 1, interleaved: {streams} answers of {tokens} events, one event per read, the answers taking turns"
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let discard: Arc<dyn ObservationSink> = Arc::new(Discard);
+        let llm = best(rounds, events, || {
+            observe_interleaved(streams, tokens, &discard, &|| {})
+        });
+        let audited = best(rounds, events, || {
+            let a = Arc::new(Auditor::new(AuditConfig::default()));
+            let sink: Arc<dyn ObservationSink> = a.clone();
+            let drain = || {
+                black_box(a.loss_affected());
+            };
+            observe_interleaved(streams, tokens, &sink, &drain);
+            black_box(a.counts());
+        });
+        println!("  {:<40} {:>12} {:>16}", "", "events/s", "per CPU-second");
+        for (name, (wall, cpu)) in [
+            ("observer, LLM stream (LLM reader)", llm),
+            ("observer + audit, LLM stream", audited),
+        ] {
+            println!("  {name:<40} {wall:>12.0} {cpu:>16.0}");
+        }
     });
 }
 

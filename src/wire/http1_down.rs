@@ -300,8 +300,10 @@ impl Http1Downstream {
             }
             let index = *events;
             *events += 1;
-            // The whole data when short, else the head of its JSON-RPC facts (`sse_data`).
-            let data = Some(bytes::Bytes::copy_from_slice(e.data));
+            // The whole data when short, else the head of its JSON-RPC facts (`sse_data`). An
+            // LLM stream's data is a provider's JSON, read by the LLM reader as it streamed:
+            // no JSON-RPC to read, so no copy per token.
+            let data = llm.is_none().then(|| bytes::Bytes::copy_from_slice(e.data));
             let is_final = rpc_id
                 .as_deref()
                 .is_some_and(|id| is_response_head(e.data, id));

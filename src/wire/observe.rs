@@ -180,7 +180,9 @@ pub enum Observation {
         data_len: u64,
         /// The data when it is at most `http1::DATA_HEAD` bytes; when longer (`data_len`
         /// tells), the minimal JSON-RPC head of what its first level says
-        /// (`{"id":7,"result":0}`, read from the whole data as it streamed), or empty.
+        /// (`{"id":7,"result":0}`, read from the whole data as it streamed), or empty. `None`
+        /// on an LLM stream: its data is a provider's JSON, which the LLM reader reported as
+        /// [`Observation::LlmEvent`] facts.
         data: Option<bytes::Bytes>,
         /// How many `data` field lines the event had on the wire.
         data_lines: u32,

@@ -222,6 +222,36 @@ fn only_llm_request_paths_are_read_as_llm_streams() {
     }
 }
 
+/// The data of each SSE event in `obs`, in order.
+fn event_data(obs: &[Observation]) -> Vec<Option<bytes::Bytes>> {
+    obs.iter()
+        .filter_map(|o| match o {
+            Observation::SseEvent { data, .. } => Some(data.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn an_llm_streams_events_carry_no_data_copy_while_the_same_bytes_elsewhere_do() {
+    for api in LlmApi::ALL {
+        let (_, up, down) = conversation(api, true, api.endpoint());
+        let llm = event_data(&converse(&up, &down, &[]).0);
+        assert!(!llm.is_empty(), "{api}");
+        assert!(llm.iter().all(Option::is_none), "{api}: {llm:?}");
+        // Answering `/mcp`, the same events keep their (short) data for the JSON-RPC rules.
+        let (_, up, down) = conversation(api, true, "/mcp");
+        let plain = event_data(&converse(&up, &down, &[]).0);
+        assert_eq!(plain.len(), llm.len(), "{api}");
+        assert!(
+            plain
+                .iter()
+                .all(|d| d.as_ref().is_some_and(|d| !d.is_empty())),
+            "{api}: {plain:?}"
+        );
+    }
+}
+
 #[test]
 fn events_the_client_did_not_receive_are_not_reported() {
     for api in LlmApi::ALL {
