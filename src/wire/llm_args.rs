@@ -8,7 +8,9 @@
 //!
 //! Invariants: constant work per byte, a fixed-size state (nesting kept as a 128-bit stack:
 //! deeper text is [`ArgsStatus::Unknown`], never a guess); fed the same text in any split, the
-//! status is the same; never panics. [`Unescape`] turns the JSON-string-escaped form in which
+//! status is the same; never panics; bytes from 0x80 up are string content, never checked as
+//! UTF-8 (a client reads the stream through the WHATWG decoder, which replaces an invalid
+//! sequence with U+FFFD, so its JSON parser sees valid text there). [`Unescape`] turns the JSON-string-escaped form in which
 //! the pieces travel into the argument text itself (`\"` → `"`, `\uXXXX` → the character, or a
 //! non-ASCII stand-in byte), one byte at a time, with state across splits.
 
@@ -398,6 +400,21 @@ mod tests {
         let mut a = ArgsJson::default();
         a.feed(text.as_bytes());
         a.status()
+    }
+
+    #[test]
+    fn invalid_utf8_inside_a_string_is_content_and_outside_one_is_invalid() {
+        // Found by the `llm` fuzz target: a key with a stray byte is complete JSON to a client,
+        // whose SSE decoder made the byte U+FFFD before its JSON parser saw it.
+        let feed = |b: &[u8]| {
+            let mut a = ArgsJson::default();
+            a.feed(b);
+            a.status()
+        };
+        assert_eq!(feed(b"{\"d\xffays\": [1, 2.5e-3]}"), ArgsStatus::Complete);
+        assert_eq!(feed(b"{\"city\": \"Par\xc3\"}"), ArgsStatus::Complete);
+        assert_eq!(feed(b"{\"a\": 1}\xff"), ArgsStatus::Invalid);
+        assert_eq!(feed(b"[\xff]"), ArgsStatus::Invalid);
     }
 
     #[test]
