@@ -705,10 +705,14 @@ fn read(
         }
         Tok::Str(s) if ev.capture != Capture::None => {
             ev.cap.push(s);
-            // A finish reason counts from its first character.
-            if ev.capture == Capture::Finish && ev.finish.is_none() && !s.is_empty() {
+            // A finish reason counts from its first character; its text is all that arrived
+            // of it (a string cut before its quote says as much under every split).
+            if ev.capture == Capture::Finish && !s.is_empty() {
+                let first = ev.finish.is_none();
                 ev.finish = Some(ev.cap);
-                return true;
+                if first {
+                    return true;
+                }
             }
         }
         Tok::StrEnd(_) => {

@@ -375,3 +375,34 @@ fn many_tool_calls_are_counted_beyond_the_ones_followed() {
     assert_eq!(starts, MAX_TOOLS);
     assert_eq!(sc.llm().map(LlmTracker::tools_over), Some(3));
 }
+
+#[test]
+fn a_finish_reason_cut_before_its_quote_is_read_alike_under_every_split() {
+    // Found by the `llm` fuzz target (seed `fuzz/corpus/llm/regress-unclosed-stop-reason`): the
+    // event dispatches with the reason's string still open; its text used to be what the first
+    // piece held ("en" or "end", by split).
+    for (api, input, reason) in [
+        (
+            LlmApi::Messages,
+            &b"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end\n\n"[..],
+            "end",
+        ),
+        (
+            LlmApi::ChatCompletions,
+            b"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_ca\n\n",
+            "tool_ca",
+        ),
+    ] {
+        let whole = read(api, &[input]);
+        assert_eq!(
+            whole.0.iter().filter_map(|f| f.completion.as_deref()).collect::<Vec<_>>(),
+            [reason],
+            "{api}"
+        );
+        for k in 1..input.len() {
+            assert_eq!(read(api, &[&input[..k], &input[k..]]), whole, "{api}: split at {k}");
+        }
+        let ones: Vec<&[u8]> = input.chunks(1).collect();
+        assert_eq!(read(api, &ones), whole, "{api}: 1-byte pieces");
+    }
+}
