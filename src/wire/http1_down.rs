@@ -483,13 +483,32 @@ impl Http1Downstream {
                 }
             }
             Piece::Framing(n) => {
+                let start = *i;
                 self.view.spots.push(Spot::Framing {
-                    start: *i,
-                    end: *i + n,
+                    start,
+                    end: start + n,
                     after: dec.chunk_spot(),
                 });
-                self.on_framing(*i, n);
                 *i += n;
+                // The framing pieces that follow at once (a chunk's CR and LF, the next size
+                // line) each keep their spot, for clean ends, but are classified as one run: a
+                // run per piece would merge into the same one (`push_run`), after as many
+                // snapshots of the same facts.
+                while *i < chunk.len() {
+                    let mut next = dec;
+                    let Piece::Framing(m @ 1..) = next.step(&chunk[*i..]) else {
+                        break;
+                    };
+                    dec = next;
+                    self.state = DownState::Body(dec);
+                    self.view.spots.push(Spot::Framing {
+                        start: *i,
+                        end: *i + m,
+                        after: dec.chunk_spot(),
+                    });
+                    *i += m;
+                }
+                self.on_framing(start, *i - start);
             }
             Piece::End(n) => {
                 self.on_framing(*i, n);
