@@ -10,9 +10,10 @@
 //! deeper text is [`ArgsStatus::Unknown`], never a guess); fed the same text in any split, the
 //! status is the same; never panics; bytes from 0x80 up are string content, never checked as
 //! UTF-8 (a client reads the stream through the WHATWG decoder, which replaces an invalid
-//! sequence with U+FFFD, so its JSON parser sees valid text there). [`Unescape`] turns the JSON-string-escaped form in which
-//! the pieces travel into the argument text itself (`\"` → `"`, `\uXXXX` → the character, or a
-//! non-ASCII stand-in byte), one byte at a time, with state across splits.
+//! sequence with U+FFFD, so its JSON parser sees valid text there). [`Unescape`] turns the
+//! JSON-string-escaped form in which the pieces travel into the argument text itself (`\"` →
+//! `"`, `\uXXXX` → the character, or a non-ASCII stand-in byte), one byte at a time, with state
+//! across splits.
 
 /// What the argument text seen so far is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
