@@ -6,9 +6,10 @@
 //! `data: [DONE]`, answering `POST /v1/chat/completions`.
 //!
 //! Part 1, one core, in process: the HTTP observer fed 64 KiB reads (`-- --read N` for N-byte
-//! reads; a paced stream's reads hold one event, ~106 bytes) (delivering each read at once), its observations going to (a) nowhere, (b) the auditor, whose ledger applies each
-//! read's observations on the same thread right after it (a query drains its queue: nothing
-//! is dropped, and the count of dropped observations is printed to show it); the same bytes
+//! reads; a paced stream's reads hold one event, ~106 bytes), each delivered at once, its
+//! observations going to (a) nowhere, (b) the auditor, whose ledger applies each read's
+//! observations on the same thread right after it (a query drains its queue: nothing is
+//! dropped, and the count of dropped observations is printed to show it); the same bytes
 //! answering `/mcp` (a plain SSE stream: no LLM reader) for comparison. Prints events/s by the
 //! wall clock and per CPU-second of the thread (getrusage). Goal: ≥ 1,000,000 events/s per
 //! core, i.e. per CPU-second, through the observer (and with the audit).
@@ -33,10 +34,10 @@
 //! saturated (the audit's worker task shares that thread, so its cost is counted). Goal: the
 //! observing proxy relays ≥ 0.85× the events per CPU-second of the relay.
 //!
-//! `-- --interleave N` runs part 1 as N answers fed one event per read in turn (the cache
-//! a proxy relaying N paced answers works with); `-- --events N` changes the answer's length (default 1,000,000), `-- --rounds N` the rounds
-//! (default 5; part 1 runs at most 3); `-- --part N`
-//! runs part N alone; `-- --streams 0` skips part 3.
+//! `-- --interleave N` runs part 1 as N answers fed one event per read in turn (the cache a
+//! proxy relaying N paced answers works with); `-- --events N` changes the answer's length
+//! (default 1,000,000), `-- --rounds N` the rounds (default 5; part 1 runs at most 3);
+//! `-- --part N` runs part N alone; `-- --streams 0` skips part 3.
 
 use std::hint::black_box;
 use std::net::SocketAddr;

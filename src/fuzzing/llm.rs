@@ -7,9 +7,10 @@
 //!
 //! Invariants checked:
 //! - stream modes: every dispatched event's LLM facts and every payload cut point's LLM
-//!   position are the same under every chunking, and with the JSON reader's path filter off; positions depend only on the bytes before
-//!   the cut point (the positions of a prefix's cut points equal the whole stream's); no event
-//!   reports argument bytes beyond what the stream carried;
+//!   position are the same under every chunking, and with the JSON reader's path filter off;
+//!   positions depend only on the bytes before the cut point (the positions of a prefix's cut
+//!   points equal the whole stream's); no event reports argument bytes beyond what the stream
+//!   carried;
 //! - argument mode: the status is `complete` if and only if `serde_json` parses the text
 //!   (unless nested beyond the tracker's stack: `unknown`), `empty` if and only if the text is
 //!   whitespace; a prefix of a complete text is never `invalid`; once `invalid`, every

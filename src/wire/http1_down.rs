@@ -493,7 +493,7 @@ impl Http1Downstream {
                 // The framing pieces that follow at once (a chunk's CR and LF, the next size
                 // line) each keep their spot, for clean ends, but are classified as one run: a
                 // run per piece would merge into the same one (`push_run`), after as many
-                // snapshots of the same facts.
+                // passes of the framing bookkeeping (pending point, facts, runs).
                 while *i < chunk.len() {
                     let mut next = dec;
                     let Piece::Framing(m @ 1..) = next.step(&chunk[*i..]) else {
