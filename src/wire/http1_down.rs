@@ -98,6 +98,44 @@ impl Http1Downstream {
         })
     }
 
+    /// Empties the view for the next chunk, owned from its start by the response in progress
+    /// (with its SSE stream, if any). When the view holds exactly that already (the same
+    /// response's previous read) it is kept as it is: a stream's reads then clone and drop no
+    /// `Arc` or session string, each a write to a line that other connections' reads evicted.
+    fn restart_view(&mut self) {
+        let v = &mut self.view;
+        let same = match (
+            &self.resp,
+            v.owners.as_slice(),
+            v.positions.streams.as_slice(),
+        ) {
+            (None, [], []) => true,
+            (Some(r), [o], spans) => {
+                o.continues(r.seq, r.body_start, r.sse.is_some(), &r.req, &r.session)
+                    && match (&r.stream, spans) {
+                        (None, []) => true,
+                        (Some(s), [span]) => span.from == 0 && Arc::ptr_eq(s, &span.stream),
+                        _ => false,
+                    }
+            }
+            _ => false,
+        };
+        if same {
+            v.clear_but_owners();
+            return;
+        }
+        v.clear();
+        let owner = self.current_owner();
+        self.view.owners.extend(owner);
+        let span = self.resp.as_ref().and_then(|r| r.stream.clone());
+        if let Some(stream) = span {
+            self.view
+                .positions
+                .streams
+                .push(StreamSpan { from: 0, stream });
+        }
+    }
+
     pub(super) fn new(conn: u64, sink: Arc<dyn ObservationSink>, queue: ReqQueue) -> Self {
         Http1Downstream {
             conn,
@@ -558,21 +596,11 @@ impl WireObserver for Http1Downstream {
             // The last chunk still waits (queued): keep its view for a cut inside it.
             let old = std::mem::take(&mut self.view);
             self.history.push_back(old);
-        } else {
-            self.view.clear();
         }
+        self.restart_view();
         self.view.start = self.raw;
         self.view.len = chunk.len();
         self.raw += chunk.len() as u64;
-        let owner = self.current_owner();
-        self.view.owners.extend(owner);
-        let span = self.resp.as_ref().and_then(|r| r.stream.clone());
-        if let Some(stream) = span {
-            self.view
-                .positions
-                .streams
-                .push(StreamSpan { from: 0, stream });
-        }
         if let Some(sse) = self.resp.as_ref().and_then(|r| r.sse.as_ref()) {
             self.map = (sse.scanner.payload_offset(), 0);
         }
@@ -663,11 +691,9 @@ impl WireObserver for Http1Downstream {
     fn passed(&mut self, n: u64) {
         // As `observe` of an opaque chunk that was delivered whole: no positions, the response
         // (if any) owns it.
-        self.view.clear();
+        self.restart_view();
         self.view.start = self.raw;
         self.view.len = usize::try_from(n).unwrap_or(usize::MAX);
         self.raw += n;
-        let owner = self.current_owner();
-        self.view.owners.extend(owner);
     }
 }

@@ -48,17 +48,49 @@ pub(super) struct ChunkView {
     pub(super) owners: Vec<Owner>,
 }
 
+impl Owner {
+    /// True if and only if this owner is what a chunk of the response with these facts,
+    /// owned from its start, would name: `from` 0, not ended, the same request and session.
+    pub(super) fn continues(
+        &self,
+        seq: u64,
+        body_start: u64,
+        sse: bool,
+        req: &Option<Arc<ReqInfo>>,
+        session: &Option<String>,
+    ) -> bool {
+        self.from == 0
+            && self.ended.is_none()
+            && self.seq == seq
+            && self.body_start == body_start
+            && self.sse == sse
+            && match (&self.req, req) {
+                (None, None) => true,
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                _ => false,
+            }
+            && self.session == *session
+    }
+}
+
 impl ChunkView {
     pub(super) fn end(&self) -> u64 {
         self.start + self.len as u64
     }
 
     pub(super) fn clear(&mut self) {
-        self.positions.clear();
+        self.clear_but_owners();
+        self.positions.streams.clear();
+        self.owners.clear();
+    }
+
+    /// Empties the view but for its owners and stream spans, which the next chunk of the same
+    /// response would name again (see `Http1Downstream::restart_view`).
+    pub(super) fn clear_but_owners(&mut self) {
+        self.positions.runs.clear();
         self.run_facts.clear();
         self.classified.clear();
         self.spots.clear();
-        self.owners.clear();
     }
 
     pub(super) fn has_run_at(&self, k: usize) -> bool {
