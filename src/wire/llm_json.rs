@@ -63,39 +63,29 @@ pub enum Key {
     Text,
     /// `stop_reason`
     StopReason,
-    /// Any other key.
+    /// Any other key (keep it last: [`PathSet`]'s table has a column per variant up to it).
     Other,
 }
-
-const KEYS: [(&[u8], Key); 21] = [
-    (b"choices", Key::Choices),
-    (b"delta", Key::Delta),
-    (b"content", Key::Content),
-    (b"tool_calls", Key::ToolCalls),
-    (b"index", Key::Index),
-    (b"id", Key::Id),
-    (b"function", Key::Function),
-    (b"name", Key::Name),
-    (b"arguments", Key::Arguments),
-    (b"finish_reason", Key::FinishReason),
-    (b"usage", Key::Usage),
-    (b"error", Key::Error),
-    (b"type", Key::Type),
-    (b"item", Key::Item),
-    (b"output_index", Key::OutputIndex),
-    (b"response", Key::Response),
-    (b"status", Key::Status),
-    (b"content_block", Key::ContentBlock),
-    (b"partial_json", Key::PartialJson),
-    (b"text", Key::Text),
-    (b"stop_reason", Key::StopReason),
-];
 
 /// A set of paths, as a tree of their steps, for [`JsonPath::only`]: stepping into a value
 /// finds the step among its parent's few children (no comparison of whole paths).
 #[derive(Debug, Clone)]
 pub struct PathSet {
     nodes: Vec<Node>,
+    /// `next[node * SEGS + seg_index(step)]`: the child of `node` reached by `step` ([`NONE`]:
+    /// none), so stepping into a value is one load, not a walk of the siblings.
+    next: Vec<u8>,
+}
+
+/// Distinct steps: every [`Key`] and [`Seg::Elem`].
+const SEGS: usize = Key::Other as usize + 2;
+
+/// The column of `s` in [`PathSet::next`].
+fn seg_index(s: Seg) -> usize {
+    match s {
+        Seg::Key(k) => k as usize,
+        Seg::Elem => SEGS - 1,
+    }
 }
 
 /// One step of a [`PathSet`]'s tree (node 0 is the root, the empty path).
@@ -150,7 +140,24 @@ impl PathSet {
             }
             nodes[usize::from(at)].wanted = true;
         }
-        PathSet { nodes }
+        let mut next = vec![NONE; nodes.len() * SEGS];
+        for (at, n) in nodes.iter().enumerate() {
+            let mut c = n.first_child;
+            while let Some(child) = nodes.get(usize::from(c)) {
+                next[at * SEGS + seg_index(child.step)] = c;
+                c = child.next_sibling;
+            }
+        }
+        PathSet { nodes, next }
+    }
+
+    /// The node reached from node `at` by `step` ([`NONE`]: the path leaves the tree, as it
+    /// does from [`NONE`]).
+    fn step(&self, at: u8, step: Seg) -> u8 {
+        self.next
+            .get(usize::from(at) * SEGS + seg_index(step))
+            .copied()
+            .unwrap_or(NONE)
     }
 }
 
@@ -348,9 +355,9 @@ impl JsonPath {
         let len = usize::from(self.path.len);
         let bit = 1u16 << len;
         self.wanted_bits &= !bit;
-        let node = child(&w.nodes, self.at[len - 1], s);
-        self.at[len] = node.unwrap_or(NONE);
-        if node.is_some_and(|n| w.nodes[usize::from(n)].wanted) {
+        let node = w.step(self.at[len - 1], s);
+        self.at[len] = node;
+        if w.nodes.get(usize::from(node)).is_some_and(|n| n.wanted) {
             self.wanted_bits |= bit;
         }
     }
@@ -400,7 +407,7 @@ impl JsonPath {
                         i += 1;
                         continue;
                     }
-                    match memchr2(b'"', b'\\', rest) {
+                    match quote_or_escape(rest) {
                         None => {
                             if self.wants() {
                                 on(Tok::Str(rest), &self.path);
@@ -434,20 +441,28 @@ impl JsonPath {
                         i += 1;
                         continue;
                     }
-                    match memchr2(b'"', b'\\', rest) {
+                    match quote_or_escape(rest) {
                         None => {
                             self.key_bytes(rest);
                             i = bytes.len();
                         }
-                        Some(n) => {
-                            self.key_bytes(&rest[..n]);
+                        Some(n) if rest[n] == b'\\' => {
+                            self.key_bytes(&rest[..=n]);
                             i += n + 1;
-                            if rest[n] == b'\\' {
-                                self.key_bytes(b"\\");
-                                self.state = S::InKey { esc: true };
-                            } else if bytes.get(i) == Some(&b':') {
-                                // The usual `"key":` goes on at once to the value's first byte.
-                                self.colon();
+                            self.state = S::InKey { esc: true };
+                        }
+                        Some(n) => {
+                            i += n + 1;
+                            if bytes.get(i) == Some(&b':') {
+                                // The usual `"key":` goes on at once to the value's first byte
+                                // (a key read whole here is named from the input itself).
+                                let key = if self.key_len == 0 {
+                                    key_named(&rest[..n])
+                                } else {
+                                    self.key_bytes(&rest[..n]);
+                                    self.current_key()
+                                };
+                                self.colon_key(key);
                                 i += 1;
                                 if let Some(&b) = bytes.get(i)
                                     && !is_ws(b)
@@ -456,6 +471,7 @@ impl JsonPath {
                                     i += 1;
                                 }
                             } else {
+                                self.key_bytes(&rest[..n]);
                                 self.state = S::Colon;
                             }
                         }
@@ -504,15 +520,16 @@ impl JsonPath {
         if self.key_len > KEY_CAP {
             return Key::Other;
         }
-        let k = &self.key[..self.key_len];
-        KEYS.iter()
-            .find(|(name, _)| *name == k)
-            .map_or(Key::Other, |(_, key)| *key)
+        key_named(&self.key[..self.key_len])
     }
 
     /// The colon after a key: the value under it comes next.
     fn colon(&mut self) {
-        let key = self.current_key();
+        self.colon_key(self.current_key());
+    }
+
+    /// The colon after `key`.
+    fn colon_key(&mut self, key: Key) {
         self.push(Seg::Key(key));
         self.state = S::Value;
     }
@@ -653,6 +670,81 @@ impl JsonPath {
     }
 }
 
+/// The key named `name`: dispatched on the length first, then compared with the one to four
+/// known keys of that length (a plain `match` on the bytes tries all 21 in turn).
+fn key_named(name: &[u8]) -> Key {
+    use Key::*;
+    let of = |cands: &[(&[u8], Key)]| {
+        cands
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(Other, |&(_, k)| k)
+    };
+    match name.len() {
+        2 => of(&[(b"id", Id)]),
+        4 => of(&[
+            (b"name", Name),
+            (b"type", Type),
+            (b"item", Item),
+            (b"text", Text),
+        ]),
+        5 => of(&[
+            (b"delta", Delta),
+            (b"index", Index),
+            (b"usage", Usage),
+            (b"error", Error),
+        ]),
+        6 => of(&[(b"status", Status)]),
+        7 => of(&[(b"choices", Choices), (b"content", Content)]),
+        8 => of(&[(b"function", Function), (b"response", Response)]),
+        9 => of(&[(b"arguments", Arguments)]),
+        10 => of(&[(b"tool_calls", ToolCalls)]),
+        11 => of(&[(b"stop_reason", StopReason)]),
+        12 => of(&[
+            (b"output_index", OutputIndex),
+            (b"partial_json", PartialJson),
+        ]),
+        13 => of(&[
+            (b"finish_reason", FinishReason),
+            (b"content_block", ContentBlock),
+        ]),
+        _ => Other,
+    }
+}
+
+/// The first `"` or `\` in `s`: eight bytes at a time over the first 32 (keys and most token
+/// strings end there, before `memchr2`'s setup would pay off), `memchr2` beyond.
+fn quote_or_escape(s: &[u8]) -> Option<usize> {
+    const SHORT: usize = 32;
+    let mut i = 0;
+    while i < SHORT {
+        let Some(word) = s.get(i..i + 8) else {
+            return s[i..]
+                .iter()
+                .position(|&b| b == b'"' || b == b'\\')
+                .map(|n| n + i);
+        };
+        let w = u64::from_le_bytes(word.try_into().unwrap_or([0; 8]));
+        let hits = zero_bytes(w ^ splat(b'"')) | zero_bytes(w ^ splat(b'\\'));
+        if hits != 0 {
+            return Some(i + hits.trailing_zeros() as usize / 8);
+        }
+        i += 8;
+    }
+    memchr2(b'"', b'\\', &s[SHORT..]).map(|n| n + SHORT)
+}
+
+/// `b` in every byte of a word.
+const fn splat(b: u8) -> u64 {
+    u64::from_le_bytes([b; 8])
+}
+
+/// The high bit of each zero byte of `w` set, and possibly of bytes above the lowest zero byte
+/// (a borrow): the lowest set bit is always the lowest zero byte's.
+fn zero_bytes(w: u64) -> u64 {
+    w.wrapping_sub(splat(1)) & !w & splat(0x80)
+}
+
 /// JSON whitespace.
 fn is_ws(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r')
@@ -661,6 +753,30 @@ fn is_ws(b: u8) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const KEYS: [(&[u8], Key); 21] = [
+        (b"choices", Key::Choices),
+        (b"delta", Key::Delta),
+        (b"content", Key::Content),
+        (b"tool_calls", Key::ToolCalls),
+        (b"index", Key::Index),
+        (b"id", Key::Id),
+        (b"function", Key::Function),
+        (b"name", Key::Name),
+        (b"arguments", Key::Arguments),
+        (b"finish_reason", Key::FinishReason),
+        (b"usage", Key::Usage),
+        (b"error", Key::Error),
+        (b"type", Key::Type),
+        (b"item", Key::Item),
+        (b"output_index", Key::OutputIndex),
+        (b"response", Key::Response),
+        (b"status", Key::Status),
+        (b"content_block", Key::ContentBlock),
+        (b"partial_json", Key::PartialJson),
+        (b"text", Key::Text),
+        (b"stop_reason", Key::StopReason),
+    ];
 
     /// (path, token) pairs as text, string pieces joined.
     fn tokens(parts: &[&[u8]]) -> Vec<String> {
@@ -810,6 +926,28 @@ mod tests {
         }
         // A key longer than the kept bytes is another key, even if it begins with a known one.
         assert_eq!(key(b"finish_reason_and_then_some_more"), Key::Other);
+    }
+
+    #[test]
+    fn the_word_scan_finds_the_first_quote_or_escape_at_every_length_and_place() {
+        for len in 0..80 {
+            for at in 0..=len {
+                for (first, second) in [(b'"', b'\\'), (b'\\', b'"'), (b'"', b'"')] {
+                    // Bytes just off the targets (`!` and `]`), and the high bytes that a
+                    // borrow would flag wrongly were the lowest match not the first.
+                    let mut s: Vec<u8> =
+                        (0..len).map(|k| [b'!', b']', 0x80, 0xff][k % 4]).collect();
+                    if at < len {
+                        s[at] = first;
+                        if at + 1 < len {
+                            s[at + 1] = second;
+                        }
+                    }
+                    let want = s.iter().position(|&b| b == b'"' || b == b'\\');
+                    assert_eq!(quote_or_escape(&s), want, "len {len} at {at}");
+                }
+            }
+        }
     }
 
     #[test]
