@@ -366,12 +366,19 @@ impl SseScanner {
         });
     }
 
+    /// The facts of the cut points classified now: the last snapshot's index while nothing it
+    /// holds changed (most calls: inlined, a test and a load), else a new snapshot.
+    #[inline]
     fn snapshot_facts(&mut self) -> u32 {
-        if let Some(i) = self.tr.cur_facts
-            && !self.tr.dirty
-        {
-            return i;
+        match self.tr.cur_facts {
+            Some(i) if !self.tr.dirty => i,
+            _ => self.new_facts(),
         }
+    }
+
+    /// A new snapshot of the facts (out of line: the common call stays small).
+    #[inline(never)]
+    fn new_facts(&mut self) -> u32 {
         let last = self.last_event_id.as_str();
         let pending = self.id_set.then_some(self.id_buf.as_str());
         let out = &mut self.tr.out;
