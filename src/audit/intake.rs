@@ -82,9 +82,16 @@ impl Intake {
             let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
             let was_empty = q.is_empty();
             let room = self.limit.saturating_sub(q.len());
-            let before = q.len();
-            q.extend((&mut *batch).take(room).map(|obs| (now, obs)));
-            let queued = q.len() - before;
+            // A plain loop, not `extend`: a batch is one or two observations, and `extend`
+            // asks the (dynamic) iterator chain for its size before each of them.
+            let mut queued = 0;
+            while queued < room {
+                let Some(obs) = batch.next() else {
+                    break;
+                };
+                q.push_back((now, obs));
+                queued += 1;
+            }
             drop(q);
             // The rest of the batch, beyond the limit: taken and counted, outside the lock.
             (queued, was_empty, batch.count())
