@@ -1,8 +1,9 @@
 //! The `data` buffer of the SSE scanner: the whole value for consumers that read events (the
-//! load client, the lab's tests), or — for the proxy's observer — a streaming XXH3 hash, the
-//! length, the value itself while it is at most `head` bytes, and for a longer one only its
-//! JSON-RPC first-level facts read as it streams ([`RpcScan`]), so that memory depends neither
-//! on event size nor, for the events in flight on many streams, on `head`.
+//! load client, the lab's tests), or — for the proxy's observer — the length, the value itself
+//! while it is at most `head` bytes (hashed whole at its end), and for a longer one a streaming
+//! XXH3 hash and only its JSON-RPC first-level facts read as it streams ([`RpcScan`]), so that
+//! memory depends neither on event size nor, for the events in flight on many streams, on
+//! `head`.
 //!
 //! Invariants: in both modes the event's data is the WHATWG data buffer without its final LF;
 //! `hash()` equals `xxh3_64` of that data and `len()` its length. In bounded mode, after
@@ -28,7 +29,11 @@ pub(super) struct DataBuf {
     kept: Vec<u8>,
     /// Bounded mode, once the value outgrew `head_limit` (`kept` is then freed).
     long: Option<RpcScan>,
+    /// The streaming hash of a long value (kept across events for its allocation): a value
+    /// within the head limit is hashed whole at its end, in one pass over `kept`.
     hasher: Option<Box<Xxh3>>,
+    /// The value outgrew the head limit: `hasher` holds its hash so far.
+    streaming: bool,
     len: u64,
     /// A data line ended; its LF is written when another data line begins.
     pending_lf: bool,
@@ -53,6 +58,7 @@ impl DataBuf {
             kept: Vec::new(),
             long: None,
             hasher: None,
+            streaming: false,
             len: 0,
             pending_lf: false,
             any: false,
@@ -63,7 +69,6 @@ impl DataBuf {
     pub(super) fn bounded(head: usize) -> Self {
         DataBuf {
             head_limit: Some(head),
-            hasher: Some(Box::new(Xxh3::new())),
             ..Self::whole()
         }
     }
@@ -73,10 +78,10 @@ impl DataBuf {
         match self.head_limit {
             None => self.kept.extend_from_slice(bytes),
             Some(limit) => {
-                if let Some(h) = self.hasher.as_mut() {
-                    h.update(bytes);
-                }
                 if let Some(scan) = self.long.as_mut() {
+                    if let Some(h) = self.hasher.as_mut() {
+                        h.update(bytes);
+                    }
                     scan.feed(bytes);
                 } else if self.kept.len() + bytes.len() <= limit {
                     let want = self.kept.len() + bytes.len();
@@ -87,6 +92,11 @@ impl DataBuf {
                     }
                     self.kept.extend_from_slice(bytes);
                 } else {
+                    let h = self.hasher.get_or_insert_with(|| Box::new(Xxh3::new()));
+                    h.reset();
+                    h.update(&self.kept);
+                    h.update(bytes);
+                    self.streaming = true;
                     let mut scan = RpcScan::new(ID_LIMIT);
                     scan.feed(&self.kept);
                     scan.feed(bytes);
@@ -145,8 +155,8 @@ impl DataBuf {
     /// XXH3-64 of the whole data.
     pub(super) fn hash(&self) -> u64 {
         match &self.hasher {
-            Some(h) => h.digest(),
-            None => xxh3_64(&self.kept),
+            Some(h) if self.streaming => h.digest(),
+            _ => xxh3_64(&self.kept),
         }
     }
 
@@ -162,9 +172,7 @@ impl DataBuf {
         }
         self.kept.clear();
         self.long = None;
-        if let Some(h) = self.hasher.as_mut() {
-            h.reset();
-        }
+        self.streaming = false;
         self.len = 0;
         self.pending_lf = false;
         self.any = false;
