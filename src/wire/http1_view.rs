@@ -138,12 +138,7 @@ pub(super) fn describe(
     let Some((v, delivered)) = view_at(view, history, raw) else {
         return (point, None);
     };
-    // An exchange whose body ended before the cut point does not own it: the bytes after it
-    // (the next response's head) belong to no exchange yet, whichever read holds them.
-    let owner = v
-        .owner_at(delivered)
-        .filter(|o| o.ended.is_none_or(|e| raw <= e))
-        .cloned();
+    let owner = v.owner_at(delivered).cloned();
     if let Some(owner) = &owner {
         point.session = owner.session.clone();
         if let Some(r) = &owner.req {
