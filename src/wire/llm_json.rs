@@ -718,13 +718,13 @@ fn quote_or_escape(s: &[u8]) -> Option<usize> {
     const SHORT: usize = 32;
     let mut i = 0;
     while i < SHORT {
-        let Some(word) = s.get(i..i + 8) else {
+        let Some(word) = s.get(i..i + 8).and_then(|w| <[u8; 8]>::try_from(w).ok()) else {
             return s[i..]
                 .iter()
                 .position(|&b| b == b'"' || b == b'\\')
                 .map(|n| n + i);
         };
-        let w = u64::from_le_bytes(word.try_into().unwrap_or([0; 8]));
+        let w = u64::from_le_bytes(word);
         let hits = zero_bytes(w ^ splat(b'"')) | zero_bytes(w ^ splat(b'\\'));
         if hits != 0 {
             return Some(i + hits.trailing_zeros() as usize / 8);
