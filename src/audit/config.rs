@@ -23,6 +23,9 @@ pub struct AuditConfig {
     /// Ended streams kept for their grace, at most; beyond, the oldest are forgotten early and
     /// counted (see [`grace`](super::grace)).
     pub max_ended_streams: usize,
+    /// Observations the intake queues for the ledger, at most (`--audit-queue`); beyond, the
+    /// relay drops them (it never waits) and the streams they belonged to are not judged.
+    pub queue: usize,
 }
 
 impl Default for AuditConfig {
@@ -34,6 +37,7 @@ impl Default for AuditConfig {
             max_findings: 100_000,
             ended_events: 64,
             max_ended_streams: 100_000,
+            queue: 65_536,
         }
     }
 }

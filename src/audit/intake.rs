@@ -11,6 +11,9 @@
 //! - Observations reach the ledger in push order: a drain takes the whole queue while holding
 //!   the ledger, so two drains (the worker and a query) cannot interleave.
 //! - While `paused`, only queries drain (a slow consumer, as tests and operators make one).
+//! - The connection of every dropped observation is counted ([`Intake::take_holes`]): the
+//!   audit reports the streams that lost observations as not judged (`holes`), never judges
+//!   them from what was left.
 //! - A drained batch's storage is reused for the next queue when it holds at most
 //!   [`SPARE_CAP`] observations' room (an idle auditor keeps at most that, never a burst's).
 
@@ -18,11 +21,13 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use rustc_hash::FxHashMap;
 use tokio::time::Instant;
 
 use crate::wire::Observation;
 
-/// Observations waiting for the ledger by default; beyond this they are dropped and counted.
+/// Observations waiting for the ledger by default (`AuditConfig::queue`'s default); beyond
+/// this they are dropped and counted.
 pub const QUEUE_LIMIT: usize = 65_536;
 
 /// Capacity of an emptied batch kept for reuse, at most (observations).
@@ -37,6 +42,8 @@ pub struct Intake {
     spare: Mutex<VecDeque<(Instant, Observation)>>,
     limit: usize,
     dropped: AtomicU64,
+    /// Connection → observations of it dropped since the last [`Intake::take_holes`].
+    holes: Mutex<FxHashMap<u64, u64>>,
     paused: AtomicBool,
     pub(super) wake: Arc<tokio::sync::Notify>,
     pub(super) worker: AtomicBool,
@@ -50,6 +57,7 @@ impl Intake {
             spare: Mutex::new(VecDeque::new()),
             limit: limit.max(1),
             dropped: AtomicU64::new(0),
+            holes: Mutex::new(FxHashMap::default()),
             paused: AtomicBool::new(false),
             wake: Arc::new(tokio::sync::Notify::new()),
             worker: AtomicBool::new(false),
@@ -63,6 +71,7 @@ impl Intake {
             if q.len() >= self.limit {
                 drop(q);
                 self.dropped.fetch_add(1, Ordering::Relaxed);
+                self.note_holes([obs.conn()]);
                 return false;
             }
             q.push_back((now, obs));
@@ -93,8 +102,15 @@ impl Intake {
                 queued += 1;
             }
             drop(q);
-            // The rest of the batch, beyond the limit: taken and counted, outside the lock.
-            (queued, was_empty, batch.count())
+            // The rest of the batch, beyond the limit: taken and counted (with its
+            // connections), outside the lock.
+            let mut dropped = 0;
+            let rest = batch.map(|obs| {
+                dropped += 1;
+                obs.conn()
+            });
+            self.note_holes(rest);
+            (queued, was_empty, dropped)
         };
         if dropped > 0 {
             self.dropped.fetch_add(dropped as u64, Ordering::Relaxed);
@@ -122,6 +138,24 @@ impl Intake {
             batch.clear();
             *self.spare.lock().unwrap_or_else(|p| p.into_inner()) = batch;
         }
+    }
+
+    /// Counts the connections of dropped observations (one lock for all of them; none taken
+    /// when `conns` is empty).
+    fn note_holes(&self, conns: impl IntoIterator<Item = u64>) {
+        let mut conns = conns.into_iter().peekable();
+        if conns.peek().is_none() {
+            return;
+        }
+        let mut holes = self.holes.lock().unwrap_or_else(|p| p.into_inner());
+        for conn in conns {
+            *holes.entry(conn).or_insert(0) += 1;
+        }
+    }
+
+    /// Takes the dropped observations' counts by connection since the last call.
+    pub fn take_holes(&self) -> FxHashMap<u64, u64> {
+        std::mem::take(&mut *self.holes.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// Observations dropped because the queue was full.

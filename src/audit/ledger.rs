@@ -15,6 +15,7 @@ use super::config::AuditConfig;
 use super::finding::{Finding, FindingClass, FindingKind};
 use super::grace::Ended;
 use super::histo::Histos;
+use super::holes::{self, Holes};
 use super::judge::Resume;
 use super::leak::{self, Leak, SharedIds};
 use super::log::FindingsLog;
@@ -222,6 +223,9 @@ pub struct Ledger {
     /// When applying an observation sweeps next: the last sweep's time plus `sweep_every`
     /// (`None` past the clock's range: never).
     pub next_sweep: Option<Instant>,
+    /// Connections that lost observations in the intake and the streams not judged because of
+    /// it (see `holes`).
+    pub holes: Holes,
 }
 
 impl Ledger {
@@ -250,6 +254,7 @@ impl Ledger {
             finishing: false,
             sweep_every,
             next_sweep: now.checked_add(sweep_every),
+            holes: Holes::default(),
         }
     }
 
@@ -285,8 +290,31 @@ impl Ledger {
         Finding::new(kind, self.ms(now), session, reference)
     }
 
-    /// Counts, logs and keeps a finding.
+    /// Counts, logs and keeps a finding — unless its stream lost observations in the intake:
+    /// then it is withheld, and the first one withheld on a stream is replaced by the stream's
+    /// not-judged `unknown` (see `holes`).
     pub fn emit(&mut self, f: Finding) {
+        if !self.holes.is_empty() {
+            match self.holes.check(&f, self.clock) {
+                holes::Verdict::Emit => {}
+                holes::Verdict::Withheld => return,
+                holes::Verdict::FirstWithheld(dropped) => {
+                    let mut unknown = Finding::new(
+                        FindingKind::Unknown,
+                        f.at_ms,
+                        f.session.clone(),
+                        f.stream.clone(),
+                    );
+                    unknown.detail = holes::stream_detail(f.stream.conn, dropped);
+                    return self.record(unknown);
+                }
+            }
+        }
+        self.record(f);
+    }
+
+    /// Counts, logs and keeps `f`.
+    fn record(&mut self, f: Finding) {
         *self.counts.entry(f.kind.as_str().to_string()).or_insert(0) += 1;
         self.loss.note(&f);
         if let Some(log) = &mut self.log {

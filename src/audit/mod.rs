@@ -84,6 +84,7 @@ pub mod finding;
 pub mod gauges;
 pub mod grace;
 pub mod histo;
+pub mod holes;
 #[cfg(test)]
 mod imports;
 pub mod intake;
@@ -97,6 +98,7 @@ pub mod rule;
 pub mod rules;
 pub mod sequence;
 pub mod stream;
+pub mod unjudged;
 
 pub use config::AuditConfig;
 pub use finding::{CandidateCall, Finding, FindingClass, FindingKind, StreamRef};
@@ -145,8 +147,13 @@ impl Inner {
     fn drain(&self) -> MutexGuard<'_, Engine> {
         let mut l = self.lock_engine();
         let mut batch = self.intake.take();
+        // Drops counted by now are of observations pushed after this batch's: the batch's
+        // observations of those connections are not judged as if whole either.
+        let dropped = self.intake.take_holes();
+        let now = batch.back().map_or(l.l.clock, |(at, _)| *at);
+        l.note_dropped(dropped, now);
         for (at, obs) in batch.drain(..) {
-            l.arrive(at, obs);
+            l.arrive_checked(at, obs);
             l.maybe_sweep(at);
         }
         self.intake.recycle(batch);
@@ -178,10 +185,11 @@ async fn worker(inner: Weak<Inner>, wake: Arc<tokio::sync::Notify>) {
 impl Auditor {
     /// A new auditor; its clock starts now.
     pub fn new(config: AuditConfig) -> Self {
-        Self::with_queue_limit(config, intake::QUEUE_LIMIT)
+        let limit = config.queue;
+        Self::with_queue_limit(config, limit)
     }
 
-    /// A new auditor whose intake holds at most `limit` observations.
+    /// A new auditor whose intake holds at most `limit` observations (not `config.queue`).
     pub fn with_queue_limit(config: AuditConfig, limit: usize) -> Self {
         Auditor {
             inner: Arc::new(Inner {
@@ -406,7 +414,10 @@ impl Auditor {
         if dropped > 0 {
             out.push_str(&format!(
                 " intake: {dropped} observation(s) dropped (audit queue full; the relay never \
-                 waits) — findings may be missing\n"
+                 waits): {} stream(s) or connection(s) reported not judged (`unknown`), {} finding(s) on them \
+                 withheld; raise --audit-queue\n",
+                l.holes.reported,
+                l.holes.withheld
             ));
         }
         out

@@ -50,6 +50,8 @@ impl Engine {
                         c.early.push((now, obs));
                     } else {
                         c.dropped += 1;
+                        // Like the intake's drops: what this connection carries is not judged.
+                        self.l.holes.add([(conn, 1)], now);
                     }
                     return;
                 }

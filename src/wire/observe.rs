@@ -219,6 +219,25 @@ pub enum Observation {
     },
 }
 
+impl Observation {
+    /// The proxy's number of the connection the observation is about.
+    pub fn conn(&self) -> u64 {
+        match self {
+            Observation::ConnOpened { conn, .. }
+            | Observation::ConnClosed { conn }
+            | Observation::Request { conn, .. }
+            | Observation::Response { conn, .. }
+            | Observation::ResponseBody { conn, .. }
+            | Observation::SseEvent { conn, .. }
+            | Observation::ObserverGaveUp { conn, .. }
+            | Observation::StreamEnd { conn, .. }
+            | Observation::Cut { conn, .. } => *conn,
+            Observation::LlmRequest(r) => r.conn,
+            Observation::LlmEvent(e) => e.conn,
+        }
+    }
+}
+
 /// One LLM request (see [`Observation::LlmRequest`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LlmRequestSeen {

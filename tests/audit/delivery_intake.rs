@@ -1,7 +1,8 @@
 //! The data path never waits on the audit: with the audit's consumer stopped for good (paused)
 //! and a small intake queue, the relay still finishes — a relay that waited for room in the
 //! queue would never finish — every byte arrives, and the observations that did not fit are
-//! counted, in the summary and in `/metrics`. (Speed is a benchmark matter, not checked here.)
+//! counted, in the summary and in `/metrics`, and the stream that lost them is reported not
+//! judged. (Speed is a benchmark matter, not checked here.)
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -104,9 +105,25 @@ async fn a_full_audit_queue_never_blocks_the_relay_and_is_counted() {
             metrics.contains(&format!("tearline_audit_dropped_total {dropped}")),
             "{metrics}"
         );
-        // Resumed, the audit applies what it kept; queries see it.
+        // Resumed, the audit applies what it kept; queries see it. The stream lost
+        // observations: it is reported not judged, and nothing else is said of it.
         stalled.set_paused(false);
         assert!(stalled.tracked_streams() <= 1);
+        stalled.finish();
+        let findings = stalled.findings();
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        assert!(
+            findings[0].detail.starts_with("not judged:")
+                && findings[0].detail.contains("observation(s) of connection"),
+            "{}",
+            findings[0].detail
+        );
+        draining.finish();
+        let whole = draining.findings();
+        assert!(
+            !whole.iter().any(|f| f.detail.starts_with("not judged:")),
+            "{whole:#?}"
+        );
     })
     .await
     .expect("test timed out");

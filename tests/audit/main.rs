@@ -20,6 +20,7 @@ mod gauges;
 mod judge;
 mod ledger;
 mod links;
+mod not_judged;
 mod sent_after_cancel;
 mod sessionless;
 mod stateless;

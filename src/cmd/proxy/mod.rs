@@ -157,9 +157,28 @@ pub struct Args {
     /// waited.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub abandon_after: std::time::Duration,
+    /// Observations the audit queues at most (each is an event, a request, a cut, …; ~250
+    /// bytes). The relay never waits for the audit: beyond this, observations are dropped and
+    /// the streams they belonged to are reported not judged (`unknown`), never judged from
+    /// what was left.
+    #[arg(long, value_name = "N", default_value_t = crate::audit::AuditConfig::default().queue,
+          value_parser = parse_audit_queue)]
+    pub audit_queue: usize,
     /// TLS to the upstream and/or for the clients.
     #[command(flatten)]
     pub tls: crate::cmd::tls::ProxyTlsArgs,
+}
+
+/// `--audit-queue`: 1 to 2^26 observations (~16 GB at the top; the default is 65,536).
+fn parse_audit_queue(s: &str) -> Result<usize, String> {
+    const MAX: usize = 1 << 26;
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "`{s}` is not a queue size: give a number of observations from 1 to {MAX} \
+             (default 65536)"
+        )),
+    }
 }
 
 /// The control API's address, or off.
@@ -330,6 +349,7 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
         cuts_log: args.cuts_log.clone(),
         findings_log: args.findings_log.clone(),
         abandon_after: args.abandon_after,
+        audit_queue: args.audit_queue,
     })
     .await?;
     Ok(ExitCode::SUCCESS)

@@ -67,6 +67,8 @@ pub struct Stack {
     pub findings_log: Option<PathBuf>,
     /// The audit's `abandon_after` (`--abandon-after`).
     pub abandon_after: std::time::Duration,
+    /// The audit's intake queue (`--audit-queue`).
+    pub audit_queue: usize,
 }
 
 /// One proxy of the stack once built: bound (enabled) or not (disabled).
@@ -116,6 +118,7 @@ pub async fn serve(stack: Stack) -> Result<(), CliError> {
 
     let auditor = Arc::new(Auditor::new(AuditConfig {
         abandon_after: stack.abandon_after,
+        queue: stack.audit_queue,
         ..AuditConfig::default()
     }));
     if let Some(path) = &stack.findings_log {

@@ -109,8 +109,13 @@ impl Wire {
     }
 
     pub fn with(cfg: AuditConfig) -> Self {
+        Wire::of(Auditor::new(cfg))
+    }
+
+    /// A wire feeding `auditor` (one made with a small queue, say).
+    pub fn of(auditor: Auditor) -> Self {
         Wire {
-            auditor: Auditor::new(cfg),
+            auditor,
             raw: Default::default(),
             tls_end: None,
         }
