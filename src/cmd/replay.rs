@@ -2,7 +2,8 @@
 //! phases, prints the story and the summary, writes the reports and applies `--fail-on`.
 //!
 //! Exit codes: 0 when the run finished and every threshold holds, 99 when a threshold failed
-//! (k6's convention), 2 on errors (bad flags, unreadable profile, target not answering).
+//! (k6's convention), 2 on errors (bad flags, unreadable profile, target not answering), 130 /
+//! 143 when SIGINT / SIGTERM interrupted the run (the report is written, marked interrupted).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -31,7 +32,8 @@ use crate::report::{self, ReportError, Threshold, ThresholdError};
   tearline replay --fail-on 'naive.silent-loss>0' --fail-on 'p99(strict.call)>5s'
   tearline replay --tls                         # every leg over TLS (local CA, created once)
 
-Exit codes: 0 ok, 99 a --fail-on threshold failed, 2 error.")]
+Exit codes: 0 ok, 99 a --fail-on threshold failed, 2 error, 130/143 interrupted by SIGINT/SIGTERM
+(the report says so and holds what ran; a second signal stops at once).")]
 pub struct Args {
     /// Concurrent MCP sessions per client policy. With one (the default) a seed reproduces the
     /// run exactly; with more, connections reach the proxy in a varying order, so each
@@ -171,13 +173,40 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
         cfg.tls_ca_dir = Some(dir);
     }
     let shutdown = CancellationToken::new();
-    super::signals::spawn_signal_watch(shutdown.clone()).ok();
-    let outcome = crate::replay::run(&cfg, &profile, &text, &shutdown).await?;
+    let started = std::time::Instant::now();
+    let interrupt = super::signals::spawn_signal_watch(
+        shutdown.clone(),
+        "stopping the calls in flight, then writing the report of what ran".to_owned(),
+    )
+    .ok();
+    let mut outcome = crate::replay::run(&cfg, &profile, &text, &shutdown).await?;
+    let caught = interrupt
+        .as_ref()
+        .and_then(super::signals::Interrupt::caught);
+    if let Some((signal, at)) = caught {
+        outcome.report.facts.interrupted = Some(report::Interruption {
+            signal: signal.name().to_owned(),
+            at_ms: crate::units::millis(at.saturating_duration_since(started)),
+            during: outcome.during.map(str::to_owned),
+            not_run: outcome.not_run.iter().map(|s| (*s).to_owned()).collect(),
+        });
+    }
 
     println!("{}", crate::report::summary::render(&outcome.report));
     let written = report::write_all(&outcome.report, &out)?;
     println!("reports written to {}", written.dir.display());
 
+    if let Some((signal, _)) = caught {
+        for t in &args.fail_on {
+            println!("FAIL --fail-on '{t}': not evaluated, the run was interrupted");
+        }
+        eprintln!(
+            "tearline replay: interrupted by {}; the report holds what ran (exit {})",
+            signal.name(),
+            signal.exit_code()
+        );
+        return Ok(ExitCode::from(signal.exit_code()));
+    }
     let verdicts = report::thresholds::evaluate_all(&thresholds, &outcome.report)
         .map_err(CliError::Evaluate)?;
     for v in &verdicts {

@@ -23,6 +23,8 @@ const EXAMPLES_PER_POLICY: usize = 3;
 
 /// What the report says about the run as a whole.
 pub struct RunDescription {
+    /// When the run started (the report's `started_at`).
+    pub started_at: std::time::SystemTime,
     /// The seed in force.
     pub seed: u64,
     /// Profile name (file name or built-in label) and its text.
@@ -39,6 +41,7 @@ pub struct RunDescription {
 pub fn assemble(run: RunDescription, phases: &[PhaseOutcome], story: Vec<String>) -> Report {
     let mut facts = RunFacts::new(run.seed, run.profile_name, run.target);
     facts.profile_text = run.profile_text;
+    facts.started_at = crate::report::clock::rfc3339(run.started_at);
     facts.duration_ms = millis(run.elapsed);
     let mut report = Report::new(facts);
 

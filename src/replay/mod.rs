@@ -108,8 +108,12 @@ pub enum ReplayError {
 pub struct ReplayOutcome {
     /// The report (files not yet written).
     pub report: Report,
-    /// One phase per policy, in run order.
+    /// One phase per policy, in run order (those that started).
     pub phases: Vec<PhaseOutcome>,
+    /// The phase a signal interrupted, if one did.
+    pub during: Option<&'static str>,
+    /// Phases that did not start because a signal had come.
+    pub not_run: Vec<&'static str>,
 }
 
 /// Runs every policy's phase, one after the other, and assembles the report.
@@ -120,11 +124,14 @@ pub async fn run(
     shutdown: &CancellationToken,
 ) -> Result<ReplayOutcome, ReplayError> {
     let started = std::time::Instant::now();
+    let started_at = std::time::SystemTime::now();
     let plans = cfg.scenario.phases(&cfg.policies, cfg.size);
     let mut phases = Vec::with_capacity(plans.len());
+    let mut not_run = Vec::new();
     for plan in &plans {
         if shutdown.is_cancelled() {
-            break;
+            not_run.push(plan.label);
+            continue;
         }
         let log = cfg
             .findings_dir
@@ -179,6 +186,7 @@ pub async fn run(
         story::tell(&phases)
     };
     let run = assemble::RunDescription {
+        started_at,
         seed: cfg.seed,
         profile_name: profile.origin.clone(),
         profile_text: profile_text.to_owned(),
@@ -186,7 +194,13 @@ pub async fn run(
         elapsed: started.elapsed(),
     };
     let report = assemble::assemble(run, &phases, story);
-    Ok(ReplayOutcome { report, phases })
+    let during = phases.iter().find(|p| p.interrupted).map(|p| p.label);
+    Ok(ReplayOutcome {
+        report,
+        phases,
+        during,
+        not_run,
+    })
 }
 
 /// The command-line spelling of a clap value (`replay-from-oldest`).

@@ -56,6 +56,8 @@ pub struct PhaseOutcome {
     pub proxy_stats: StatsSnapshot,
     /// What an LLM phase measured beyond the load outcome (tokens, every request's attempts).
     pub llm: Option<crate::load::llm::LlmExtras>,
+    /// A signal stopped the phase before its load was done (its audit was not closed).
+    pub interrupted: bool,
 }
 
 /// Runs one policy's phase to completion.
@@ -68,7 +70,11 @@ pub async fn run_phase(
 ) -> Result<PhaseOutcome, ReplayError> {
     let policy = plan.policy;
     let counted_before = cfg.lab.side_effects.get();
-    let token = shutdown.child_token();
+    // The servers (lab, proxy) stop when the load has stopped, never before it: at an interrupt
+    // the load client stops first (its calls in flight are counted nowhere) and only then are
+    // the proxy and the lab torn down, so no call fails visibly because its server went away.
+    let token = CancellationToken::new();
+    let load_token = shutdown.child_token();
     let mut servers = Vec::new();
 
     let tls = cfg.tls_ca_dir.as_deref().map(tls_legs).transpose()?;
@@ -159,13 +165,14 @@ pub async fn run_phase(
         format!("cuts {}", cuts.cuts())
     })));
     let (load, llm) = if cfg.scenario.is_llm() {
-        match super::llm::run_load(cfg, policy, lcfg.target.clone(), &token).await {
+        match super::llm::run_load(cfg, policy, lcfg.target.clone(), &load_token).await {
             Ok((o, x)) => (Ok(o), Some(x)),
             Err(e) => (Err(e), None),
         }
     } else {
-        (crate::load::run(lcfg, token.clone()).await, None)
+        (crate::load::run(lcfg, load_token.clone()).await, None)
     };
+    let interrupted = shutdown.is_cancelled();
 
     token.cancel();
     for task in servers {
@@ -173,7 +180,11 @@ pub async fn run_phase(
         let _ = tokio::time::timeout(STOP_TIMEOUT, task).await;
     }
     let load = load.map_err(|source| ReplayError::Load { source })?;
-    auditor.finish();
+    // An interrupted phase is not closed: the judgements still waiting (a cut call's resume or
+    // re-send) are of calls in flight at the interrupt, which the run did not finish.
+    if !interrupted {
+        auditor.finish();
+    }
     Ok(PhaseOutcome {
         policy,
         label: plan.label,
@@ -185,6 +196,7 @@ pub async fn run_phase(
         upstream,
         proxy_stats: proxy.stats().snapshot(),
         llm,
+        interrupted,
     })
 }
 

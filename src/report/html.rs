@@ -222,6 +222,13 @@ pub fn render(report: &Report) -> Result<String, ReportError> {
         "<h1>tearline report — {}</h1>",
         escape(&f.profile_name)
     );
+    if let Some(i) = &f.interrupted {
+        let _ = writeln!(
+            out,
+            "<div class=\"headline bad\"><strong>{}</strong></div>",
+            escape(&i.line())
+        );
+    }
     out.push_str(&headline::render(report));
     let facts = vec![
         vec!["tool".to_owned(), format!("{} {}", f.tool, f.tool_version)],

@@ -170,6 +170,10 @@ pub fn merge(agents: &[AgentDir], proxies: &ProxyLogs) -> Result<Report, ReportE
     facts.started_at = clock::rfc3339(std::time::UNIX_EPOCH + secs(origin));
     facts.duration_ms = ((end - origin) * 1000.0).round() as u64;
     facts.segment = segments(agents);
+    // A merge of runs one of which a signal cut short is itself incomplete.
+    facts.interrupted = agents
+        .iter()
+        .find_map(|a| a.report.facts.interrupted.clone());
     let mut report = Report::new(facts);
 
     // Counters and histograms per policy; proxy histograms; findings; cuts; timeline.

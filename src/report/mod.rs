@@ -58,9 +58,9 @@ use std::time::SystemTime;
 
 pub use latency::{Latency, Summary};
 pub use model::{
-    Counters, Cuts, FactCounts, FindingExample, FindingGroup, Interval, MAX_RECONCILE_NOTES,
-    PolicyOutcome, Reconciliation, Report, RunFacts, SCHEMA_VERSION, Target, TimelineEntry,
-    TimelineKind,
+    Counters, Cuts, FactCounts, FindingExample, FindingGroup, Interruption, Interval,
+    MAX_RECONCILE_NOTES, PolicyOutcome, Reconciliation, Report, RunFacts, SCHEMA_VERSION, Target,
+    TimelineEntry, TimelineKind,
 };
 pub use thresholds::{Threshold, ThresholdError, Verdict};
 

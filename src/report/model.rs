@@ -49,6 +49,50 @@ pub struct RunFacts {
     /// (`1/4+2/4+3/4+4/4`); absent for a run of the whole plan on one machine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub segment: Option<String>,
+    /// Set when a signal stopped the run before it was done: what ran and what did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<Interruption>,
+}
+
+/// How a run was cut short by a signal (SIGINT, SIGTERM): the report holds what was measured
+/// up to then; calls in flight at the interrupt are in no counter and no finding.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Interruption {
+    /// `SIGINT` or `SIGTERM`.
+    pub signal: String,
+    /// Milliseconds after the start of the run when it came.
+    pub at_ms: u64,
+    /// The phase (client policy) that was running, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub during: Option<String>,
+    /// Phases that never ran, in run order.
+    #[serde(default)]
+    pub not_run: Vec<String>,
+}
+
+impl Interruption {
+    /// One line for summaries: "interrupted by SIGINT at 3.2 s during naive; not run: retry".
+    pub fn line(&self) -> String {
+        let mut s = format!(
+            "INTERRUPTED by {} at {:.1} s",
+            self.signal,
+            self.at_ms as f64 / 1000.0
+        );
+        if let Some(p) = &self.during {
+            s.push_str(&format!(" during {p}"));
+        }
+        if self.not_run.is_empty() {
+            s.push_str("; every phase started");
+        } else {
+            s.push_str(&format!("; phases not run: {}", self.not_run.join(", ")));
+        }
+        s.push_str(
+            "; calls in flight at the interrupt are in no counter and their judgements were not \
+             made",
+        );
+        s
+    }
 }
 
 impl RunFacts {
@@ -66,6 +110,7 @@ impl RunFacts {
             duration_ms: 0,
             command_line: std::env::args().collect(),
             segment: None,
+            interrupted: None,
         }
     }
 }

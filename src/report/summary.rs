@@ -158,6 +158,9 @@ pub fn render(report: &Report) -> String {
     let _ = writeln!(out, "  profile  {}", f.profile_name);
     let _ = writeln!(out, "  target   {}", target_line(&f.target));
     let _ = writeln!(out, "  command  {}", f.command_line.join(" "));
+    if let Some(i) = &f.interrupted {
+        let _ = writeln!(out, "\n{}", i.line());
+    }
 
     if !report.story.is_empty() {
         let _ = writeln!(out, "\nOne affected session");

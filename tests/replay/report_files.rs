@@ -65,13 +65,35 @@ fn json_validates_against_the_schema_and_round_trips() {
     let instance: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
     let mut broken = instance.clone();
     broken["policies"]["naive"]["counters"]["silent-loss"] = serde_json::json!(-1);
-    let verdicts = schema_violations(dir.path(), &[&instance, &broken]);
+    // A run a signal cut short records it in its facts.
+    let mut cut_short = original.clone();
+    cut_short.facts.interrupted = Some(tearline::report::Interruption {
+        signal: "SIGTERM".into(),
+        at_ms: 1234,
+        during: Some("strict".into()),
+        not_run: vec!["naive".into()],
+    });
+    let cut_short_json: serde_json::Value =
+        serde_json::from_str(&json::to_json(&cut_short).expect("serialises")).expect("JSON");
+    let mut bad_signal = cut_short_json.clone();
+    bad_signal["facts"]["interrupted"]["signal"] = serde_json::json!("SIGKILL");
+    let verdicts = schema_violations(
+        dir.path(),
+        &[&instance, &broken, &cut_short_json, &bad_signal],
+    );
     assert!(
         verdicts[0].is_empty(),
         "schema violations: {:#?}",
         verdicts[0]
     );
     assert!(!verdicts[1].is_empty(), "schema rejects a negative count");
+    assert!(verdicts[2].is_empty(), "{:#?}", verdicts[2]);
+    assert!(
+        !verdicts[3].is_empty(),
+        "only SIGINT and SIGTERM interrupt a run"
+    );
+    let back = json::from_json(&cut_short_json.to_string(), dir.path()).expect("loads");
+    assert_eq!(back, cut_short, "the interruption round-trips");
 
     let loaded = json::load(&written.json).expect("loads");
     assert_eq!(loaded, original, "JSON round trip is lossless");

@@ -44,7 +44,7 @@ pub async fn run(args: &Args, target: Target) -> Result<ExitCode, CliError> {
             CliError::Flags("--api-key-env names an environment variable that is not set")
         })?),
     };
-    let runs = super::per_policy(policies.iter().copied(), |policy, shutdown| {
+    let ran = super::per_policy(policies.iter().copied(), |policy, shutdown| {
         let cfg = config(args, &target, policy, &api_key);
         async move {
             let cfg = cfg?;
@@ -52,10 +52,13 @@ pub async fn run(args: &Args, target: Target) -> Result<ExitCode, CliError> {
         }
     })
     .await?;
-    let (outcomes, extras): (Vec<LoadOutcome>, Vec<LlmExtras>) = runs.into_iter().unzip();
-    super::write_report(args, &outcomes, &target)?;
+    let interruption = ran.interruption(ran.done.last().map(|(o, _)| o.policy.to_string()));
+    let exit = ran.exit(ExitCode::SUCCESS);
+    let (outcomes, extras): (Vec<LoadOutcome>, Vec<LlmExtras>) = ran.done.into_iter().unzip();
+    super::write_report(args, &outcomes, &target, interruption.as_ref())?;
     if args.json {
         let mut v = summary::json(&outcomes);
+        super::mark_interrupted(&mut v, interruption.as_ref());
         if let Some(list) = v.get_mut("policies").and_then(|p| p.as_array_mut()) {
             for (p, x) in list.iter_mut().zip(&extras) {
                 p["output_tokens"] = x.tokens.into();
@@ -64,9 +67,12 @@ pub async fn run(args: &Args, target: Target) -> Result<ExitCode, CliError> {
         }
         println!("{v:#}");
     } else {
+        if let Some(i) = &interruption {
+            println!("{}", i.line());
+        }
         print!("{}", text(&outcomes, &extras));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(exit)
 }
 
 /// The LLM load client's configuration for `policy` from the flags.

@@ -15,6 +15,7 @@ use clap::ValueEnum;
 use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
+use crate::cmd::signals::Signal;
 use crate::load::config::{LoadConfig, Policy, PolicyList, Stop, Target, TargetError};
 use crate::load::{LoadError, LoadOutcome, summary};
 
@@ -69,7 +70,11 @@ Policies:
   retry   strict, plus a retry layer that re-sends a cut 2026-07-28 call whatever the tool's
           annotations say (a repeated side effect is possible: the audit's `reexecuted`).
   strict and retry send a fresh `Idempotency-Key` with every call and repeat it on its re-sends
-  (the re-send marker the audit reads; see the README).")]
+  (the re-send marker the audit reads; see the README).
+
+Exit codes: 0 ok, 2 error, 130/143 interrupted by SIGINT/SIGTERM (what ran is printed and, with
+--report-dir, written, marked interrupted; calls in flight are not counted; a second signal
+stops at once).")]
 pub struct Args {
     /// MCP endpoint URL (http:// or https://).
     #[arg(long, default_value = "http://127.0.0.1:8931/mcp")]
@@ -288,58 +293,125 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
             p => p,
         })
         .collect();
-    let outcomes = per_policy(policies, |policy, shutdown| {
+    let ran = per_policy(policies, |policy, shutdown| {
         let mut cfg = base.clone();
         cfg.policy = policy;
         async move { Ok(crate::load::run(cfg, shutdown).await?) }
     })
     .await?;
-    write_report(&args, &outcomes, &base.target)?;
+    let outcomes = &ran.done;
+    let interruption = ran.interruption(outcomes.last().map(|o| o.policy.to_string()));
+    write_report(&args, outcomes, &base.target, interruption.as_ref())?;
     if args.json {
-        println!("{:#}", summary::json(&outcomes));
+        let mut v = summary::json(outcomes);
+        mark_interrupted(&mut v, interruption.as_ref());
+        println!("{v:#}");
     } else {
-        print!("{}", summary::text(&outcomes));
+        if let Some(i) = &interruption {
+            println!("{}", i.line());
+        }
+        print!("{}", summary::text(outcomes));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(ran.exit(ExitCode::SUCCESS))
 }
 
-/// Runs `one` for each policy in turn (with the token Ctrl-C cancels) until every policy ran,
-/// one failed (its error is returned), or Ctrl-C came (the runs so far are returned).
-async fn per_policy<P, T, Fut>(
+/// Adds `"interrupted"` to a `--json` summary when a signal cut the run short.
+fn mark_interrupted(v: &mut serde_json::Value, i: Option<&crate::report::Interruption>) {
+    if let (Some(i), Some(map)) = (i, v.as_object_mut()) {
+        map.insert(
+            "interrupted".to_owned(),
+            serde_json::to_value(i).unwrap_or_default(),
+        );
+    }
+}
+
+/// What [`per_policy`] ran: the runs that finished and, when a signal stopped it, which.
+pub struct Ran<T> {
+    /// The runs, in policy order (the interrupted one included: it stopped its calls).
+    pub done: Vec<T>,
+    /// The signal, the run's share of time until it came, and the policies never started.
+    pub interrupted: Option<(Signal, std::time::Duration, Vec<String>)>,
+}
+
+impl<T> Ran<T> {
+    /// The report's record of the interrupt, if any; `during` names the policy that ran then.
+    pub fn interruption(&self, during: Option<String>) -> Option<crate::report::Interruption> {
+        self.interrupted
+            .as_ref()
+            .map(|(signal, at, not_run)| crate::report::Interruption {
+                signal: signal.name().to_owned(),
+                at_ms: crate::units::millis(*at),
+                during,
+                not_run: not_run.clone(),
+            })
+    }
+
+    /// Prints the interrupt (if any) and returns the exit code: 130/143 when interrupted, else
+    /// `ok`.
+    pub fn exit(&self, ok: ExitCode) -> ExitCode {
+        match &self.interrupted {
+            Some((signal, at, not_run)) => {
+                eprintln!(
+                    "tearline load: interrupted by {} after {:.1} s{}; calls in flight were not \
+                     counted (exit {})",
+                    signal.name(),
+                    at.as_secs_f64(),
+                    if not_run.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; policies not run: {}", not_run.join(", "))
+                    },
+                    signal.exit_code()
+                );
+                ExitCode::from(signal.exit_code())
+            }
+            None => ok,
+        }
+    }
+}
+
+/// Runs `one` for each policy in turn (with the token a signal cancels) until every policy
+/// ran, one failed (its error is returned), or SIGINT/SIGTERM came (the runs so far are
+/// returned, with the signal and the policies not run).
+async fn per_policy<P: std::fmt::Display, T, Fut>(
     policies: impl IntoIterator<Item = P>,
     mut one: impl FnMut(P, CancellationToken) -> Fut,
-) -> Result<Vec<T>, CliError>
+) -> Result<Ran<T>, CliError>
 where
     Fut: std::future::Future<Output = Result<T, CliError>>,
 {
     let shutdown = CancellationToken::new();
-    let ctrl_c = shutdown.clone();
-    let watcher = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            ctrl_c.cancel();
-        }
-    });
+    let started = std::time::Instant::now();
+    let interrupt = crate::cmd::signals::spawn_signal_watch(
+        shutdown.clone(),
+        "stopping the calls in flight, then printing what ran".to_owned(),
+    )
+    .ok();
     let mut done = Vec::new();
+    let mut not_run = Vec::new();
     for policy in policies {
-        match one(policy, shutdown.clone()).await {
-            Ok(t) => done.push(t),
-            Err(e) => {
-                watcher.abort();
-                return Err(e);
-            }
-        }
         if shutdown.is_cancelled() {
-            break;
+            not_run.push(policy.to_string());
+            continue;
         }
+        done.push(one(policy, shutdown.clone()).await?);
     }
-    watcher.abort();
-    Ok(done)
+    let interrupted = interrupt
+        .as_ref()
+        .and_then(crate::cmd::signals::Interrupt::caught)
+        .map(|(signal, at)| (signal, at.saturating_duration_since(started), not_run));
+    Ok(Ran { done, interrupted })
 }
 
 /// With `--report-dir`: writes the run's report there and says where on stderr.
-fn write_report(args: &Args, outcomes: &[LoadOutcome], target: &Target) -> Result<(), CliError> {
+fn write_report(
+    args: &Args,
+    outcomes: &[LoadOutcome],
+    target: &Target,
+    interruption: Option<&crate::report::Interruption>,
+) -> Result<(), CliError> {
     if let Some(dir) = &args.report_dir {
-        let written = agent::write(outcomes, target, args.seed, dir)?;
+        let written = agent::write(outcomes, target, args.seed, interruption, dir)?;
         eprintln!("report: {}", written.dir.display());
     }
     Ok(())

@@ -162,7 +162,11 @@ pub async fn serve(stack: Stack) -> Result<(), CliError> {
         }
     }
     let shutdown = CancellationToken::new();
-    crate::cmd::signals::spawn_signal_watch(shutdown.clone()).map_err(CliError::Signals)?;
+    let drain = format!(
+        "no new connections; open ones drain for up to {:?} (--drain-timeout), then close",
+        stack.template.drain_timeout
+    );
+    crate::cmd::signals::spawn_signal_watch(shutdown.clone(), drain).map_err(CliError::Signals)?;
     if stack.observe == Observe::Http {
         spawn_summary_on_usr1(auditor.clone(), shutdown.clone());
     }
