@@ -60,6 +60,8 @@ fn close_fin(stream: TcpStream) {
 
 /// Serves one accepted connection to its end.
 pub(crate) async fn serve(proxy: Arc<Proxy>, client: TcpStream, id: u64, kill: Arc<KillSignal>) {
+    // Its sockets in the process's descriptor budget, which pipes may not take.
+    let _sockets = super::fd_limit::budget().hold_sockets();
     let hold = async {
         while let Some((until, mode)) = proxy.outage() {
             if mode == OutageMode::Refuse {

@@ -296,6 +296,10 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
         else {
             return Ok(None);
         };
+        // No pipe to be had (the descriptor budget keeps them for connections): copy this one.
+        if !self.zero_copy.ready(self.proxy.config().pipe_size) {
+            return Ok(None);
+        }
         let lane = Lane {
             proxy: self.proxy,
             dir: self.dir,

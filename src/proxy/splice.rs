@@ -119,7 +119,8 @@ impl Drop for Held<'_> {
     }
 }
 
-/// One direction's zero-copy state: its pipe (made at first use, kept across handbacks) and
+/// One direction's zero-copy state: its pipe while bytes flow (taken from the process's idle
+/// pipes or made within the descriptor budget, given back when the source goes quiet), and
 /// whether splice works here at all.
 #[derive(Debug)]
 pub(crate) struct ZeroCopy {
@@ -143,31 +144,50 @@ impl ZeroCopy {
         self.enabled
     }
 
+    /// True when the direction has a pipe or got one now (of `size`, the proxy's
+    /// `pipe_size`); false when none may be had now (the descriptor budget is spent: the
+    /// copying pump carries the next chunk, and the next call asks again) or splice does not
+    /// work here (then never again).
+    pub(crate) fn ready(&mut self, size: usize) -> bool {
+        #[cfg(target_os = "linux")]
+        {
+            if self.pipe.is_some() {
+                return true;
+            }
+            match linux::Pipe::acquire(size) {
+                Ok(Some(p)) => {
+                    self.pipe = Some(p);
+                    true
+                }
+                Ok(None) => false,
+                Err(e) => {
+                    tracing::debug!(error = %e, "no pipe for splice; copying instead");
+                    self.enabled = false;
+                    false
+                }
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = size;
+            false
+        }
+    }
+
     /// Relays up to `budget` bytes socket to socket; returns why it stopped, the pipe empty.
+    /// Call only after [`ZeroCopy::ready`] said yes.
     pub(crate) async fn relay(&mut self, lane: Lane<'_>, budget: u64) -> Result<Handback, Stop> {
         #[cfg(target_os = "linux")]
         {
-            let size = lane.proxy.config().pipe_size;
-            if self.pipe.is_none() {
-                match linux::Pipe::new(size) {
-                    Ok(p) => self.pipe = Some(p),
-                    Err(e) => {
-                        tracing::debug!(error = %e, "no pipe for splice; copying instead");
-                        self.enabled = false;
-                    }
-                }
-            }
-            if let Some(pipe) = &mut self.pipe {
-                let r = linux::relay(pipe, &lane, budget).await;
-                if pipe.refused {
+            if self.pipe.is_some() {
+                let r = linux::relay(&mut self.pipe, &lane, budget).await;
+                if self.pipe.as_ref().is_some_and(|p| p.refused) {
                     self.enabled = false;
                 }
                 return r;
             }
         }
-        let _ = budget;
-        self.enabled = false;
-        let _ = lane;
+        let _ = (budget, lane);
         Ok(Handback::Copy { moved: 0 })
     }
 }
@@ -176,6 +196,7 @@ impl ZeroCopy {
 mod linux {
     use std::io;
     use std::os::fd::OwnedFd;
+    use std::sync::Mutex;
 
     use rustix::pipe::{PipeFlags, SpliceFlags};
     use tokio::io::Interest;
@@ -184,7 +205,16 @@ mod linux {
     use super::{Held, Lane};
     use crate::fault::Deadline;
     use crate::proxy::engine::Handback;
+    use crate::proxy::fd_limit::Hold;
     use crate::proxy::pump::Stop;
+
+    /// Empty pipes kept for the next direction that has bytes to move, at most: a quiet
+    /// direction gives its pipe back here rather than closing it, so a stream of small writes
+    /// does not make a pipe per write. They count in the descriptor budget.
+    const IDLE_MAX: usize = 64;
+
+    /// The idle pipes, with the size each was asked for.
+    static IDLE: Mutex<Vec<Pipe>> = Mutex::new(Vec::new());
 
     /// A non-blocking pipe and its capacity.
     #[derive(Debug)]
@@ -192,12 +222,43 @@ mod linux {
         r: OwnedFd,
         w: OwnedFd,
         cap: usize,
+        /// The capacity it was asked for (the proxy's `pipe_size`).
+        asked: usize,
         /// Set when the kernel refused to splice these sockets (EINVAL): copy from then on.
         pub(super) refused: bool,
+        /// Its two descriptors in the process's budget.
+        _hold: Hold,
     }
 
     impl Pipe {
-        pub(super) fn new(size: usize) -> io::Result<Pipe> {
+        /// An idle pipe asked for with `size`, else a new one if the descriptor budget has room;
+        /// `Ok(None)` when it has none (copy for now), `Err` when the kernel makes no usable
+        /// pipe (copy for good).
+        pub(super) fn acquire(size: usize) -> io::Result<Option<Pipe>> {
+            {
+                let mut idle = IDLE.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(i) = idle.iter().position(|p| p.asked == size) {
+                    return Ok(Some(idle.swap_remove(i)));
+                }
+            }
+            let Some(hold) = crate::proxy::fd_limit::budget().try_hold_pipe() else {
+                return Ok(None);
+            };
+            Pipe::new(size, hold).map(Some)
+        }
+
+        /// Gives an empty pipe back to the idle ones (closed when they are enough).
+        pub(super) fn release(self) {
+            if self.refused {
+                return;
+            }
+            let mut idle = IDLE.lock().unwrap_or_else(|p| p.into_inner());
+            if idle.len() < IDLE_MAX {
+                idle.push(self);
+            }
+        }
+
+        fn new(size: usize, hold: Hold) -> io::Result<Pipe> {
             let (r, w) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
             let mut cap = rustix::pipe::fcntl_getpipe_size(&w)?;
             if cap != size {
@@ -216,7 +277,9 @@ mod linux {
                 r,
                 w,
                 cap,
+                asked: size,
                 refused: false,
+                _hold: hold,
             })
         }
     }
@@ -250,11 +313,16 @@ mod linux {
         }
     }
 
+    /// Relays through the pipe in `slot` (present at the call); while the source is quiet the
+    /// empty pipe goes back to the idle ones, and is taken again (or another) when bytes come;
+    /// with none to be had, hands back to the copying pump. `slot` holds the pipe (or none)
+    /// at the return.
     pub(super) async fn relay(
-        pipe: &mut Pipe,
+        slot: &mut Option<Pipe>,
         lane: &Lane<'_>,
         budget: u64,
     ) -> Result<Handback, Stop> {
+        let size = lane.proxy.config().pipe_size;
         let stats = lane.proxy.stats();
         let mut held = Held { stats, n: 0 };
         let mut moved = 0u64;
@@ -264,6 +332,9 @@ mod linux {
         // Some(d) once the deadline fired: drain, then hand back for the cut.
         let mut fired: Option<Deadline> = None;
         loop {
+            let Some(pipe) = slot.as_mut() else {
+                return Ok(Handback::Copy { moved });
+            };
             while held.n > 0 {
                 let out = lane.dst.try_io(Interest::WRITABLE, || {
                     rustix::pipe::splice(&pipe.r, None, lane.dst, None, held.n, FLAGS)
@@ -311,6 +382,10 @@ mod linux {
                     left -= n as u64;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    // Quiet, the pipe empty (strict alternation): it serves others meanwhile.
+                    if let Some(p) = slot.take() {
+                        p.release();
+                    }
                     let r = ready_or(lane.src.readable(), lane.deadline, &mut edits).await;
                     match r.map_err(|e| Stop::Io(lane.src_side(), e))? {
                         Woke::Ready => {}
@@ -318,6 +393,8 @@ mod linux {
                         // The generation check above hands back.
                         Woke::Edit => {}
                     }
+                    // None to be had: the loop's top hands back to the copying pump.
+                    *slot = Pipe::acquire(size).ok().flatten();
                 }
                 Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => {
                     if moved == 0 {
