@@ -1,6 +1,7 @@
 //! The `tearline` command line. Each subcommand lives in its module's `cli.rs`; this file only
 //! parses, sets up logging and maps errors to exit codes (anyhow is used here and nowhere else).
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -81,8 +82,10 @@ fn default_level(command: &Command, verbose: u8) -> &'static str {
 fn init_logging(format: LogFormat, level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    // Colours only for a person reading a terminal, never into a file or a pipe.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
@@ -104,8 +107,36 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// True if and only if `e` comes from writing into a pipe nobody reads any more.
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// `println!` panics when standard output is a pipe whose reader left (`tearline … | head`):
+/// that ends the program quietly with 0, as for any tool whose reader had enough; every other
+/// panic is reported as usual.
+fn quiet_on_broken_stdout() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let text = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if text.contains("failed printing to stdout") && text.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        report(info);
+    }));
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
+    quiet_on_broken_stdout();
     // Started as `toxiproxy-server` or `toxiproxy` (the entrypoint of Toxiproxy's image, a
     // link in deploy/Dockerfile.toxiproxy): toxiproxy-server's command line.
     let mut argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
@@ -120,6 +151,8 @@ async fn main() -> ExitCode {
     init_logging(cli.log_format, default_level(&cli.command, cli.verbose));
     match dispatch(cli.command).await {
         Ok(code) => code,
+        // The reader went away (`| head`): what it wanted it has; end quietly.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             // One line: the context chain, outermost first.
             eprintln!("tearline: {e:#}");

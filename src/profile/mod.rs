@@ -8,6 +8,7 @@
 
 pub mod model;
 pub mod parse;
+pub mod shipped;
 pub mod validate;
 
 use std::path::Path;

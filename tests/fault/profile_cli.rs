@@ -69,5 +69,83 @@ fn validate_prints_ok_or_the_located_error_per_file() {
 #[test]
 fn list_of_a_missing_directory_is_an_error_naming_it() {
     let err = list(Path::new("/nonexistent-dir"), &mut Vec::new()).expect_err("missing");
-    assert!(err.to_string().starts_with("cannot list /nonexistent-dir:"));
+    // The OS error is the source, said once (not also in the message).
+    assert_eq!(err.to_string(), "cannot list /nonexistent-dir");
+    let source = std::error::Error::source(&err).map(ToString::to_string);
+    assert!(source.is_some_and(|s| s.contains("No such file")));
+}
+
+/// Runs the binary in `dir` (not the checkout) with stdout going to `stdout`.
+fn tearline_in(dir: &Path, args: &[&str], stdout: std::process::Stdio) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_tearline"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .stdout(stdout)
+        .output()
+        .expect("run tearline")
+}
+
+#[test]
+fn the_shipped_profiles_are_listed_and_shown_from_any_directory() {
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    let piped = std::process::Stdio::piped;
+    let out = tearline_in(elsewhere.path(), &["profiles", "list"], piped());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_eq!(
+        text.lines().count(),
+        tearline::profile::shipped::SHIPPED.len()
+    );
+    assert!(text.lines().any(|l| l.starts_with("gateway-idle-kill ")));
+    let out = tearline_in(
+        elsewhere.path(),
+        &["profiles", "show", "reset-250ms"],
+        piped(),
+    );
+    let shipped = std::fs::read_to_string(root().join("profiles/reset-250ms.toml")).expect("read");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), shipped);
+    let out = tearline_in(elsewhere.path(), &["profiles", "show", "nope"], piped());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(err.contains("no shipped profile is named 'nope'") && err.contains("reset-250ms"));
+}
+
+#[test]
+fn an_invalid_profile_exits_2_and_a_valid_one_0() {
+    let broken = root().join("tests/profiles_broken/unknown-kind.toml");
+    let good = root().join("profiles/reset-250ms.toml");
+    let piped = std::process::Stdio::piped;
+    let run = |f: &Path| {
+        let path = f.to_string_lossy().into_owned();
+        tearline_in(root(), &["profiles", "validate", &path], piped())
+    };
+    assert_eq!(run(&broken).status.code(), Some(2));
+    assert_eq!(run(&good).status.code(), Some(0));
+}
+
+#[test]
+fn output_into_a_closed_pipe_ends_quietly_with_0() {
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    let out = tearline_in(root(), &["profiles", "list"], writer.into());
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).as_ref()
+        ),
+        (Some(0), "")
+    );
+    // The same with a large output printed by `println!` (report show, replay): no panic text.
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    let out = tearline_in(root(), &["proxy", "--help"], writer.into());
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).as_ref()
+        ),
+        (Some(0), "")
+    );
 }
