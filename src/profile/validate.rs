@@ -81,6 +81,19 @@ pub fn profile(raw: RawProfile, text: &str, origin: &str) -> Result<Profile, Spa
         }
         check_addr(&p.listen, "listen")?;
         check_addr(&p.upstream, "upstream")?;
+        let listen = p.listen.get_ref();
+        if let Some((q, first)) = proxies.iter().find(|(q, _)| same_listen(&q.listen, listen)) {
+            return Err(err(
+                p.listen.span(),
+                "listen",
+                format!(
+                    "proxy '{name}' listens on {listen}, as proxy '{}' (line {}) does: two \
+                     proxies cannot bind one address; give each its own port (or port 0)",
+                    q.name,
+                    line_of(first)
+                ),
+            ));
+        }
         proxies.push((
             ProxyDef {
                 name: name.clone(),
@@ -275,4 +288,33 @@ fn check_addr(addr: &Spanned<String>, key: &str) -> Result<(), SpanError> {
         ));
     }
     Ok(())
+}
+
+/// True if and only if binding `a` and then `b` must fail: the same port (not 0) on the same
+/// host, or on a wildcard host (`0.0.0.0`, `[::]`, empty) beside any host.
+fn same_listen(a: &str, b: &str) -> bool {
+    fn split(s: &str) -> Option<(&str, &str)> {
+        let (host, port) = s.trim().rsplit_once(':')?;
+        Some((host.trim_start_matches('[').trim_end_matches(']'), port))
+    }
+    let (Some((ha, pa)), Some((hb, pb))) = (split(a), split(b)) else {
+        return false;
+    };
+    let wild = |h: &str| matches!(h, "" | "0.0.0.0" | "::");
+    pa == pb && pa != "0" && (ha.eq_ignore_ascii_case(hb) || wild(ha) || wild(hb))
+}
+
+#[cfg(test)]
+mod listen_tests {
+    use super::same_listen;
+
+    #[test]
+    fn two_binds_of_one_port_clash_and_port_zero_or_other_ports_do_not() {
+        assert!(same_listen("127.0.0.1:7000", "127.0.0.1:7000"));
+        assert!(same_listen("0.0.0.0:7000", "127.0.0.1:7000"));
+        assert!(same_listen("127.0.0.1:7000", "[::]:7000"));
+        assert!(!same_listen("127.0.0.1:0", "127.0.0.1:0"));
+        assert!(!same_listen("127.0.0.1:7000", "127.0.0.1:7001"));
+        assert!(!same_listen("127.0.0.1:7000", "127.0.0.2:7000"));
+    }
 }

@@ -37,6 +37,10 @@ const BROKEN: &[(&str, &str)] = &[
         "2:8: unknown fault kind 'down'; known: latency, bandwidth, slicer, slow_close, timeout, reset, limit_data, stall, outage, sse_cut, idle, buffer ('down' is a proxy state: set `enabled = false` on the [[proxy]])",
     ),
     (
+        "duplicate-listen.toml",
+        "8:10: proxy 'admin' listens on 0.0.0.0:7000, as proxy 'api' (line 2) does: two proxies cannot bind one address; give each its own port (or port 0)",
+    ),
+    (
         "duplicate-fault-name.toml",
         "5:1: duplicate fault name 'latency' (also used by the fault at line 1; a name defaults to the kind); give one a distinct `name`",
     ),
