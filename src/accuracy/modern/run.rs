@@ -138,7 +138,15 @@ async fn run_inner(
             crate::load::run(c, token.child_token())
                 .await
                 .map_err(|e| e.to_string())?;
-            client_truth::from_client_legs(&truth.legs())
+            // The load client's arguments: the tool's, plus `item: <call index>` when distinct.
+            let distinct = cell.workload == Workload::Distinct;
+            client_truth::from_client_legs(&truth.legs(), |call| {
+                let mut a = cell.tool.args();
+                if let (true, Some(o)) = (distinct, a.as_object_mut()) {
+                    o.insert("item".to_owned(), call.into());
+                }
+                a
+            })
         }
     };
     let observed = rig::settle(running, lab, &token, &auditor).await;
