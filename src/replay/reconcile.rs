@@ -382,7 +382,12 @@ mod tests {
             finding(FindingKind::UnprovenResend, "a", "3"),
             finding(FindingKind::UnprovenResend, "z", "9"),
         ];
-        let r = reconcile(Policy::Naive, &[lost.clone()], &total, &findings);
+        let r = reconcile(
+            Policy::Naive,
+            std::slice::from_ref(&lost),
+            &total,
+            &findings,
+        );
         assert_eq!(r.facts["abandoned"].audit, 0, "never counted as abandoned");
         assert_eq!(r.notes.len(), 1, "no orphan note: {:?}", r.notes);
         assert!(r.notes[0].contains("unproven-resend"), "{}", r.notes[0]);
