@@ -356,6 +356,11 @@ pub struct Finding {
     /// application's next identical call).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub candidates: Vec<CandidateCall>,
+    /// `unproven-resend`: what showed that the cut call's first execution had visibly started
+    /// (as for `reexecuted`: progress or response bytes reached the client), if anything did —
+    /// then the tool may have run twice.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub visible_start: Option<&'static str>,
     /// `reissued` / `reexecuted`: what proves the re-send, `idempotency-key` or `same-id`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub proof: Option<String>,
@@ -392,6 +397,7 @@ impl Finding {
             cut: FindingCut::default(),
             waited_ms: None,
             candidates: Vec::new(),
+            visible_start: None,
             proof: None,
             detail: String::new(),
         }

@@ -293,6 +293,7 @@ mod tests {
             detail: format!("{} detail", kind.as_str()),
             waited_ms: None,
             candidates: vec![],
+            visible_start: None,
             proof: None,
         }
     }

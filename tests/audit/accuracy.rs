@@ -108,6 +108,7 @@ async fn audit_verdicts_equal_ground_truth_for_mcp_2026_07_28_clients() {
     for kind in [
         "abandoned",
         "unproven-resend",
+        "unproven-resend:visible",
         "reissued",
         "reexecuted",
         "torn-cut",

@@ -716,6 +716,7 @@ async fn stateless_identical_call_without_proof_yields_unproven_resend_counted_a
     assert!(f.detail.contains("Idempotency-Key header"), "{}", f.detail);
     // Progress reached the client before the cut: the tool may have run twice.
     assert!(f.detail.contains("may have run twice"), "{}", f.detail);
+    assert!(f.visible_start.is_some(), "{f:#?}");
     assert!(
         w.auditor
             .silent_loss()

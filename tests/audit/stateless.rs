@@ -132,6 +132,7 @@ async fn call_cut_before_any_byte_repeated_without_proof_does_not_say_it_ran_twi
         .find(|f| f.kind == K::UnprovenResend)
         .expect("unproven-resend");
     assert!(!f.detail.contains("may have run twice"), "{}", f.detail);
+    assert_eq!(f.visible_start, None, "{f:#?}");
     assert!(f.detail.contains("the wire cannot tell"), "{}", f.detail);
 }
 

@@ -33,6 +33,10 @@
 //!   identical call: the wire cannot tell which, and that is the verdict. (The lab's counter
 //!   says whether `L` ran twice; the audit can only say it may have, when the first execution
 //!   was visible.)
+//! - `unproven-resend:visible` (a facet, scored as a kind) iff `unproven-resend` and the
+//!   first execution was visible: the finding must then say the tool may have run twice (its
+//!   `visible_start`), and only then. Every double execution the lab's counter shows behind an
+//!   `unproven-resend` whose first execution was visible is warned of this way.
 //! - `abandoned` (the unanswered-call kind, class loss) iff `A` is unanswered, has no proven
 //!   re-send and no identical later call — the client gave up, failed it visibly, took the
 //!   truncated stream as the answer, or re-sent it with other arguments — judged at the latest
@@ -58,6 +62,9 @@ use crate::lab::truth::Execution;
 pub const UNANSWERED: &str = "abandoned";
 /// The kind of a cut call an identical call followed without proof (class ambiguous).
 pub const UNPROVEN: &str = "unproven-resend";
+/// A facet scored like a kind: an `unproven-resend` whose finding says the first execution
+/// had visibly started (`visible_start`: the tool may have run twice).
+pub const UNPROVEN_VISIBLE: &str = "unproven-resend:visible";
 
 /// The ground truth of one 2026-07-28 run.
 #[derive(Debug, Clone)]
@@ -150,6 +157,9 @@ pub fn expected(t: &ModernTruth) -> Result<BTreeSet<String>, String> {
             .skip(k.saturating_add(1))
             .any(|a| a.args.as_ref() == Some(args));
         say(if identical { UNPROVEN } else { UNANSWERED });
+        if identical && t.cut.visible {
+            say(UNPROVEN_VISIBLE);
+        }
         return Ok(out);
     }
     say("reissued");
@@ -231,7 +241,15 @@ mod tests {
             true,
             false,
         );
-        assert_eq!(kinds(&t), [UNPROVEN]);
+        assert_eq!(kinds(&t), [UNPROVEN, UNPROVEN_VISIBLE]);
+        let unseen = ModernTruth {
+            cut: CutFact {
+                visible: false,
+                ..t.cut.clone()
+            },
+            ..t.clone()
+        };
+        assert_eq!(kinds(&unseen), [UNPROVEN], "no visible start, no warning");
         // An identical call before the cut one is no candidate.
         let before = truth(
             vec![attempt(0, 0, 1, None, true), attempt(1, 0, 2, None, false)],
@@ -270,7 +288,7 @@ mod tests {
             true,
             false,
         );
-        assert_eq!(kinds(&unmarked), [UNPROVEN]);
+        assert_eq!(kinds(&unmarked), [UNPROVEN, UNPROVEN_VISIBLE]);
         let marked = truth(
             vec![
                 attempt(0, 0, 1, Some("a"), true),

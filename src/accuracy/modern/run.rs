@@ -12,7 +12,9 @@
 //!   the cut's class and offset.
 //! - The observed kinds are the auditor's counts after the client finished, the proxy drained
 //!   and stopped, and [`Auditor::finish`] ran (default `abandon_after`: a short run judges its
-//!   unanswered calls at the end); the expected ones come from the truth only ([`expect`]).
+//!   unanswered calls at the end), plus the facet [`expect::UNPROVEN_VISIBLE`] when an
+//!   `unproven-resend` finding names a visible start; the expected ones come from the truth
+//!   only ([`expect`]).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -26,7 +28,7 @@ use super::expect::{self, ModernTruth};
 use super::truth::{self as client_truth, Attempt};
 use crate::accuracy::RunResult;
 use crate::accuracy::rig::{self, bind};
-use crate::audit::{AuditConfig, Auditor};
+use crate::audit::{AuditConfig, Auditor, FindingKind};
 use crate::fault::FaultFactory;
 use crate::lab::truth::LabTruth;
 use crate::lab::{LabConfig, LineEnding, ProtocolVersion};
@@ -149,7 +151,14 @@ async fn run_inner(
             })
         }
     };
-    let observed = rig::settle(running, lab, &token, &auditor).await;
+    let mut observed = rig::settle(running, lab, &token, &auditor).await;
+    if auditor
+        .findings()
+        .iter()
+        .any(|f| f.kind == FindingKind::UnprovenResend && f.visible_start.is_some())
+    {
+        observed.insert(expect::UNPROVEN_VISIBLE.to_owned());
+    }
     let fact = cut.fact().ok_or_else(|| {
         format!(
             "the scripted cut never fell ({} call responses relayed)",

@@ -357,6 +357,7 @@ fn unproven(
     .detail(detail);
     f.waited_ms = Some(waited_ms);
     f.candidates = c.candidates.clone();
+    f.visible_start = started;
     f
 }
 
