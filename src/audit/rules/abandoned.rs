@@ -231,9 +231,14 @@ impl Abandoned {
         let Some(w) = self.watches.remove(&key) else {
             return;
         };
-        let waited = now.saturating_duration_since(w.since);
-        let waited_ms = crate::units::millis(waited);
         let shared = l.ids_shared.clone();
+        let end = WaitEnd {
+            at_ms: l.ms(now),
+            waited_ms: crate::units::millis(now.saturating_duration_since(w.since)),
+            abandon_after_ms: crate::units::millis(l.cfg.abandon_after),
+            why,
+            shared: shared.as_deref(),
+        };
         let mut out = Vec::new();
         for c in &w.calls {
             let Some(call) = l
@@ -247,13 +252,11 @@ impl Abandoned {
                 continue;
             }
             call.reported = true;
-            let started = call.started;
-            let f = if c.candidates.is_empty() {
-                lost(l, now, &w, c, waited_ms, why)
+            out.push(if c.candidates.is_empty() {
+                lost(&end, &w, c)
             } else {
-                unproven(l, now, &w, c, waited_ms, why, started, shared.as_deref())
-            };
-            out.push(f);
+                unproven(&end, &w, c, call.started)
+            });
         }
         for f in out {
             l.emit(f);
@@ -261,57 +264,61 @@ impl Abandoned {
     }
 }
 
-/// How long and how often call `c` of watch `w` waited, for the details.
-fn waited(l: &Ledger, w: &LostWatch, c: &LostCall, waited_ms: u64, why: &str) -> String {
-    format!(
-        "cut {} time(s), {} {} waited {waited_ms} ms after its last cut or failed resume until \
-         {why} (abandon_after {} ms)",
-        w.cuts.max(1),
-        c.method,
-        c.id,
-        crate::units::millis(l.cfg.abandon_after)
-    )
+/// How and when a watch's wait ended: the facts every finding of it reports.
+struct WaitEnd<'a> {
+    /// When (milliseconds since the auditor was created).
+    at_ms: u64,
+    /// Milliseconds since the last cut or failed resume.
+    waited_ms: u64,
+    /// The configured `abandon_after`, in milliseconds.
+    abandon_after_ms: u64,
+    /// Why the wait ended.
+    why: &'a str,
+    /// Why equal session-less ids prove nothing, if they do not (see rule `reissue`).
+    shared: Option<&'a str>,
+}
+
+impl WaitEnd<'_> {
+    /// How long and how often the calls of watch `w` waited, for the details.
+    fn waited(&self, w: &LostWatch) -> String {
+        format!(
+            "cut {} time(s), it waited {} ms after its last cut or failed resume until {} \
+             (abandon_after {} ms)",
+            w.cuts.max(1),
+            self.waited_ms,
+            self.why,
+            self.abandon_after_ms
+        )
+    }
+
+    /// A finding of `kind` about call `c` of watch `w`.
+    fn finding(&self, kind: FindingKind, w: &LostWatch, c: &LostCall, detail: String) -> Finding {
+        let mut f = Finding::new(kind, self.at_ms, w.session.clone(), w.reference.clone())
+            .ids(vec![c.id.clone()])
+            .detail(detail);
+        f.waited_ms = Some(self.waited_ms);
+        f
+    }
 }
 
 /// `abandoned`: call `c` of watch `w`, with no later identical call.
-fn lost(
-    l: &Ledger,
-    now: Instant,
-    w: &LostWatch,
-    c: &LostCall,
-    waited_ms: u64,
-    why: &str,
-) -> Finding {
+fn lost(end: &WaitEnd<'_>, w: &LostWatch, c: &LostCall) -> Finding {
     let detail = format!(
         "{} {} got no answer, no resume, no proven re-send and no later identical call: {}",
         c.method,
         c.id,
-        waited(l, w, c, waited_ms, why)
+        end.waited(w)
     );
-    let mut f = Finding::new(
-        FindingKind::Abandoned,
-        l.ms(now),
-        w.session.clone(),
-        w.reference.clone(),
-    )
-    .ids(vec![c.id.clone()])
-    .detail(detail);
-    f.waited_ms = Some(waited_ms);
-    f
+    end.finding(FindingKind::Abandoned, w, c, detail)
 }
 
 /// `unproven-resend`: call `c` of watch `w`, followed by its candidates (`started`: what showed
-/// its first execution; `shared`: why equal session-less ids prove nothing, if they do not).
-#[allow(clippy::too_many_arguments)]
+/// its first execution, if anything did).
 fn unproven(
-    l: &Ledger,
-    now: Instant,
+    end: &WaitEnd<'_>,
     w: &LostWatch,
     c: &LostCall,
-    waited_ms: u64,
-    why: &str,
     started: Option<&'static str>,
-    shared: Option<&str>,
 ) -> Finding {
     let ids: Vec<String> = c
         .candidates
@@ -336,7 +343,7 @@ fn unproven(
         c.method,
         c.id,
         ids.join(", "),
-        waited(l, w, c, waited_ms, why)
+        end.waited(w)
     );
     if let Some(what) = started {
         detail.push_str(&format!(
@@ -344,18 +351,10 @@ fn unproven(
              cut): if a candidate is its re-send, the tool may have run twice"
         ));
     }
-    if let Some(s) = shared {
+    if let Some(s) = end.shared {
         detail.push_str(&format!("; {s}"));
     }
-    let mut f = Finding::new(
-        FindingKind::UnprovenResend,
-        l.ms(now),
-        w.session.clone(),
-        w.reference.clone(),
-    )
-    .ids(vec![c.id.clone()])
-    .detail(detail);
-    f.waited_ms = Some(waited_ms);
+    let mut f = end.finding(FindingKind::UnprovenResend, w, c, detail);
     f.candidates = c.candidates.clone();
     f.visible_start = started;
     f
