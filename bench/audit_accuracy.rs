@@ -16,7 +16,7 @@
 //! python processes: CONCURRENCY_2026, default 6), FILTER=<substring of a cell label>,
 //! PROFILES=0 to skip the profiles or PROFILES=a,b for only those, ACCURACY_DUMP=<label
 //! substring> to print matching runs' findings and truth). Legacy: 132 cells × 4 seeds × (1 +
-//! every profile) runs; 2026: 96 cells × 4 seeds.
+//! every profile) runs; 2026: 108 cells × 4 seeds.
 
 use std::sync::Arc;
 use std::time::Instant;

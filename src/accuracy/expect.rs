@@ -47,7 +47,8 @@
 //!   strict client sends one per logical call, the same on a re-issue in a renegotiated
 //!   session). A call re-sent after its response arrived (e.g. to retry an invalid result) is
 //!   not a re-issue; without the marker nothing on the wire proves a re-send.
-//! - Nothing else is ever expected (`cursor-missing`, `unknown`, `abandoned`).
+//! - Nothing else is ever expected (`cursor-missing`, `unknown`, `abandoned`,
+//!   `unproven-resend`).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 

@@ -486,5 +486,6 @@ fn unanswered_call(id: String, method: String, params_hash: u64, r: &RequestFact
         reported: false,
         replaced: false,
         key: r.idempotency_key.clone(),
+        started: None,
     }
 }

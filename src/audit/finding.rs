@@ -52,11 +52,18 @@ pub enum FindingKind {
     /// params from the same client). `proof` names the evidence; the replaced call is never
     /// `pending-call` or `abandoned`. An identical later call without proof is not a re-send.
     Reissued,
-    /// A call the proxy cut that got no answer, no resume still open and no proven re-send,
-    /// `abandon_after` after its last cut or at the end of the run (both MCP eras): lost.
-    /// `waited_ms` says how long it waited; `candidates` names later identical calls that the
-    /// wire cannot tell from a re-send.
+    /// A call the proxy cut that got no answer, no resume still open, no proven re-send and no
+    /// later identical call, `abandon_after` after its last cut or at the end of the run (both
+    /// MCP eras): lost. `waited_ms` says how long it waited.
     Abandoned,
+    /// A call the proxy cut that got no answer, no resume still open and no proven re-send, but
+    /// was followed by an identical call (same method and params, any id, any session) that
+    /// carries no proof of being its re-send (both MCP eras; judged when `abandoned` would be).
+    /// The wire cannot tell a re-send from the application's next identical call: the call may
+    /// have been recovered or lost. `candidates` names the later calls; the detail says how to
+    /// make the wire tell (an `Idempotency-Key` header) and, when the first execution had
+    /// visibly started (as for `reexecuted`), that the tool may have run twice.
+    UnprovenResend,
     /// MCP 2026-07-28: a call whose first execution had visibly started (progress or result
     /// bytes delivered before the cut) was re-sent (proven, see `Reissued`) although its tool
     /// is not declared idempotent or read-only in the `tools/list` annotations seen: a likely
@@ -95,7 +102,7 @@ pub enum FindingKind {
 
 impl FindingKind {
     /// Every kind, in the order of the design note.
-    pub const ALL: [FindingKind; 27] = [
+    pub const ALL: [FindingKind; 28] = [
         FindingKind::TornCut,
         FindingKind::CursorAhead,
         FindingKind::CursorBehind,
@@ -112,6 +119,7 @@ impl FindingKind {
         FindingKind::DuplicateResponse,
         FindingKind::Reissued,
         FindingKind::Abandoned,
+        FindingKind::UnprovenResend,
         FindingKind::Reexecuted,
         FindingKind::SentAfterCancel,
         FindingKind::ObserverGaveUp,
@@ -144,6 +152,7 @@ impl FindingKind {
             FindingKind::DuplicateResponse => "duplicate-response",
             FindingKind::Reissued => "reissued",
             FindingKind::Abandoned => "abandoned",
+            FindingKind::UnprovenResend => "unproven-resend",
             FindingKind::Reexecuted => "reexecuted",
             FindingKind::SentAfterCancel => "sent-after-cancel",
             FindingKind::ObserverGaveUp => "observer-gave-up",
@@ -188,6 +197,10 @@ pub enum FindingClass {
     /// The server did something wrong that is not itself a loss, duplicate or reorder seen by
     /// the client (a continuation instead of a replay, events of another stream).
     ServerBug,
+    /// The wire cannot decide between two outcomes that would each be in another class: a cut
+    /// call followed by an identical call without proof (`unproven-resend`) was either
+    /// recovered by a re-send or lost. Never counted as loss.
+    Ambiguous,
     /// Correct behaviour, or a fact worth knowing (a torn cut, a signalled loss, a judgement
     /// withheld).
     Info,
@@ -202,6 +215,7 @@ impl FindingClass {
             FindingClass::Order => "order",
             FindingClass::ClientBug => "client-bug",
             FindingClass::ServerBug => "server-bug",
+            FindingClass::Ambiguous => "ambiguous",
             FindingClass::Info => "info",
         }
     }
@@ -229,6 +243,7 @@ impl FindingKind {
             FindingKind::FreshStream | FindingKind::CrossStream | FindingKind::SentAfterCancel => {
                 FindingClass::ServerBug
             }
+            FindingKind::UnprovenResend => FindingClass::Ambiguous,
             FindingKind::TornCut
             | FindingKind::ReplayExact
             | FindingKind::ExplicitLoss
@@ -315,8 +330,8 @@ impl FindingCut {
 pub struct Finding {
     /// What was found.
     pub kind: FindingKind,
-    /// Its weight: `loss`, `duplicate`, `order`, `client-bug`, `server-bug` or `info`
-    /// (always `kind.class()`).
+    /// Its weight: `loss`, `duplicate`, `order`, `client-bug`, `server-bug`, `ambiguous` or
+    /// `info` (always `kind.class()`).
     pub class: FindingClass,
     /// Milliseconds since the auditor was created, at the observation that decided it.
     pub at_ms: u64,
@@ -332,14 +347,20 @@ pub struct Finding {
     /// `torn_bytes`, `data_line`, `tls_end`, `cut_by`; absent facts are left out).
     #[serde(flatten)]
     pub cut: FindingCut,
-    /// `abandoned`: milliseconds the call waited after its last cut for an answer, a resume or
-    /// a proven re-send before it was judged lost.
+    /// `abandoned` / `unproven-resend`: milliseconds the call waited after its last cut for an
+    /// answer, a resume or a proven re-send before it was judged.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waited_ms: Option<u64>,
-    /// `abandoned`: later calls with the same method and params that carry no proof of being a
-    /// re-send (the wire cannot tell them from the application's next identical call).
+    /// `unproven-resend` (and a deferred `pending-call`): later calls with the same method and
+    /// params that carry no proof of being a re-send (the wire cannot tell them from the
+    /// application's next identical call).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub candidates: Vec<CandidateCall>,
+    /// `unproven-resend`: what showed that the cut call's first execution had visibly started
+    /// (as for `reexecuted`: progress or response bytes reached the client), if anything did —
+    /// then the tool may have run twice.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub visible_start: Option<&'static str>,
     /// `reissued` / `reexecuted`: what proves the re-send, `idempotency-key` or `same-id`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub proof: Option<String>,
@@ -376,6 +397,7 @@ impl Finding {
             cut: FindingCut::default(),
             waited_ms: None,
             candidates: Vec::new(),
+            visible_start: None,
             proof: None,
             detail: String::new(),
         }

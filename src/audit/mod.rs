@@ -64,7 +64,8 @@
 //!   `Last-Event-ID` and no resume), `reissue` (`reissued`: linking a call sent again to the
 //!   call it replaces, only on proof — the same `Idempotency-Key`, or the same JSON-RPC id,
 //!   method and params from the same client), `abandoned` (a cut call with no answer, no
-//!   resume and no proven re-send is `abandoned`, class loss, in both eras; its candidates),
+//!   resume and no proven re-send is `abandoned`, class loss, in both eras, or
+//!   `unproven-resend`, class ambiguous, if an identical call followed it without proof),
 //!   `stateless` (MCP 2026-07-28: `reexecuted`, `sent-after-cancel`), `truncation`
 //!   (`truncation-accepted`: a client that took a TLS truncation for the end of its call),
 //!   `llm` (LLM token streams: `llm-truncated`, `llm-unanswered`, `llm-retried`,
@@ -72,7 +73,8 @@
 //!   through `on_observation`).
 //!
 //! The summary opens with "silent loss observed: yes/no (N calls affected)", counted from the
-//! `loss` findings (`abandoned` included); judgements still awaiting a resume or a re-send are
+//! `loss` findings (`abandoned` included, `unproven-resend` not: a second line counts those);
+//! judgements still awaiting a resume or a re-send are
 //! listed under it, and settle `abandon_after` after the cut or stream end, or at
 //! [`Auditor::finish`] (the end of a run), whatever the wait.
 
@@ -350,11 +352,23 @@ impl Auditor {
         e.sweep(now);
         let lost_calls = e.rules.size("lost_calls");
         let l = &e.l;
-        let mut out = format!(
-            "{}\ntearline audit after {} ms\n findings:\n",
-            l.loss.headline(),
+        let mut out = format!("{}\n", l.loss.headline());
+        let unproven = l
+            .counts
+            .get(FindingKind::UnprovenResend.as_str())
+            .copied()
+            .unwrap_or(0);
+        if unproven > 0 {
+            out.push_str(&format!(
+                "unproven re-sends (class ambiguous, not counted as loss): {unproven} cut call(s) \
+                 followed by an identical call without proof; the wire cannot tell recovered \
+                 from lost (send an Idempotency-Key to make it tell)\n"
+            ));
+        }
+        out.push_str(&format!(
+            "tearline audit after {} ms\n findings:\n",
             l.ms(now)
-        );
+        ));
         if l.counts.is_empty() {
             out.push_str("  (none)\n");
         }

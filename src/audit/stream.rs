@@ -66,6 +66,10 @@ pub struct Call {
     pub replaced: bool,
     /// The `Idempotency-Key` of its POST, if any.
     pub key: Option<String>,
+    /// What showed that its execution had visibly started before its stream was cut or closed
+    /// (progress or response bytes delivered, a torn event, part of a JSON body), if anything
+    /// did; set by rule `stateless` (any era), read by rule `abandoned` for `unproven-resend`.
+    pub started: Option<&'static str>,
 }
 
 /// The shape of an unanswered call (what a re-send must repeat): id, method, params hash.

@@ -22,6 +22,9 @@
 //!   facts (the LLM client) gets one note saying its facts are compared in totals only.
 //! - An LLM stream's proven re-send (`llm-retried`) is the client's `reissued`, as an MCP
 //!   call's is ([`fact`]).
+//! - `unproven-resend` is no shared fact (the client knows whether it re-sent; the wire does
+//!   not): it is never counted, but a call the client counted `abandoned` that the audit judged
+//!   `unproven-resend` gets a note saying so.
 //!
 //! Invariant: at most [`MAX_RECONCILE_NOTES`] notes per policy; totals and `calls_differ`
 //! count everything.
@@ -44,6 +47,10 @@ pub fn reconcile(
         .iter()
         .filter(|f| Counters::SHARED.contains(&fact(f.kind)))
         .collect();
+    // `unproven-resend` is no shared fact, but it explains a client's `abandoned` call.
+    let unproven = findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::UnprovenResend);
     let mut owner: HashMap<(Option<&str>, String), usize> = HashMap::new();
     for (i, call) in calls.iter().enumerate() {
         for (session, id) in &call.requests {
@@ -52,7 +59,7 @@ pub fn reconcile(
     }
     let mut per_call: Vec<Vec<&Finding>> = vec![Vec::new(); calls.len()];
     let mut orphans: Vec<&Finding> = Vec::new();
-    for f in &shared {
+    for f in shared.iter().copied().chain(unproven) {
         let found = f
             .stream
             .rpc_ids
@@ -60,7 +67,8 @@ pub fn reconcile(
             .find_map(|id| owner.get(&(f.session.as_deref(), id.clone())));
         match found {
             Some(&i) => per_call[i].push(f),
-            None => orphans.push(f),
+            None if f.kind != FindingKind::UnprovenResend => orphans.push(f),
+            None => {}
         }
     }
     let mut out = Reconciliation {
@@ -228,6 +236,12 @@ fn why(
             "the audit linked a request the client did not send again; {}",
             audit_says()
         ),
+        ("abandoned", true) if audit.contains_key("unproven-resend") => format!(
+            "the call {} after its last request was cut, and a later identical call followed it \
+             without proof of being its re-send: the audit judged it unproven-resend (the wire \
+             cannot tell a re-send from a repeat)",
+            end(call.end)
+        ),
         ("abandoned", true) => format!(
             "the call {} after its last request was cut, but the audit judged it otherwise ({})",
             end(call.end),
@@ -279,6 +293,7 @@ mod tests {
             detail: format!("{} detail", kind.as_str()),
             waited_ms: None,
             candidates: vec![],
+            visible_start: None,
             proof: None,
         }
     }
@@ -351,6 +366,36 @@ mod tests {
             "{}",
             r.notes[1]
         );
+    }
+
+    #[test]
+    fn a_clients_abandoned_call_the_audit_judged_an_unproven_resend_is_explained_not_counted() {
+        let lost = call(
+            &[("a", 3)],
+            Counters {
+                calls: 1,
+                abandoned: 1,
+                ..Counters::default()
+            },
+        );
+        let total = lost.counts;
+        let findings = vec![
+            finding(FindingKind::UnprovenResend, "a", "3"),
+            finding(FindingKind::UnprovenResend, "z", "9"),
+        ];
+        let r = reconcile(
+            Policy::Naive,
+            std::slice::from_ref(&lost),
+            &total,
+            &findings,
+        );
+        assert_eq!(r.facts["abandoned"].audit, 0, "never counted as abandoned");
+        assert_eq!(r.notes.len(), 1, "no orphan note: {:?}", r.notes);
+        assert!(r.notes[0].contains("unproven-resend"), "{}", r.notes[0]);
+        assert!(r.notes[0].contains("cannot tell"), "{}", r.notes[0]);
+        // Without the finding, the note gives the general reason.
+        let r = reconcile(Policy::Naive, &[lost], &total, &[]);
+        assert!(!r.notes[0].contains("unproven-resend"), "{}", r.notes[0]);
     }
 
     #[test]

@@ -330,6 +330,9 @@ pub fn render(report: &Report) -> Result<String, ReportError> {
         &["kind", "session", "stream", "ids", "detail"],
         &examples,
     ));
+    if let Some(note) = super::summary::unproven_note(report) {
+        let _ = writeln!(out, "<p class=\"note\">{}</p>", escape(&note));
+    }
 
     section(&mut out, "Client outcomes per policy");
     let (header, rows) = report.policy_counter_rows();

@@ -11,6 +11,23 @@ use std::fmt::Write as _;
 use super::latency::{Summary, human_us};
 use super::model::{Counters, FindingExample, Report, Target};
 
+/// The finding kind that is counted apart from loss (class ambiguous in the audit).
+pub const UNPROVEN_RESEND: &str = "unproven-resend";
+
+/// The note the summary and the HTML report print under the findings when the audit found
+/// unproven re-sends: they are neither recovered nor lost, and not counted as loss.
+pub fn unproven_note(report: &Report) -> Option<String> {
+    let n = report.finding_count(UNPROVEN_RESEND);
+    (n > 0).then(|| {
+        format!(
+            "{UNPROVEN_RESEND}: {n} cut call(s) followed by an identical call without proof of \
+             being its re-send; the wire cannot tell recovered from lost, so they are ambiguous, \
+             not counted as loss (an Idempotency-Key header on the call and its re-send makes \
+             the wire tell)"
+        )
+    })
+}
+
 /// Lays out `rows` under `header`: column 0 left-aligned, the rest right-aligned, two spaces
 /// between columns, each line indented by two spaces.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
@@ -204,6 +221,9 @@ pub fn render(report: &Report) -> String {
             &rows,
             0,
         ));
+        if let Some(note) = unproven_note(report) {
+            let _ = writeln!(out, "  {note}");
+        }
     }
 
     let _ = writeln!(out, "\nClient outcomes per policy");

@@ -35,7 +35,7 @@ use super::latency::{self, human_us};
 use super::model::Report;
 
 /// Finding kinds of the proxy's audit: the names `audit::FindingKind::as_str` gives.
-pub const FINDING_KINDS: [&str; 27] = [
+pub const FINDING_KINDS: [&str; 28] = [
     "torn-cut",
     "cursor-ahead",
     "cursor-behind",
@@ -52,6 +52,7 @@ pub const FINDING_KINDS: [&str; 27] = [
     "duplicate-response",
     "reissued",
     "abandoned",
+    "unproven-resend",
     "reexecuted",
     "sent-after-cancel",
     "observer-gave-up",

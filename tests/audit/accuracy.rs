@@ -102,23 +102,47 @@ async fn audit_verdicts_equal_ground_truth_for_mcp_2026_07_28_clients() {
         table.harness_errors.is_empty(),
         "the harness failed on some runs:\n{text}"
     );
-    // The truth is not vacuous: the unanswered kind, a proven re-send, a re-execution the
-    // counter and the wire both show, and torn events are each required by some run.
-    for kind in ["abandoned", "reissued", "reexecuted", "torn-cut"] {
+    // The truth is not vacuous: the unanswered kind, an unproven re-send, a proven re-send, a
+    // re-execution the counter and the wire both show, and torn events are each required by
+    // some run.
+    for kind in [
+        "abandoned",
+        "unproven-resend",
+        "unproven-resend:visible",
+        "reissued",
+        "reexecuted",
+        "torn-cut",
+    ] {
         let required = table.kinds.get(kind).map_or(0, |s| s.tp + s.fn_);
         assert!(required > 0, "no run requires {kind}:\n{text}");
     }
-    // Identical calls after a cut never prove a re-send: such runs require no `reissued`.
+    // Identical calls after a cut never prove a re-send, and never count as a loss: such runs
+    // (the app repeats, or re-sends unmarked) require `unproven-resend`, no `reissued` and no
+    // `abandoned`; a re-send with other arguments leaves the cut call `abandoned`.
+    let sdk = |r: &&RunResult, w: &str| {
+        r.label.starts_with(&format!("2026/ts/{w}/"))
+            || r.label.starts_with(&format!("2026/py/{w}/"))
+    };
     let repeats: Vec<&RunResult> = results
         .iter()
-        .filter(|r| {
-            r.label.starts_with("2026/ts/repeat/") || r.label.starts_with("2026/py/repeat/")
-        })
+        .filter(|r| sdk(r, "repeat") || sdk(r, "retry"))
         .collect();
     assert!(!repeats.is_empty());
     for r in repeats {
         assert!(
-            r.expected.contains("abandoned") && !r.expected.contains("reissued"),
+            r.expected.contains("unproven-resend")
+                && !r.expected.contains("reissued")
+                && !r.expected.contains("abandoned"),
+            "{}: {:?}",
+            r.label,
+            r.expected
+        );
+    }
+    let changed: Vec<&RunResult> = results.iter().filter(|r| sdk(r, "retry-changed")).collect();
+    assert!(!changed.is_empty());
+    for r in changed {
+        assert!(
+            r.expected.contains("abandoned") && !r.expected.contains("unproven-resend"),
             "{}: {:?}",
             r.label,
             r.expected

@@ -259,7 +259,7 @@ async fn e2e_stateless_call_sent_again_yields_reissued() {
 }
 
 #[tokio::test]
-async fn e2e_stateless_identical_call_without_a_key_leaves_the_cut_call_abandoned() {
+async fn e2e_stateless_identical_call_without_a_key_yields_unproven_resend() {
     within(async {
         let lf = "\n";
         let first = Script::sse("")
@@ -283,7 +283,7 @@ async fn e2e_stateless_identical_call_without_a_key_leaves_the_cut_call_abandone
         .await;
         assert_eq!(
             kinds,
-            vec![K::TornCut, K::Abandoned],
+            vec![K::TornCut, K::UnprovenResend],
             "{:#?}",
             tap.auditor.findings()
         );

@@ -100,8 +100,8 @@ async fn e2e_call_sent_again_without_last_event_id_yields_cursor_missing() {
         )
         .await;
         let f = tap.auditor.findings();
-        // Call 8 repeats call 7 without proof: 7 stays lost (8 is its candidate).
-        assert_eq!(kinds, vec![K::CursorMissing, K::Abandoned], "{f:#?}");
+        // Call 8 repeats call 7 without proof: the wire cannot tell (8 is its candidate).
+        assert_eq!(kinds, vec![K::CursorMissing, K::UnprovenResend], "{f:#?}");
         assert_eq!(f[0].ids, vec!["2".to_string(), "8".to_string()]);
         assert_eq!(f[1].candidates.len(), 1, "{f:#?}");
     })

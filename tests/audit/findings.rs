@@ -214,10 +214,10 @@ async fn reissued_post_without_resume_yields_cursor_missing() {
     w.sse_ok(2, 0);
     w.stream_clean(2, 0, &ev(eol, "9", &result("8", "ok")));
     w.auditor.finish();
-    // Call 8 repeats call 7 without proof: 7 is lost, 8 is named as a candidate.
+    // Call 8 repeats call 7 without proof: the wire cannot tell, 8 is named as a candidate.
     assert_eq!(
         w.kinds(),
-        vec![K::CursorMissing, K::Abandoned],
+        vec![K::CursorMissing, K::UnprovenResend],
         "{:#?}",
         w.auditor.findings()
     );
@@ -695,10 +695,48 @@ fn stateless_again(w: &mut Wire, conn: u64, id: &str, key: Option<&str>) {
 }
 
 #[tokio::test(start_paused = true)]
-async fn stateless_identical_call_without_proof_leaves_the_cut_call_abandoned_with_its_candidate() {
+async fn stateless_identical_call_without_proof_yields_unproven_resend_counted_apart_from_loss() {
     let mut w = Wire::new();
     stateless_cut(&mut w);
     stateless_again(&mut w, 2, "8", None);
+    w.auditor.finish();
+    assert_eq!(
+        w.kinds(),
+        vec![K::TornCut, K::UnprovenResend],
+        "{:#?}",
+        w.auditor.findings()
+    );
+    let f = &w.auditor.findings()[1];
+    assert_eq!(f.ids, vec!["7".to_string()]);
+    assert_eq!(f.class.as_str(), "ambiguous");
+    assert_eq!(f.candidates.len(), 1, "{f:#?}");
+    assert_eq!(f.candidates[0].id, "8");
+    assert_eq!(f.candidates[0].conn, 2);
+    assert!(f.detail.contains("the wire cannot tell"), "{}", f.detail);
+    assert!(f.detail.contains("Idempotency-Key header"), "{}", f.detail);
+    // Progress reached the client before the cut: the tool may have run twice.
+    assert!(f.detail.contains("may have run twice"), "{}", f.detail);
+    assert!(f.visible_start.is_some(), "{f:#?}");
+    assert!(
+        w.auditor
+            .silent_loss()
+            .starts_with("silent loss observed: no (0 calls affected)"),
+        "{}",
+        w.auditor.silent_loss()
+    );
+    let summary = w.auditor.summary();
+    assert!(summary.contains("unproven re-sends"), "{summary}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn stateless_call_with_other_params_after_a_cut_leaves_the_cut_call_abandoned() {
+    let mut w = Wire::new();
+    stateless_cut(&mut w);
+    // Another tool: other params, no identical call.
+    let other = call("8", "fetch");
+    w.request(2, 0, "POST", None, None, Some("2026-07-28"), Some(&other));
+    w.sse_ok(2, 0);
+    w.stream_clean(2, 0, &event(Eol::Lf, None, None, &[&result("8", "ok")]));
     w.auditor.finish();
     assert_eq!(
         w.kinds(),
@@ -707,12 +745,9 @@ async fn stateless_identical_call_without_proof_leaves_the_cut_call_abandoned_wi
         w.auditor.findings()
     );
     let f = &w.auditor.findings()[1];
-    assert_eq!(f.ids, vec!["7".to_string()]);
     assert_eq!(f.class.as_str(), "loss");
-    assert_eq!(f.candidates.len(), 1, "{f:#?}");
-    assert_eq!(f.candidates[0].id, "8");
-    assert_eq!(f.candidates[0].conn, 2);
-    assert!(f.detail.contains("the wire cannot tell"), "{}", f.detail);
+    assert!(f.candidates.is_empty(), "{f:#?}");
+    assert!(!f.detail.contains("the wire cannot tell"), "{}", f.detail);
     assert!(
         w.auditor
             .silent_loss()
@@ -720,6 +755,7 @@ async fn stateless_identical_call_without_proof_leaves_the_cut_call_abandoned_wi
         "{}",
         w.auditor.silent_loss()
     );
+    assert!(!w.auditor.summary().contains("unproven re-sends"));
 }
 
 #[tokio::test(start_paused = true)]
@@ -751,7 +787,7 @@ async fn stateless_call_sent_again_with_the_same_idempotency_key_yields_reissued
     w.auditor.finish();
     assert_eq!(
         w.kinds(),
-        vec![K::TornCut, K::Abandoned],
+        vec![K::TornCut, K::UnprovenResend],
         "{:#?}",
         w.auditor.findings()
     );
@@ -801,8 +837,8 @@ async fn session_less_ids_seen_shared_prove_no_re_send() {
         .auditor
         .findings()
         .into_iter()
-        .find(|f| f.kind == K::Abandoned)
-        .expect("abandoned: the same id proves nothing once ids are shared");
+        .find(|f| f.kind == K::UnprovenResend)
+        .expect("unproven-resend: the same id proves nothing once ids are shared");
     assert!(f.detail.contains("share JSON-RPC ids"), "{}", f.detail);
     assert!(
         !w.kinds().contains(&K::Reissued),

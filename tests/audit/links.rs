@@ -186,6 +186,31 @@ async fn an_identical_call_from_another_session_while_a_resume_is_open_is_no_rei
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_identical_call_seen_while_the_resume_was_open_is_named_when_the_resume_is_cut() {
+    for eol in [Eol::Lf, Eol::CrLf] {
+        let mut w = resumed_while_another_session_calls_alike(eol);
+        // A's resume is cut before the result: the call waits again, its candidate kept.
+        let torn = msg(eol, "1-2", &result("2", "big"));
+        w.deliver(2, 0, &torn, Some(torn.len() - 4), CutAction::Reset);
+        w.auditor.finish();
+        let kinds = w.kinds();
+        assert!(
+            !kinds.contains(&K::Abandoned),
+            "{:#?}",
+            w.auditor.findings()
+        );
+        let f = w
+            .auditor
+            .findings()
+            .into_iter()
+            .find(|f| f.kind == K::UnprovenResend)
+            .expect("unproven-resend");
+        assert_eq!(f.candidates.len(), 1, "{f:#?}");
+        assert_eq!(f.candidates[0].session.as_deref(), Some("B"));
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_call_whose_resume_ended_without_its_result_is_reissued_by_a_new_sessions_keyed_call() {
     for eol in [Eol::Lf, Eol::CrLf] {
         let mut w = cut_and_resumed_keyed(eol, Some("k-2"));
@@ -211,7 +236,7 @@ async fn a_call_whose_resume_ended_without_its_result_is_reissued_by_a_new_sessi
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_new_sessions_identical_call_without_a_key_leaves_the_refused_call_abandoned() {
+async fn a_new_sessions_identical_call_without_a_key_makes_the_refused_call_an_unproven_resend() {
     for eol in [Eol::Lf, Eol::CrLf] {
         let mut w = cut_and_resumed(eol);
         w.response(2, 0, 404, "text/plain", None);
@@ -226,8 +251,9 @@ async fn a_new_sessions_identical_call_without_a_key_leaves_the_refused_call_aba
             .auditor
             .findings()
             .into_iter()
-            .find(|f| f.kind == K::Abandoned)
-            .expect("abandoned");
+            .find(|f| f.kind == K::UnprovenResend)
+            .expect("unproven-resend");
+        assert!(!kinds.contains(&K::Abandoned), "{kinds:?}");
         assert_eq!(lost.ids, vec!["2".to_string()]);
         assert_eq!(lost.candidates.len(), 1);
         assert_eq!(lost.candidates[0].session.as_deref(), Some("B"));

@@ -98,7 +98,8 @@ async fn started_non_idempotent_call_reissued_yields_reexecuted_with_evidence() 
 }
 
 #[tokio::test(start_paused = true)]
-async fn started_non_idempotent_call_repeated_without_proof_is_abandoned_not_reexecuted() {
+async fn started_non_idempotent_call_repeated_without_proof_is_an_unproven_resend_that_may_have_run_twice()
+ {
     let mut w = Wire::new();
     list_tools(&mut w);
     cut_call(&mut w, "append", false, 12);
@@ -106,7 +107,33 @@ async fn started_non_idempotent_call_repeated_without_proof_is_abandoned_not_ree
     w.auditor.finish();
     assert_eq!(count(&w, K::Reissued), 0, "{:#?}", w.auditor.findings());
     assert_eq!(count(&w, K::Reexecuted), 0, "{:#?}", w.auditor.findings());
-    assert_eq!(count(&w, K::Abandoned), 1, "{:#?}", w.auditor.findings());
+    assert_eq!(count(&w, K::Abandoned), 0, "{:#?}", w.auditor.findings());
+    let f = w
+        .auditor
+        .findings()
+        .into_iter()
+        .find(|f| f.kind == K::UnprovenResend)
+        .expect("unproven-resend");
+    assert_eq!(f.candidates.len(), 1, "{f:#?}");
+    assert!(f.detail.contains("may have run twice"), "{}", f.detail);
+}
+
+#[tokio::test(start_paused = true)]
+async fn call_cut_before_any_byte_repeated_without_proof_does_not_say_it_ran_twice() {
+    let mut w = Wire::new();
+    list_tools(&mut w);
+    cut_call(&mut w, "append", true, 0);
+    call_again_unproven(&mut w, "append");
+    w.auditor.finish();
+    let f = w
+        .auditor
+        .findings()
+        .into_iter()
+        .find(|f| f.kind == K::UnprovenResend)
+        .expect("unproven-resend");
+    assert!(!f.detail.contains("may have run twice"), "{}", f.detail);
+    assert_eq!(f.visible_start, None, "{f:#?}");
+    assert!(f.detail.contains("the wire cannot tell"), "{}", f.detail);
 }
 
 #[tokio::test(start_paused = true)]

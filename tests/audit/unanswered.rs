@@ -198,3 +198,46 @@ async fn answered_resumed_or_cancelled_calls_are_never_abandoned() {
     w.auditor.finish();
     assert!(abandoned(&w).is_empty(), "{:#?}", w.auditor.findings());
 }
+
+#[tokio::test(start_paused = true)]
+async fn legacy_call_whose_resumes_are_cut_then_called_alike_is_an_unproven_resend() {
+    let mut w = Wire::new();
+    resumes_cut_until_the_client_stops(&mut w);
+    // The app calls the same tool with the same arguments again, a new id, no key.
+    w.post(4, 0, S, &call_with_token("8", "search", "t8"));
+    w.sse_ok(4, 0);
+    w.stream_clean(4, 0, &msg("5", &result("8", "ok")));
+    w.auditor.finish();
+    assert!(abandoned(&w).is_empty(), "{:#?}", w.auditor.findings());
+    let f = w
+        .auditor
+        .findings()
+        .into_iter()
+        .find(|f| f.kind == K::UnprovenResend)
+        .expect("unproven-resend");
+    assert_eq!(f.ids, vec!["7".to_owned()]);
+    assert_eq!(f.candidates.len(), 1, "{f:#?}");
+    assert_eq!(f.candidates[0].id, "8");
+    // Progress reached the client before the cuts.
+    assert!(f.detail.contains("may have run twice"), "{}", f.detail);
+    assert!(f.waited_ms.is_some());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_resumed_to_its_answer_then_called_alike_is_neither_abandoned_nor_unproven() {
+    let mut w = Wire::new();
+    w.post(1, 0, S, &call_with_token("7", "search", "t"));
+    w.sse_ok(1, 0);
+    let first = msg("1", &progress_of("t", 1));
+    w.deliver(1, 0, &first, Some(first.len()), CutAction::Reset);
+    w.resume(2, 0, S, "1");
+    w.sse_ok(2, 0);
+    w.stream_clean(2, 0, &msg("2", &result("7", "ok")));
+    w.post(3, 0, S, &call_with_token("8", "search", "t8"));
+    w.sse_ok(3, 0);
+    w.stream_clean(3, 0, &msg("3", &result("8", "ok")));
+    w.auditor.finish();
+    let kinds = w.kinds();
+    assert!(!kinds.contains(&K::Abandoned), "{kinds:?}");
+    assert!(!kinds.contains(&K::UnprovenResend), "{kinds:?}");
+}

@@ -174,11 +174,13 @@ async fn cut_2026_streams_are_reissued_by_strict_and_lost_by_naive(server: Serve
         counts.get("reissued").copied().unwrap_or(0) >= 1,
         "audit: {counts:?}"
     );
-    assert_eq!(
-        counts.get("abandoned").copied().unwrap_or(0),
-        0,
-        "audit: {counts:?}"
-    );
+    for kind in ["abandoned", "unproven-resend"] {
+        assert_eq!(
+            counts.get(kind).copied().unwrap_or(0),
+            0,
+            "{kind}: audit {counts:?}"
+        );
+    }
     // Not idempotent: strict fails a cut call with the reason instead of repeating it.
     let append = run(config(port, EraChoice::Modern, Policy::Strict, "append", 6)).await;
     let refused = append.errors.get("not-idempotent").copied().unwrap_or(0);
@@ -237,7 +239,12 @@ async fn long_results_are_recognised_as_answers(server: Server) {
         long, short,
         "answers recognised, long vs short; audit {long_counts:?}"
     );
-    for kind in ["pending-call", "abandoned", "explicit-loss"] {
+    for kind in [
+        "pending-call",
+        "abandoned",
+        "unproven-resend",
+        "explicit-loss",
+    ] {
         assert_eq!(
             long_counts.get(kind).copied().unwrap_or(0),
             0,

@@ -293,3 +293,26 @@ fn default_out_dir_is_under_tearline_report_with_a_utc_stamp() {
         "{stamp}"
     );
 }
+
+#[test]
+fn unproven_resends_are_noted_apart_from_loss_in_summary_and_html() {
+    let mut report = common::report::report(1);
+    let note = "not counted as loss";
+    let summary = tearline::report::summary::render(&report);
+    assert!(!summary.contains(note), "{summary}");
+    report.add_finding(
+        "unproven-resend",
+        tearline::report::FindingExample {
+            session: "s1".into(),
+            ..Default::default()
+        },
+    );
+    let summary = tearline::report::summary::render(&report);
+    assert!(summary.contains(note), "{summary}");
+    assert!(
+        summary.contains("unproven-resend: 1 cut call(s)"),
+        "{summary}"
+    );
+    let html = tearline::report::html::render(&report).expect("renders");
+    assert!(html.contains(note), "no note in the HTML");
+}

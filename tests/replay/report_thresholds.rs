@@ -210,6 +210,34 @@ fn evaluation_reads_counters_findings_cuts_and_percentiles() {
 }
 
 #[test]
+fn unproven_resend_is_a_threshold_of_its_own_apart_from_abandoned() {
+    let mut report = common::report::report(1);
+    let check = |r: &tearline::report::Report, expr: &str| {
+        parse(expr)
+            .evaluate(r)
+            .unwrap_or_else(|e| panic!("{expr}: {e}"))
+    };
+    let before = check(&report, "finding.abandoned>0").actual;
+    assert!(!check(&report, "finding.unproven-resend>0").failed);
+    report.add_finding(
+        "unproven-resend",
+        tearline::report::FindingExample {
+            session: "s1".into(),
+            ..Default::default()
+        },
+    );
+    let v = check(&report, "finding.unproven-resend>0");
+    assert!(v.failed);
+    assert_eq!(v.actual, 1.0);
+    assert_eq!(check(&report, "unproven-resend>0").actual, 1.0);
+    assert_eq!(
+        check(&report, "finding.abandoned>0").actual,
+        before,
+        "counted apart from abandoned"
+    );
+}
+
+#[test]
 fn names_missing_from_the_report_are_errors_listing_what_it_has() {
     let report = common::report::report(1);
     match parse("lazy.calls>0").evaluate(&report) {

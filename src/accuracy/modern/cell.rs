@@ -1,7 +1,7 @@
 //! The MCP 2026-07-28 accuracy matrix: one [`ModernCell`] is a client (a real SDK client
 //! driven by an app script, or one of tearline's load-client policies), a workload (what the
 //! app does: repeat identical calls, distinct calls, retry a failed call with or without the
-//! `Idempotency-Key` marker, give up), the tool (idempotent `progress` or NOT idempotent
+//! `Idempotency-Key` marker, retry it with other arguments, give up), the tool (idempotent `progress` or NOT idempotent
 //! `append`) and where the scripted cut falls (in a progress event while the tool still runs,
 //! in the result event after it finished, or in a JSON response body).
 //!
@@ -54,17 +54,21 @@ pub enum Workload {
     Retry,
     /// `Retry`, the layer marking each logical call with an `Idempotency-Key`.
     RetryMarked,
+    /// `Distinct` with an app-level retry layer re-sending a failed call once, unmarked and
+    /// with other arguments (`attempt: <n>` added): no identical call ever follows.
+    RetryChanged,
     /// `Repeat`, stopping at the first failed call.
     GiveUp,
 }
 
 impl Workload {
     /// Every workload.
-    pub const ALL: [Workload; 5] = [
+    pub const ALL: [Workload; 6] = [
         Workload::Repeat,
         Workload::Distinct,
         Workload::Retry,
         Workload::RetryMarked,
+        Workload::RetryChanged,
         Workload::GiveUp,
     ];
 
@@ -75,6 +79,7 @@ impl Workload {
             Workload::Distinct => "distinct",
             Workload::Retry => "retry",
             Workload::RetryMarked => "retry-marked",
+            Workload::RetryChanged => "retry-changed",
             Workload::GiveUp => "give-up",
         }
     }
@@ -204,8 +209,8 @@ pub fn matrix() -> Vec<ModernCell> {
 }
 
 /// The test suite's subset: every client, workload, tool and spot at least once, the cases of
-/// the issue first (identical calls after a cut, unmarked and marked app re-sends, a give-up,
-/// a re-executed `append`).
+/// the issue first (identical calls after a cut, unmarked and marked app re-sends, a re-send
+/// with other arguments, a give-up, a re-executed `append`).
 pub fn quick() -> Vec<ModernCell> {
     use Client::*;
     use Spot::*;
@@ -220,6 +225,9 @@ pub fn quick() -> Vec<ModernCell> {
         cell(TsSdk, Repeat, Tool::Progress, ProgressEvent),
         cell(TsSdk, RetryMarked, Tool::Append, ResultEvent),
         cell(TsSdk, Retry, Tool::Append, JsonBody),
+        cell(TsSdk, Retry, Tool::Append, ProgressEvent),
+        cell(TsSdk, RetryChanged, Tool::Append, ProgressEvent),
+        cell(PySdk, RetryChanged, Tool::Progress, ResultEvent),
         cell(PySdk, Repeat, Tool::Append, JsonBody),
         cell(PySdk, Retry, Tool::Progress, ResultEvent),
         cell(PySdk, RetryMarked, Tool::Append, ProgressEvent),
@@ -247,7 +255,7 @@ mod tests {
         let all = matrix();
         let labels: std::collections::BTreeSet<String> = all.iter().map(|c| c.label()).collect();
         assert_eq!(labels.len(), all.len());
-        assert_eq!(all.len(), (2 * 5 + 3 * 2) * 2 * 3);
+        assert_eq!(all.len(), (2 * 6 + 3 * 2) * 2 * 3);
         for c in quick() {
             assert!(labels.contains(&c.label()), "{}", c.label());
         }

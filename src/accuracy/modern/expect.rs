@@ -20,17 +20,27 @@
 //!   the cut (a progress or result event, or part of one, or the JSON body's first bytes).
 //! - *Ran again*: the lab's execution counter shows `L` ran at least twice (the executions of
 //!   all its attempts).
+//! - *Identical later call*: an attempt sent after `A` (any logical call, any id) with the same
+//!   tool arguments as `A`, as the client recorded them (every run calls one tool).
 //! - *Repeat-safe*: the lab's `tools/list` (which every client here fetched on the wire before
 //!   calling) annotates the tool `readOnlyHint` or `idempotentHint` true.
 //!
 //! What the truth says each kind must be (presence per run, as [`super::super::table`] scores):
 //! - `torn-cut` iff the cut delivered bytes of an SSE event that was not dispatched (any class
 //!   but `boundary`; a JSON body is no event).
-//! - `abandoned` (the unanswered-call kind, class loss) iff `A` is unanswered and has no proven
-//!   re-send — the client gave up, failed it visibly, took the truncated stream as the answer,
-//!   or re-sent it unmarked (the wire cannot tell that re-send from a repeat: the audit reports
-//!   the cut call unanswered naming the candidate call, which is the correct verdict) — judged
-//!   at the latest when the run ends, however short the wait.
+//! - `unproven-resend` (class ambiguous) iff `A` is unanswered, has no proven re-send and an
+//!   identical later call followed it — an app re-send without the marker, or the app's next
+//!   identical call: the wire cannot tell which, and that is the verdict. (The lab's counter
+//!   says whether `L` ran twice; the audit can only say it may have, when the first execution
+//!   was visible.)
+//! - `unproven-resend:visible` (a facet, scored as a kind) iff `unproven-resend` and the
+//!   first execution was visible: the finding must then say the tool may have run twice (its
+//!   `visible_start`), and only then. Every double execution the lab's counter shows behind an
+//!   `unproven-resend` whose first execution was visible is warned of this way.
+//! - `abandoned` (the unanswered-call kind, class loss) iff `A` is unanswered, has no proven
+//!   re-send and no identical later call — the client gave up, failed it visibly, took the
+//!   truncated stream as the answer, or re-sent it with other arguments — judged at the latest
+//!   when the run ends, however short the wait.
 //! - `reissued` iff `A` is unanswered and has a proven re-send (`Idempotency-Key`).
 //! - `reexecuted` iff `reissued`, the first execution was visible, the tool is not repeat-safe,
 //!   and the lab ran `L` again. A re-sent `append` cut before any byte reached the client ran
@@ -47,8 +57,14 @@ use super::cut::CutFact;
 use super::truth::Attempt;
 use crate::lab::truth::Execution;
 
-/// The unanswered-call kind (the audit/accuracy contract, COORDINATION.md).
+/// The unanswered-call kind (the audit/accuracy contract, COORDINATION.md): no identical call
+/// followed the cut call.
 pub const UNANSWERED: &str = "abandoned";
+/// The kind of a cut call an identical call followed without proof (class ambiguous).
+pub const UNPROVEN: &str = "unproven-resend";
+/// A facet scored like a kind: an `unproven-resend` whose finding says the first execution
+/// had visibly started (`visible_start`: the tool may have run twice).
+pub const UNPROVEN_VISIBLE: &str = "unproven-resend:visible";
 
 /// The ground truth of one 2026-07-28 run.
 #[derive(Debug, Clone)]
@@ -128,7 +144,22 @@ pub fn expected(t: &ModernTruth) -> Result<BTreeSet<String>, String> {
             && a.key == cut.key
     });
     if !proven {
-        say(UNANSWERED);
+        let k = usize::try_from(t.cut.target).unwrap_or(usize::MAX);
+        let Some(args) = cut.args.as_ref() else {
+            return Err(format!(
+                "the client recorded no arguments for the cut call (id {})",
+                cut.rpc_id
+            ));
+        };
+        let identical = t
+            .attempts
+            .iter()
+            .skip(k.saturating_add(1))
+            .any(|a| a.args.as_ref() == Some(args));
+        say(if identical { UNPROVEN } else { UNANSWERED });
+        if identical && t.cut.visible {
+            say(UNPROVEN_VISIBLE);
+        }
         return Ok(out);
     }
     say("reissued");
@@ -154,8 +185,17 @@ mod tests {
             attempt,
             rpc_id: id.to_string(),
             key: key.map(str::to_owned),
+            args: Some(serde_json::json!({"amount": 1})),
             answered,
             error: None,
+        }
+    }
+
+    /// `a` with other arguments.
+    fn other_args(a: Attempt, n: u64) -> Attempt {
+        Attempt {
+            args: Some(serde_json::json!({"amount": 1, "item": n})),
+            ..a
         }
     }
 
@@ -191,7 +231,7 @@ mod tests {
     }
 
     #[test]
-    fn an_identical_call_after_a_cut_leaves_the_cut_call_unanswered() {
+    fn an_identical_call_after_a_cut_makes_the_cut_call_an_unproven_resend() {
         let t = truth(
             vec![
                 attempt(0, 0, 1, None, true),
@@ -201,11 +241,44 @@ mod tests {
             true,
             false,
         );
-        assert_eq!(kinds(&t), [UNANSWERED]);
+        assert_eq!(kinds(&t), [UNPROVEN, UNPROVEN_VISIBLE]);
+        let unseen = ModernTruth {
+            cut: CutFact {
+                visible: false,
+                ..t.cut.clone()
+            },
+            ..t.clone()
+        };
+        assert_eq!(kinds(&unseen), [UNPROVEN], "no visible start, no warning");
+        // An identical call before the cut one is no candidate.
+        let before = truth(
+            vec![attempt(0, 0, 1, None, true), attempt(1, 0, 2, None, false)],
+            true,
+            false,
+        );
+        assert_eq!(kinds(&before), [UNANSWERED]);
     }
 
     #[test]
-    fn an_unmarked_app_resend_is_unanswered_and_a_marked_one_is_reissued() {
+    fn a_retry_with_other_arguments_leaves_the_cut_call_abandoned() {
+        let t = truth(
+            vec![
+                other_args(attempt(0, 0, 1, None, true), 0),
+                other_args(attempt(1, 0, 2, None, false), 1),
+                other_args(attempt(1, 1, 3, None, true), 11),
+                other_args(attempt(2, 0, 4, None, true), 2),
+            ],
+            true,
+            false,
+        );
+        assert_eq!(kinds(&t), [UNANSWERED]);
+        let mut unknown = t.clone();
+        unknown.attempts[1].args = None;
+        assert!(expected(&unknown).is_err(), "no arguments, no judgement");
+    }
+
+    #[test]
+    fn an_unmarked_app_resend_is_unproven_and_a_marked_one_is_reissued() {
         let unmarked = truth(
             vec![
                 attempt(0, 0, 1, None, true),
@@ -215,7 +288,7 @@ mod tests {
             true,
             false,
         );
-        assert_eq!(kinds(&unmarked), [UNANSWERED]);
+        assert_eq!(kinds(&unmarked), [UNPROVEN, UNPROVEN_VISIBLE]);
         let marked = truth(
             vec![
                 attempt(0, 0, 1, Some("a"), true),

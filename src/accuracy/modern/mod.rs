@@ -2,7 +2,8 @@
 //! with one scripted cut per run, driven by the real SDK clients pinned in `tests/peers/` (the
 //! TypeScript client 2.4 pinned to 2026-07-28, PyPI `mcp` 2.3 in 2026-07-28 mode, each run by
 //! an app script with a workload: identical calls, distinct calls, an app-level retry layer
-//! with or without the `Idempotency-Key` marker, a client that gives up) and by tearline's own
+//! with or without the `Idempotency-Key` marker or with other arguments, a client that gives
+//! up) and by tearline's own
 //! strict, naive and retry clients; cuts fall in progress events (the tool still running), in
 //! the result event and in JSON response bodies (the tool finished).
 //!

@@ -12,7 +12,9 @@
 //!   the cut's class and offset.
 //! - The observed kinds are the auditor's counts after the client finished, the proxy drained
 //!   and stopped, and [`Auditor::finish`] ran (default `abandon_after`: a short run judges its
-//!   unanswered calls at the end); the expected ones come from the truth only ([`expect`]).
+//!   unanswered calls at the end), plus the facet [`expect::UNPROVEN_VISIBLE`] when an
+//!   `unproven-resend` finding names a visible start; the expected ones come from the truth
+//!   only ([`expect`]).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -26,7 +28,7 @@ use super::expect::{self, ModernTruth};
 use super::truth::{self as client_truth, Attempt};
 use crate::accuracy::RunResult;
 use crate::accuracy::rig::{self, bind};
-use crate::audit::{AuditConfig, Auditor};
+use crate::audit::{AuditConfig, Auditor, FindingKind};
 use crate::fault::FaultFactory;
 use crate::lab::truth::LabTruth;
 use crate::lab::{LabConfig, LineEnding, ProtocolVersion};
@@ -138,10 +140,25 @@ async fn run_inner(
             crate::load::run(c, token.child_token())
                 .await
                 .map_err(|e| e.to_string())?;
-            client_truth::from_client_legs(&truth.legs())
+            // The load client's arguments: the tool's, plus `item: <call index>` when distinct.
+            let distinct = cell.workload == Workload::Distinct;
+            client_truth::from_client_legs(&truth.legs(), |call| {
+                let mut a = cell.tool.args();
+                if let (true, Some(o)) = (distinct, a.as_object_mut()) {
+                    o.insert("item".to_owned(), call.into());
+                }
+                a
+            })
         }
     };
-    let observed = rig::settle(running, lab, &token, &auditor).await;
+    let mut observed = rig::settle(running, lab, &token, &auditor).await;
+    if auditor
+        .findings()
+        .iter()
+        .any(|f| f.kind == FindingKind::UnprovenResend && f.visible_start.is_some())
+    {
+        observed.insert(expect::UNPROVEN_VISIBLE.to_owned());
+    }
     let fact = cut.fact().ok_or_else(|| {
         format!(
             "the scripted cut never fell ({} call responses relayed)",

@@ -1,6 +1,6 @@
 //! The client half of a 2026-07-28 run's ground truth, one shape for every client: each POST
 //! of a logical call is an [`Attempt`] — which call, original or re-send of which call, the
-//! JSON-RPC id and `Idempotency-Key` it carried, whether its response arrived.
+//! JSON-RPC id, `Idempotency-Key` and tool arguments it carried, whether its response arrived.
 //!
 //! Sources: the SDK app drivers write it themselves (`tests/peers/{js,py}/app_driver.*`, JSON
 //! lines, see [`from_driver_jsonl`]); tearline's load client records it per leg
@@ -25,6 +25,9 @@ pub struct Attempt {
     pub rpc_id: String,
     /// The `Idempotency-Key` sent, if any.
     pub key: Option<String>,
+    /// The tool arguments sent (`params.arguments`), as the client recorded them; `None` if
+    /// the record has none.
+    pub args: Option<serde_json::Value>,
     /// Whether the call's response arrived for this attempt.
     pub answered: bool,
     /// Why it failed, as the client said (driver error text or the load client's stop).
@@ -46,6 +49,7 @@ struct Line {
     call: Option<u64>,
     attempt: Option<u32>,
     key: Option<String>,
+    args: Option<serde_json::Value>,
     answered: Option<bool>,
     error: Option<String>,
     done: Option<bool>,
@@ -76,6 +80,7 @@ pub fn from_driver_jsonl(text: &str) -> Result<Vec<Attempt>, String> {
                     attempt,
                     rpc_id: line.rpc_id.unwrap_or_default(),
                     key: line.key,
+                    args: line.args,
                     answered: false,
                     error: None,
                 });
@@ -104,8 +109,12 @@ pub fn from_driver_jsonl(text: &str) -> Result<Vec<Attempt>, String> {
 }
 
 /// The attempts of tearline's load client, from its legs: each POST that got a response head
-/// is one attempt of its leg's call.
-pub fn from_client_legs(legs: &[ClientLeg]) -> Vec<Attempt> {
+/// is one attempt of its leg's call; `args_of(call)` gives the arguments the client sends for a
+/// logical call (its configuration decides them, the legs do not record them).
+pub fn from_client_legs(
+    legs: &[ClientLeg],
+    args_of: impl Fn(u64) -> serde_json::Value,
+) -> Vec<Attempt> {
     let mut out: Vec<Attempt> = Vec::new();
     for leg in legs
         .iter()
@@ -117,6 +126,7 @@ pub fn from_client_legs(legs: &[ClientLeg]) -> Vec<Attempt> {
             attempt,
             rpc_id: leg.request_id.map(|r| r.to_string()).unwrap_or_default(),
             key: leg.idempotency_key.clone(),
+            args: Some(args_of(leg.call)),
             answered: leg.answered,
             error: (!leg.answered).then(|| leg.stop.clone()),
         });
@@ -131,7 +141,7 @@ mod tests {
     #[test]
     fn driver_lines_become_attempts_with_their_outcomes() {
         let text = r#"{"post":0,"method":"tools/list","rpc_id":"0","call":null,"attempt":null,"resend_of":null,"key":null}
-{"post":1,"method":"tools/call","rpc_id":"1","call":0,"attempt":0,"resend_of":null,"key":"k0"}
+{"post":1,"method":"tools/call","rpc_id":"1","call":0,"attempt":0,"resend_of":null,"key":"k0","args":{"n":1}}
 {"call":0,"attempt":0,"resend_of":null,"answered":false,"error":"timed out"}
 {"post":2,"method":"tools/call","rpc_id":"2","call":0,"attempt":1,"resend_of":0,"key":"k0"}
 {"call":0,"attempt":1,"resend_of":0,"answered":true,"error":null}
@@ -141,6 +151,8 @@ mod tests {
         assert_eq!(a.len(), 2);
         assert_eq!((a[0].rpc_id.as_str(), a[0].answered), ("1", false));
         assert!(a[1].is_resend() && a[1].answered && a[1].key.as_deref() == Some("k0"));
+        assert_eq!(a[0].args, Some(serde_json::json!({"n": 1})));
+        assert_eq!(a[1].args, None, "a line without arguments records none");
         assert!(from_driver_jsonl("{\"post\":0,\"method\":\"tools/list\"}\n").is_err());
     }
 }

@@ -1,30 +1,43 @@
-//! Rule `abandoned` — unanswered means lost: a call the proxy cut that nobody answered, resumed or provably re-sent
-//! is reported `abandoned` (class loss), in both MCP eras, when its wait ends.
+//! Rules `abandoned` and `unproven-resend` — unanswered means lost, unless the wire cannot
+//! tell: a call the proxy cut that nobody answered, resumed or provably re-sent is reported,
+//! in both MCP eras, when its wait ends: `abandoned` (class loss) if no identical call followed
+//! it, `unproven-resend` (class ambiguous) if one did.
 //!
 //! Why: a cut call that hangs is the silent loss this proxy exists to show. A legacy client may
 //! resume (and see its resumes cut until it gives up), may have had nothing to resume from (cut
 //! in the priming event, before any id), or may re-issue without proof; a 2026-07-28 client
-//! cannot resume at all. Whatever the reason, the call never got its answer.
+//! cannot resume at all. Whatever the reason, the call never got its answer. But an app-level
+//! retry layer re-sends a failed call with a new JSON-RPC id and nothing else: on the wire that
+//! re-send is the same bytes as the application's next identical call. Calling it lost counts
+//! recovered calls as losses; calling it recovered hides real losses and double executions.
+//! So it gets its own verdict, which says exactly that, and how to make the wire tell.
 //!
 //! Precise rules:
 //! - A *lost-call watch* is armed on a stream, for each of its calls without an answer, a
-//!   proven re-send (rule `reissue`, handed over as a `Resent` ledger event) or a cancellation, when its last open leg ends by a proxy cut,
-//!   or when a resume of a stream cut before ends without the answer and not cleanly (a refused
-//!   resume — `explicit-loss` — or a connection that closed). A resume that ends cleanly without
-//!   the answer is `pending-call`'s (the engine's `events`), never both.
-//! - Opening a resume of the stream pauses the watch (removes it); the resume's end arms it
-//!   again, its clock restarting at that end.
+//!   proven re-send (rule `reissue`, handed over as a `Resent` ledger event) or a cancellation,
+//!   when its last open leg ends by a proxy cut, or when a resume of a stream cut before ends
+//!   without the answer and not cleanly (a refused resume — `explicit-loss` — or a connection
+//!   that closed). A resume that ends cleanly without the answer is `pending-call`'s (the
+//!   engine's `events`), never both.
+//! - Opening a resume of the stream pauses the watch (it keeps its candidates); the resume's
+//!   end arms it again, its clock restarting at that end, or drops it if the resume ended
+//!   cleanly.
 //! - A call leaves the watch when it is answered (result or error), provably re-sent,
 //!   or cancelled (`notifications/cancelled`).
-//! - `abandoned` (one finding per call, class loss) when the watch is `abandon_after` old with
-//!   the stream still not reopened (sweep), at `finish` (the end of the run, whatever the age),
-//!   or when the stream is forgotten (grace or the ended-stream cap). `waited_ms` is the time
-//!   since the last cut or failed resume; the detail says how many times it was cut and why
-//!   the wait ended.
-//! - Candidates: every later call with the same method and params (any session) that did not
-//!   prove a re-send is named in `candidates` (at most [`MAX_CANDIDATES`] per call), and the
-//!   detail says that the wire cannot tell it from the application's next identical call. The
-//!   same holds for a `pending-call` still deferred (its stream ended cleanly without the answer).
+//! - Candidates: every later call with the same method and params (any id, any session) that
+//!   did not prove a re-send, sent while the call is watched (armed or paused), is a candidate
+//!   (at most [`MAX_CANDIDATES`] are named per call).
+//! - When the watch is `abandon_after` old with the stream still not reopened (sweep), at
+//!   `finish` (the end of the run, whatever the age), or when the stream is forgotten (grace or
+//!   the ended-stream cap), each call still watched is reported once: `unproven-resend` if it
+//!   has a candidate — naming them, saying that the wire cannot tell a re-send from a repeat and
+//!   that an `Idempotency-Key` header makes it tell, and, if the call's execution had visibly
+//!   started (the notion of `reexecuted`, recorded by rule `stateless` as `Call::started`),
+//!   that the tool may have run twice — else `abandoned`. `waited_ms` is the time since the
+//!   last cut or failed resume; the detail says how many times it was cut and why the wait
+//!   ended.
+//! - A `pending-call` still deferred (its stream ended cleanly without the answer) names its
+//!   later identical calls as candidates the same way; it stays `pending-call`.
 //!
 //! Invariant: watches are keyed by stream and dropped with it; each holds only ids, hashes and
 //! at most [`MAX_CANDIDATES`] candidates per call.
@@ -65,6 +78,8 @@ struct LostWatch {
 #[derive(Debug, Default)]
 pub struct Abandoned {
     watches: HashMap<StreamKey, LostWatch>,
+    /// Watches paused by an open resume (their candidates kept until the resume ends).
+    paused: HashMap<StreamKey, LostWatch>,
     /// Times each stream was cut (kept while the stream is remembered).
     cuts: HashMap<StreamKey, u32>,
 }
@@ -72,10 +87,12 @@ pub struct Abandoned {
 impl Abandoned {
     /// Call `id` of stream `key` was answered, re-sent or cancelled: it is not waited for.
     fn resolved(&mut self, key: StreamKey, id: &str) {
-        if let Some(w) = self.watches.get_mut(&key) {
-            w.calls.retain(|c| c.id != id);
-            if w.calls.is_empty() {
-                self.watches.remove(&key);
+        for map in [&mut self.watches, &mut self.paused] {
+            if let Some(w) = map.get_mut(&key) {
+                w.calls.retain(|c| c.id != id);
+                if w.calls.is_empty() {
+                    map.remove(&key);
+                }
             }
         }
     }
@@ -85,7 +102,10 @@ impl Abandoned {
         let Some(stream) = l.streams.get(&key) else {
             return;
         };
-        let old = self.watches.remove(&key);
+        let old = self
+            .watches
+            .remove(&key)
+            .or_else(|| self.paused.remove(&key));
         let calls: Vec<LostCall> = stream
             .unanswered()
             .filter(|c| !c.reported)
@@ -120,7 +140,7 @@ impl Abandoned {
     /// method and params.
     fn note_candidate(&mut self, l: &mut Ledger, new: &NewCall<'_>) {
         let (id, method, params_hash) = (new.id, new.method, new.params_hash);
-        if self.watches.is_empty() && l.deferring.is_empty() {
+        if self.watches.is_empty() && self.paused.is_empty() && l.deferring.is_empty() {
             return;
         }
         let at_ms = l.ms(new.now);
@@ -157,7 +177,7 @@ impl Abandoned {
                 }
             }
         }
-        for w in self.watches.values_mut() {
+        for w in self.watches.values_mut().chain(self.paused.values_mut()) {
             for c in w
                 .calls
                 .iter_mut()
@@ -211,11 +231,16 @@ impl Abandoned {
         let Some(w) = self.watches.remove(&key) else {
             return;
         };
-        let waited = now.saturating_duration_since(w.since);
-        let waited_ms = crate::units::millis(waited);
         let shared = l.ids_shared.clone();
+        let end = WaitEnd {
+            at_ms: l.ms(now),
+            waited_ms: crate::units::millis(now.saturating_duration_since(w.since)),
+            abandon_after_ms: crate::units::millis(l.cfg.abandon_after),
+            why,
+            shared: shared.as_deref(),
+        };
         let mut out = Vec::new();
-        for c in w.calls {
+        for c in &w.calls {
             let Some(call) = l
                 .streams
                 .get_mut(&key)
@@ -227,56 +252,112 @@ impl Abandoned {
                 continue;
             }
             call.reported = true;
-            let mut detail = format!(
-                "{} {} got no answer, no resume and no proven re-send: cut {} time(s), it waited \
-                 {waited_ms} ms after its last cut or failed resume until {why} \
-                 (abandon_after {} ms)",
-                c.method,
-                c.id,
-                w.cuts.max(1),
-                crate::units::millis(l.cfg.abandon_after)
-            );
-            if !c.candidates.is_empty() {
-                let ids: Vec<String> = c
-                    .candidates
-                    .iter()
-                    .map(|k| {
-                        format!(
-                            "{} (session {}, connection {} request {})",
-                            k.id,
-                            k.session.as_deref().unwrap_or("-"),
-                            k.conn,
-                            k.seq
-                        )
-                    })
-                    .collect();
-                detail.push_str(&format!(
-                    "; later identical call(s) {} carry no proof of being its re-send (no shared \
-                     Idempotency-Key, not the same id from the same client): the wire cannot tell \
-                     a re-send from the application's next identical call, so the call is not \
-                     counted as recovered",
-                    ids.join(", ")
-                ));
-                if let Some(s) = &shared {
-                    detail.push_str(&format!("; {s}"));
-                }
-            }
-            let mut f = Finding::new(
-                FindingKind::Abandoned,
-                l.ms(now),
-                w.session.clone(),
-                w.reference.clone(),
-            )
-            .ids(vec![c.id.clone()])
-            .detail(detail);
-            f.waited_ms = Some(waited_ms);
-            f.candidates = c.candidates;
-            out.push(f);
+            out.push(if c.candidates.is_empty() {
+                lost(&end, &w, c)
+            } else {
+                unproven(&end, &w, c, call.started)
+            });
         }
         for f in out {
             l.emit(f);
         }
     }
+}
+
+/// How and when a watch's wait ended: the facts every finding of it reports.
+struct WaitEnd<'a> {
+    /// When (milliseconds since the auditor was created).
+    at_ms: u64,
+    /// Milliseconds since the last cut or failed resume.
+    waited_ms: u64,
+    /// The configured `abandon_after`, in milliseconds.
+    abandon_after_ms: u64,
+    /// Why the wait ended.
+    why: &'a str,
+    /// Why equal session-less ids prove nothing, if they do not (see rule `reissue`).
+    shared: Option<&'a str>,
+}
+
+impl WaitEnd<'_> {
+    /// How long and how often the calls of watch `w` waited, for the details.
+    fn waited(&self, w: &LostWatch) -> String {
+        format!(
+            "cut {} time(s), it waited {} ms after its last cut or failed resume until {} \
+             (abandon_after {} ms)",
+            w.cuts.max(1),
+            self.waited_ms,
+            self.why,
+            self.abandon_after_ms
+        )
+    }
+
+    /// A finding of `kind` about call `c` of watch `w`.
+    fn finding(&self, kind: FindingKind, w: &LostWatch, c: &LostCall, detail: String) -> Finding {
+        let mut f = Finding::new(kind, self.at_ms, w.session.clone(), w.reference.clone())
+            .ids(vec![c.id.clone()])
+            .detail(detail);
+        f.waited_ms = Some(self.waited_ms);
+        f
+    }
+}
+
+/// `abandoned`: call `c` of watch `w`, with no later identical call.
+fn lost(end: &WaitEnd<'_>, w: &LostWatch, c: &LostCall) -> Finding {
+    let detail = format!(
+        "{} {} got no answer, no resume, no proven re-send and no later identical call: {}",
+        c.method,
+        c.id,
+        end.waited(w)
+    );
+    end.finding(FindingKind::Abandoned, w, c, detail)
+}
+
+/// `unproven-resend`: call `c` of watch `w`, followed by its candidates (`started`: what showed
+/// its first execution, if anything did).
+fn unproven(
+    end: &WaitEnd<'_>,
+    w: &LostWatch,
+    c: &LostCall,
+    started: Option<&'static str>,
+) -> Finding {
+    let ids: Vec<String> = c
+        .candidates
+        .iter()
+        .map(|k| {
+            format!(
+                "{} (session {}, connection {} request {})",
+                k.id,
+                k.session.as_deref().unwrap_or("-"),
+                k.conn,
+                k.seq
+            )
+        })
+        .collect();
+    let mut detail = format!(
+        "{} {} got no answer, no resume and no proven re-send, but later identical call(s) {} \
+         (same method and params) followed it without proof of being its re-send (no shared \
+         Idempotency-Key, not the same id from the same client): the wire cannot tell a \
+         re-send from the application's next identical call, so the call may have been \
+         recovered or lost; to make the wire tell, send an Idempotency-Key header with the \
+         call and the same key with its re-send; {}",
+        c.method,
+        c.id,
+        ids.join(", "),
+        end.waited(w)
+    );
+    if let Some(what) = started {
+        detail.push_str(&format!(
+            "; its first execution had visibly started ({what} reached the client before the \
+             cut): if a candidate is its re-send, the tool may have run twice"
+        ));
+    }
+    if let Some(s) = end.shared {
+        detail.push_str(&format!("; {s}"));
+    }
+    let mut f = end.finding(FindingKind::UnprovenResend, w, c, detail);
+    f.candidates = c.candidates.clone();
+    f.visible_start = started;
+    f
 }
 
 impl Rule for Abandoned {
@@ -310,7 +391,9 @@ impl Rule for Abandoned {
 
     /// A resume opened: the wait pauses until the resume ends.
     fn on_resume(&mut self, _l: &mut Ledger, key: StreamKey, _session: &Option<String>) {
-        self.watches.remove(&key);
+        if let Some(w) = self.watches.remove(&key) {
+            self.paused.insert(key, w);
+        }
     }
 
     fn on_answer(&mut self, _l: &mut Ledger, a: &AnswerSeen<'_>) {
@@ -324,6 +407,9 @@ impl Rule for Abandoned {
     fn on_leg_end(&mut self, l: &mut Ledger, e: &LegEnded) {
         if e.last && !e.blind && (e.cut || e.failed_resume) {
             self.arm_lost(l, e.now, e.key);
+        } else if e.last {
+            // The resume ended cleanly (or unseen): its calls are `pending-call`'s, not ours.
+            self.paused.remove(&e.key);
         }
     }
 
@@ -334,18 +420,20 @@ impl Rule for Abandoned {
     fn on_forget(&mut self, l: &mut Ledger, now: Instant, key: StreamKey) {
         self.report_lost(l, now, key, "its stream was forgotten");
         self.watches.remove(&key);
+        self.paused.remove(&key);
         self.cuts.remove(&key);
     }
 
     fn shrink(&mut self) {
         crate::audit::gauges::shrink(&mut self.watches);
+        crate::audit::gauges::shrink(&mut self.paused);
         crate::audit::gauges::shrink(&mut self.cuts);
     }
 
     fn sizes(&self) -> Vec<(&'static str, u64)> {
         vec![(
             "lost_calls",
-            u64::try_from(self.watches.len()).unwrap_or(u64::MAX),
+            u64::try_from(self.watches.len() + self.paused.len()).unwrap_or(u64::MAX),
         )]
     }
 }

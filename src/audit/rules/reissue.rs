@@ -18,20 +18,21 @@
 //!   request was answered (a client that starts its ids again, e.g. a new client object after a
 //!   transport error, sends the cut call's id with the next identical call). From then on (for the rest
 //!   of the run) only `Idempotency-Key` proves a session-less re-send, and the detail of every
-//!   `abandoned` finding says why its candidates were not taken.
+//!   `unproven-resend` finding says why its candidates were not taken.
 //!
 //! Nothing else is proof: an identical later call (same method and params, a new id), even the
 //! first call of a renegotiated session, is what applications send anyway — they call the same
 //! tool with the same arguments again and again — and the timing or the calls in between do not
-//! separate it from a re-send. Such calls are named as `candidates` of the lost call's
-//! `abandoned` finding (rule `abandoned`), with the words "the wire cannot tell", never linked.
+//! separate it from a re-send. Such calls are named as `candidates` of the cut call's
+//! `unproven-resend` finding (rule `abandoned`, class ambiguous), with the words "the wire
+//! cannot tell", never linked.
 //!
 //! A link marks C re-sent in the ledger (it counts as answered for `pending-call`,
 //! `silent-empty`, `abandoned` and the truncation watch), reports `reissued` (class info) with
 //! both ids, both sessions and the proof, and queues a `Resent` ledger event that the registry
 //! hands to every rule (the `abandoned` wait ends; for an MCP 2026-07-28 call the `stateless`
 //! rule judges whether the first execution was visible: `reexecuted`). Ids found shared are
-//! recorded in the ledger (`ids_shared`) for the `abandoned` rule's detail.
+//! recorded in the ledger (`ids_shared`) for the detail of `unproven-resend`.
 //!
 //! Invariants: at most [`MAX_KEYS`] idempotency keys are remembered (a key is forgotten with its
 //! stream, the oldest first beyond the cap); the same-id lookup uses the session's call index

@@ -20,6 +20,9 @@
 //!   closed, that stream delivered a progress notification or any bytes of a response (a whole
 //!   event, or the head of a long one), or the cut tore an event after at least one byte, or
 //!   the cut fell inside its JSON (non-SSE) response body after some of it was delivered.
+//! - The same notion of a visible start is recorded on the ledger's call (`Call::started`) for
+//!   every POST call of any era, so that rule `abandoned` can say of an `unproven-resend` that
+//!   the tool may have run twice; nothing else here judges legacy streams.
 //! - `reexecuted` (class duplicate) iff a call that visibly started is provably re-sent (rule
 //!   `reissue`, handed over as a `Resent` ledger event: both the re-send and the first
 //!   execution are then proven) and its tool's annotations seen say it is not repeat-safe.
@@ -167,7 +170,23 @@ fn tool_calls(body: &[u8]) -> Vec<ModernCall> {
         .collect()
 }
 
+/// Marks every call of stream `key` not yet started as visibly started by `what` (the ledger's
+/// record, any era: rule `abandoned` reads it for `unproven-resend`).
+fn mark_started(l: &mut Ledger, key: StreamKey, what: &'static str) {
+    if let Some(s) = l.streams.get_mut(&key) {
+        for c in s.calls.iter_mut().filter(|c| c.started.is_none()) {
+            c.started = Some(what);
+        }
+    }
+}
+
 impl Stateless {
+    fn is_post(l: &Ledger, key: StreamKey) -> bool {
+        l.streams
+            .get(&key)
+            .is_some_and(|s| s.origin == Origin::Post)
+    }
+
     fn is_modern_post(l: &Ledger, key: StreamKey) -> bool {
         l.streams.get(&key).is_some_and(|s| {
             s.origin == Origin::Post && s.version.as_deref().is_some_and(is_stateless_version)
@@ -243,10 +262,13 @@ impl Stateless {
         } else {
             None
         };
-        if let (Some(what), Some(calls)) = (what, self.calls.get_mut(&key)) {
-            for c in calls.iter_mut().filter(|c| c.started.is_none()) {
-                c.started = Some(what);
+        if let Some(what) = what {
+            if let Some(calls) = self.calls.get_mut(&key) {
+                for c in calls.iter_mut().filter(|c| c.started.is_none()) {
+                    c.started = Some(what);
+                }
             }
+            mark_started(l, key, what);
         }
         if self.cancelled.is_empty() {
             return;
@@ -324,22 +346,23 @@ impl Stateless {
     /// A cut inside the JSON (non-SSE) response body of an MCP 2026-07-28 POST: body bytes
     /// that reached the client show that the call ran (a server writes a JSON answer once it
     /// has the result), so its execution was visible, as a progress or result event would be.
-    fn modern_body_cut(&mut self, l: &Ledger, key: StreamKey, p: &CutPoint) {
-        if p.class.is_some() || p.body_bytes.is_none_or(|b| b == 0) || !Self::is_modern_post(l, key)
-        {
+    fn modern_body_cut(&mut self, l: &mut Ledger, key: StreamKey, p: &CutPoint) {
+        if p.class.is_some() || p.body_bytes.is_none_or(|b| b == 0) || !Self::is_post(l, key) {
             return;
         }
+        let what = "part of its JSON response body";
         if let Some(calls) = self.calls.get_mut(&key) {
             for c in calls.iter_mut().filter(|c| c.started.is_none()) {
-                c.started = Some("part of its JSON response body");
+                c.started = Some(what);
             }
         }
+        mark_started(l, key, what);
     }
 
     /// The last leg of stream `key` ended; `clean` if its body ended cleanly. A 2026-07-28
     /// stream closed otherwise cancels its unanswered calls (and a torn event started them).
-    fn modern_closed(&mut self, l: &Ledger, now: Instant, key: StreamKey, clean: bool) {
-        if clean || !Self::is_modern_post(l, key) {
+    fn modern_closed(&mut self, l: &mut Ledger, now: Instant, key: StreamKey, clean: bool) {
+        if clean || !Self::is_post(l, key) {
             return;
         }
         let Some(stream) = l.streams.get(&key) else {
@@ -352,6 +375,16 @@ impl Stateless {
             .torn
             .as_ref()
             .is_some_and(|t| t.cut.torn_bytes.is_some_and(|b| b > 0));
+        let torn_what = "part of an event torn by the cut";
+        if torn {
+            mark_started(l, key, torn_what);
+        }
+        if !Self::is_modern_post(l, key) {
+            return;
+        }
+        let Some(stream) = l.streams.get(&key) else {
+            return;
+        };
         let unanswered: Vec<String> = stream.unanswered_ids();
         let (session, reference) = (stream.session.clone(), stream.reference.clone());
         let calls = self.calls.get_mut(&key);
@@ -359,7 +392,7 @@ impl Stateless {
         if let Some(calls) = calls {
             for c in calls.iter_mut() {
                 if torn && c.started.is_none() {
-                    c.started = Some("part of an event torn by the cut");
+                    c.started = Some(torn_what);
                 }
                 tokens.insert(c.id.clone(), c.token.clone());
             }

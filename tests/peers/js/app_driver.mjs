@@ -13,9 +13,11 @@
 //                 new JSON-RPC id, nothing on the wire says it is a re-send)
 //   retry-marked  retry, the layer marking each logical call with an `Idempotency-Key` header
 //                 (fresh per call, repeated on its re-send)
+//   retry-changed distinct, with the retry layer re-sending a failed call once with other
+//                 arguments (`attempt: <n>` added): no call repeats another's arguments
 //   give-up       repeat, stopping at the first failed call (the app gives up)
-// Truth lines: {"post": n, "method", "rpc_id" (JSON text), "call", "attempt", "resend_of", "key"}
-// for every POST; {"call", "attempt", "resend_of", "answered", "error"} per tool-call attempt;
+// Truth lines: {"post": n, "method", "rpc_id" (JSON text), "call", "attempt", "resend_of", "key",
+// "args" (a tools/call's arguments, else null)} for every POST; {"call", "attempt", "resend_of", "answered", "error"} per tool-call attempt;
 // {"done": true} last. Exits 0 when the workload ran (failed calls included), 1 on a harness error.
 import { appendFileSync, writeFileSync } from "node:fs";
 import { randomUUID } from "node:crypto";
@@ -26,7 +28,7 @@ const [url, workload, callsText, tool, argsJson, truthPath, timeoutText = "1500"
 const calls = Number(callsText);
 const timeout = Number(timeoutText);
 const baseArgs = JSON.parse(argsJson);
-if (!["repeat", "distinct", "retry", "retry-marked", "give-up"].includes(workload)) {
+if (!["repeat", "distinct", "retry", "retry-marked", "retry-changed", "give-up"].includes(workload)) {
   console.error(`unknown workload ${workload}`);
   process.exit(1);
 }
@@ -50,6 +52,7 @@ const recordingFetch = async (input, init) => {
         post: posts++, method: msg.method, rpc_id: JSON.stringify(msg.id),
         call: isCall ? current.call : null, attempt: isCall ? current.attempt : null,
         resend_of: isCall ? current.resendOf : null, key: isCall ? current.key : null,
+        args: msg.method === "tools/call" ? (msg.params?.arguments ?? null) : null,
       });
     }
   }
@@ -66,14 +69,16 @@ const guard = setTimeout(() => { console.error("driver timed out"); process.exit
 try {
   await client.connect(new StreamableHTTPClientTransport(new URL(url), { fetch: recordingFetch }));
   await client.listTools();
-  const retrying = workload === "retry" || workload === "retry-marked";
+  const retrying = ["retry", "retry-marked", "retry-changed"].includes(workload);
+  const distinct = workload === "distinct" || workload === "retry-changed";
   for (let k = 0; k < calls; k++) {
-    const args = workload === "distinct" ? { ...baseArgs, item: k } : baseArgs;
+    const callArgs = distinct ? { ...baseArgs, item: k } : baseArgs;
     const key = workload === "retry-marked" ? randomUUID() : null;
     const attempts = retrying ? 2 : 1;
     let answered = false;
     for (let a = 0; a < attempts && !answered; a++) {
       current = { call: k, attempt: a, resendOf: a > 0 ? k : null, key };
+      const args = workload === "retry-changed" ? { ...callArgs, attempt: a } : callArgs;
       let error = null;
       try {
         await client.callTool({ name: tool, arguments: args }, { timeout, onprogress: () => {} });

@@ -14,9 +14,11 @@ Workloads (as tests/peers/js/app_driver.mjs):
                 JSON-RPC id, nothing on the wire says it is a re-send)
   retry-marked  retry, the layer marking each logical call with an `Idempotency-Key` header
                 (fresh per call, repeated on its re-send)
+  retry-changed distinct, with the retry layer re-sending a failed call once with other
+                arguments (`attempt: <n>` added): no call repeats another's arguments
   give-up       repeat, stopping at the first failed call (the app gives up)
-Truth lines: {"post", "method", "rpc_id" (JSON text), "call", "attempt", "resend_of", "key"} for
-every POST; {"call", "attempt", "resend_of", "answered", "error"} per tool-call attempt;
+Truth lines: {"post", "method", "rpc_id" (JSON text), "call", "attempt", "resend_of", "key",
+"args" (a tools/call's arguments, else null)} for every POST; {"call", "attempt", "resend_of", "answered", "error"} per tool-call attempt;
 {"done": true} last. Exit 0 when the workload ran (failed calls included), 1 on a harness error.
 A transport error that ends the SDK client (it does so for a JSON body cut short) fails the call
 in flight; the app then opens a new client (its JSON-RPC ids start again) and goes on.
@@ -31,7 +33,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-WORKLOADS = ("repeat", "distinct", "retry", "retry-marked", "give-up")
+WORKLOADS = ("repeat", "distinct", "retry", "retry-marked", "retry-changed", "give-up")
 
 
 async def main() -> None:
@@ -60,12 +62,15 @@ async def main() -> None:
         cur = state["current"] if msg["method"] == "tools/call" else None
         if cur is not None and cur["key"]:
             request.headers["Idempotency-Key"] = cur["key"]
+        params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
         log({"post": state["posts"], "method": msg["method"], "rpc_id": json.dumps(msg["id"]),
              "call": cur and cur["call"], "attempt": cur and cur["attempt"],
-             "resend_of": cur and cur["resend_of"], "key": cur and cur["key"]})
+             "resend_of": cur and cur["resend_of"], "key": cur and cur["key"],
+             "args": params.get("arguments") if msg["method"] == "tools/call" else None})
         state["posts"] += 1
 
-    retrying = workload in ("retry", "retry-marked")
+    retrying = workload in ("retry", "retry-marked", "retry-changed")
+    distinct = workload in ("distinct", "retry-changed")
     # The app's position: logical call k, attempt a (a failed attempt moves it on).
     pos = {"k": 0, "a": 0, "key": None, "in_flight": False}
     calls = int(calls)
@@ -93,7 +98,9 @@ async def main() -> None:
                     await client.list_tools()
                     while pos["k"] < calls:
                         k, a = pos["k"], pos["a"]
-                        args = dict(base_args, item=k) if workload == "distinct" else base_args
+                        args = dict(base_args, item=k) if distinct else base_args
+                        if workload == "retry-changed":
+                            args = dict(args, attempt=a)
                         if a == 0:
                             pos["key"] = str(uuid.uuid4()) if workload == "retry-marked" else None
                         state["current"] = {"call": k, "attempt": a,
