@@ -69,7 +69,8 @@ pub struct ProxyTlsArgs {
     /// Server name to send and verify instead of the upstream's host.
     #[arg(long, value_name = "NAME", requires = "upstream_tls")]
     pub upstream_sni: Option<String>,
-    /// Trust this CA certificate (PEM) for the upstream, besides the system roots (repeatable).
+    /// Trust this CA certificate (PEM) for the upstream, besides the system roots, and any
+    /// certificate in it presented as is by the server (a self-signed one) (repeatable).
     #[arg(long, value_name = "FILE", requires = "upstream_tls")]
     pub upstream_ca: Vec<PathBuf>,
     /// Do NOT verify the upstream's certificate (logged loudly on every connection).

@@ -74,6 +74,17 @@ impl ApiError {
         Self::new(StatusCode::NOT_FOUND, "toxic not found")
     }
 
+    /// 409: toxic `name` comes from the profile, so the API does not change it alone.
+    pub fn profile_toxic(name: &str) -> Self {
+        Self::new(
+            StatusCode::CONFLICT,
+            format!(
+                "toxic '{name}' comes from the profile (\"source\": \"profile\"): change it in \
+                 the profile (reloaded with --watch), or POST /reset to remove every profile fault"
+            ),
+        )
+    }
+
     /// 409 `toxic already exists`.
     pub fn toxic_exists() -> Self {
         Self::new(StatusCode::CONFLICT, "toxic already exists")

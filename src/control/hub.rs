@@ -4,8 +4,9 @@
 //!
 //! The API owns the Toxiproxy bookkeeping (names, toxics, conflicts, defaults); a hub only runs
 //! relays. Invariants a hub keeps: `start` relays on exactly the listener it is handed; `stop`
-//! closes that listener and every connection of the proxy; `set_faults` replaces the whole fault
-//! chain (both directions) and live connections pick it up without losing or reordering a byte.
+//! closes that listener and every connection of the proxy; `set_faults` replaces the API's
+//! faults (both directions; a proxy's profile faults, if any, stay before them) and live
+//! connections pick them up without losing or reordering a byte.
 //! Counters in [`ProxyStats`] never decrease while the proxy exists, across stop and start.
 
 use std::future::Future;
@@ -60,8 +61,29 @@ pub trait ProxyHub: Send + Sync {
     /// Sends new connections of a running proxy to `upstream`; open connections keep theirs.
     fn set_upstream(&self, name: &str, upstream: &str) -> Result<(), HubError>;
 
-    /// Replaces the fault chain of a running proxy (both directions, in order).
+    /// Replaces the API's faults of a running proxy (both directions, in order); the profile's
+    /// faults, if any, stay in force before them.
     fn set_faults(&self, name: &str, faults: Vec<Arc<dyn FaultFactory>>) -> Result<(), HubError>;
+
+    /// The profile's faults now in force on a proxy (the current phase's, with phases), in
+    /// chain order; none for a proxy the API made, or after [`ProxyHub::detach_profile`].
+    fn profile_faults(&self, name: &str) -> Vec<Arc<dyn FaultFactory>> {
+        let _ = name;
+        Vec::new()
+    }
+
+    /// Removes a proxy's profile faults and stops its profile timeline (phase steps, outage
+    /// windows) until the profile is reloaded: the API's `/reset`.
+    fn detach_profile(&self, name: &str) {
+        let _ = name;
+    }
+
+    /// True once [`ProxyHub::detach_profile`] ran on the proxy and no reload brought the profile
+    /// back.
+    fn profile_detached(&self, name: &str) -> bool {
+        let _ = name;
+        false
+    }
 
     /// Sets the outage schedules of a running proxy, by toxic name. A schedule whose name and
     /// value are unchanged keeps running; a new or changed one starts its clock now; a missing

@@ -13,7 +13,7 @@
 //!
 //! Files: [`server`] (hyper loop), [`slots`] (connection slots and eviction), [`routes`] (paths
 //! → handlers), [`store`] and `toxics.rs` (Toxiproxy semantics), [`model`] (JSON shapes),
-//! [`safety`] (origin, token, body limit), [`metrics`] (exposition format), [`hub`] (the
+//! [`profile_view`] (a profile's faults listed as toxics), [`safety`] (origin, token, body limit), [`metrics`] (exposition format), [`hub`] (the
 //! seams), [`runtime`] (the hub over [`crate::proxy`]),
 //! [`catalog`] (the catalogue over [`crate::fault::registry`]), [`listen`] (binding with Go's
 //! error texts), [`request_id`] (`X-Toxiproxy-Request-Id`), [`errors`].
@@ -25,6 +25,7 @@ pub mod listen;
 pub mod metrics;
 pub mod model;
 pub mod process;
+pub mod profile_view;
 pub mod request_id;
 pub mod routes;
 pub mod runtime;
@@ -128,19 +129,20 @@ impl ApiState {
 
     /// Lists a proxy started from the command line or a profile so the API shows and manages
     /// it: `enabled` = the hub runs it on `listen` (its bound address), else it is stopped and
-    /// `listen` is where it will bind when enabled. `faults` are the profile's (in force while
-    /// the proxy has no toxic; `/reset` drops them).
+    /// `listen` is where it will bind when enabled. `profile` describes the faults its profile
+    /// gave it ([`profile_view::profile_toxics`]): listed as toxics, in force before the API's
+    /// toxics until `/reset` detaches the profile.
     pub async fn adopt_proxy(
         &self,
         name: &str,
         listen: &str,
         upstream: &str,
         enabled: bool,
-        faults: Vec<Arc<dyn crate::fault::FaultFactory>>,
+        profile: Vec<profile_view::ProfileToxic>,
     ) -> Result<(), ApiError> {
         self.inner
             .store
-            .adopt(name, listen, upstream, enabled, faults)
+            .adopt(name, listen, upstream, enabled, profile)
             .await
     }
 

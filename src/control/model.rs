@@ -73,6 +73,10 @@ pub struct ToxicDoc {
     pub stream: String,
     /// Probability per connection.
     pub toxicity: f64,
+    /// `"profile"` for a fault of the profile the proxy was started with (not in Toxiproxy's
+    /// shape; absent on toxics added through the API).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<&'static str>,
 }
 
 /// A proxy as Toxiproxy renders it.

@@ -171,7 +171,7 @@ impl ProxyHub for RuntimeHub {
                     token.cancel();
                 }
                 slot.proxy.set_upstream(upstream);
-                slot.proxy.set_faults(faults);
+                slot.proxy.set_api_faults(faults);
                 slot.proxy.set_enabled(true);
                 Arc::clone(&slot.proxy)
             }
@@ -179,7 +179,8 @@ impl ProxyHub for RuntimeHub {
                 let mut config = self.template.clone();
                 config.name = name.to_owned();
                 config.upstream = upstream.to_owned();
-                let proxy = Proxy::with_faults(config, faults);
+                let proxy = Proxy::new(config);
+                proxy.set_api_faults(faults);
                 slots.insert(name.to_owned(), Slot::new(Arc::clone(&proxy)));
                 proxy
             }
@@ -219,8 +220,27 @@ impl ProxyHub for RuntimeHub {
         let slot = slots
             .get(name)
             .ok_or_else(|| HubError::NotRunning(name.to_owned()))?;
-        slot.proxy.set_faults(faults);
+        slot.proxy.set_api_faults(faults);
         Ok(())
+    }
+
+    fn profile_faults(&self, name: &str) -> Vec<Arc<dyn FaultFactory>> {
+        self.slots()
+            .get(name)
+            .map(|s| s.proxy.profile_faults())
+            .unwrap_or_default()
+    }
+
+    fn detach_profile(&self, name: &str) {
+        if let Some(slot) = self.slots().get(name) {
+            slot.proxy.detach_profile();
+        }
+    }
+
+    fn profile_detached(&self, name: &str) -> bool {
+        self.slots()
+            .get(name)
+            .is_some_and(|s| s.proxy.profile_detached())
     }
 
     fn set_outages(

@@ -2,11 +2,14 @@
 //! [`ProxyHub`]. Toxic operations are in `toxics.rs`.
 //!
 //! Invariants: a proxy is `enabled` if and only if the hub runs it on the address in `listen`;
-//! the hub's fault chain of a running proxy always equals the proxy's toxics (upstream ones
-//! first, then downstream, each in the order added; `noop` toxics contribute nothing) — or,
-//! while a proxy adopted from a profile has no toxic, the profile's faults; `/reset` drops
-//! those too. A failed request leaves the toxics as they were. Every change is made under one
-//! lock, so concurrent requests are applied one after the other.
+//! the API's faults of a running proxy always equal its toxics (upstream ones first, then
+//! downstream, each in the order added; `noop` toxics contribute nothing), in force after the
+//! faults of the profile the proxy was adopted from, which are listed as toxics too
+//! ([`super::profile_view`]) and cannot be edited or deleted one by one (409): `/reset`
+//! removes every toxic, the profile's included, and detaches the profile (its later phase
+//! steps and outage windows do not apply until a `--watch` reload). A failed request leaves
+//! the toxics as they were. Every change is made under one lock, so concurrent requests are
+//! applied one after the other.
 //!
 //! `/populate` follows Toxiproxy (`proxy_collection.go`): that every element has a name and an
 //! upstream is checked first (400, nothing changed); then each element in order is kept (same
@@ -27,6 +30,7 @@ use super::errors::ApiError;
 use super::hub::{FaultCatalog, HubError, ProxyHub};
 use super::listen::{bind, resolved};
 use super::model::{ProxyDoc, ProxyInput, ProxyPatch, ToxicDoc, check_address};
+use super::profile_view::{ProfileToxic, listed};
 use crate::fault::FaultFactory;
 use crate::fault::outage::OutageSchedule;
 use crate::vocab::Direction;
@@ -66,8 +70,9 @@ pub(super) struct ProxyEntry {
     pub(super) enabled: bool,
     /// In insertion order, both streams.
     pub(super) toxics: Vec<ToxicEntry>,
-    /// The faults a profile gave an adopted proxy: in force while it has no toxic.
-    pub(super) profile_faults: Vec<Arc<dyn FaultFactory>>,
+    /// The faults a profile gave an adopted proxy, as written at start (the hub says which
+    /// are in force).
+    pub(super) profile: Vec<ProfileToxic>,
 }
 
 /// The managed proxies, behind one async lock.
@@ -91,6 +96,7 @@ pub(super) fn toxic_doc(t: &ToxicEntry) -> ToxicDoc {
         type_: t.type_.clone(),
         stream: t.stream.as_str().to_owned(),
         toxicity: t.toxicity,
+        source: None,
     }
 }
 
@@ -102,7 +108,7 @@ impl ProxyEntry {
             upstream,
             enabled: false,
             toxics: Vec::new(),
-            profile_faults: Vec::new(),
+            profile: Vec::new(),
         }
     }
 
@@ -120,9 +126,6 @@ impl ProxyEntry {
     }
 
     pub(super) fn chain(&self) -> Vec<Arc<dyn FaultFactory>> {
-        if self.toxics.is_empty() {
-            return self.profile_faults.clone();
-        }
         self.ordered()
             .filter_map(|t| match &t.fault {
                 // Named: a live edit keeps the state of the toxics it does not change.
@@ -142,13 +145,32 @@ impl ProxyEntry {
             .collect()
     }
 
-    fn doc(&self, name: &str) -> ProxyDoc {
+    /// Every toxic acting on the proxy: the profile's first, then the API's.
+    pub(super) fn toxic_docs(&self, hub: &dyn ProxyHub, name: &str) -> Vec<ToxicDoc> {
+        let mut docs = listed(hub, name, &self.profile);
+        docs.extend(self.ordered().map(toxic_doc));
+        docs
+    }
+
+    /// The profile toxic named `toxic` now listed, if any.
+    pub(super) fn profile_toxic(
+        &self,
+        hub: &dyn ProxyHub,
+        name: &str,
+        toxic: &str,
+    ) -> Option<ToxicDoc> {
+        listed(hub, name, &self.profile)
+            .into_iter()
+            .find(|t| t.name == toxic)
+    }
+
+    fn doc(&self, hub: &dyn ProxyHub, name: &str) -> ProxyDoc {
         ProxyDoc {
             name: name.to_owned(),
             listen: self.listen.clone(),
             upstream: self.upstream.clone(),
             enabled: self.enabled,
-            toxics: self.ordered().map(toxic_doc).collect(),
+            toxics: self.toxic_docs(hub, name),
         }
     }
 }
@@ -165,15 +187,15 @@ impl Store {
 
     /// Records a proxy started by the CLI or a profile so the API lists and manages it: running
     /// on `listen` when `enabled` (the hub already runs it), else stopped until enabled (the hub
-    /// knows it but runs nothing). `faults` (the profile's) stay in force while the proxy has no
-    /// toxic and until `/reset`.
+    /// knows it but runs nothing). `profile` describes the faults its profile gave it, which
+    /// the hub keeps in force before the API's toxics until `/reset`.
     pub async fn adopt(
         &self,
         name: &str,
         listen: &str,
         upstream: &str,
         enabled: bool,
-        faults: Vec<Arc<dyn FaultFactory>>,
+        profile: Vec<ProfileToxic>,
     ) -> Result<(), ApiError> {
         let mut proxies = self.proxies.lock().await;
         if proxies.contains_key(name) {
@@ -186,7 +208,7 @@ impl Store {
                 upstream: upstream.to_owned(),
                 enabled,
                 toxics: Vec::new(),
-                profile_faults: faults,
+                profile,
             },
         );
         Ok(())
@@ -195,14 +217,17 @@ impl Store {
     /// `GET /proxies`.
     pub async fn list(&self) -> BTreeMap<String, ProxyDoc> {
         let proxies = self.proxies.lock().await;
-        proxies.iter().map(|(n, p)| (n.clone(), p.doc(n))).collect()
+        proxies
+            .iter()
+            .map(|(n, p)| (n.clone(), p.doc(self.hub.as_ref(), n)))
+            .collect()
     }
 
     /// `GET /proxies/{name}`.
     pub async fn get(&self, name: &str) -> Result<ProxyDoc, ApiError> {
         let proxies = self.proxies.lock().await;
         let p = proxies.get(name).ok_or_else(ApiError::proxy_not_found)?;
-        Ok(p.doc(name))
+        Ok(p.doc(self.hub.as_ref(), name))
     }
 
     /// `POST /proxies`.
@@ -216,7 +241,7 @@ impl Store {
         if enabled {
             self.start(&name, &mut entry).await?;
         }
-        let doc = entry.doc(&name);
+        let doc = entry.doc(self.hub.as_ref(), &name);
         proxies.insert(name, entry);
         Ok(doc)
     }
@@ -243,7 +268,7 @@ impl Store {
                     Err(e) => return Ok((out, Some(e))),
                 };
                 if same {
-                    out.push(existing.doc(&name));
+                    out.push(existing.doc(self.hub.as_ref(), &name));
                     continue;
                 }
                 // Toxiproxy stops the old proxy first; it stays (stopped) if the new one fails.
@@ -251,12 +276,14 @@ impl Store {
                     self.stop(&name).await;
                     existing.enabled = false;
                 }
+                // The replacement is the API's: the profile's faults go with the old proxy.
+                self.hub.detach_profile(&name);
             }
             let mut entry = ProxyEntry::stopped(listen, upstream);
             if enabled && let Err(e) = self.start(&name, &mut entry).await {
                 return Ok((out, Some(e)));
             }
-            out.push(entry.doc(&name));
+            out.push(entry.doc(self.hub.as_ref(), &name));
             proxies.insert(name, entry);
         }
         Ok((out, None))
@@ -294,7 +321,7 @@ impl Store {
             self.stop(name).await;
             entry.enabled = false;
         }
-        Ok(entry.doc(name))
+        Ok(entry.doc(self.hub.as_ref(), name))
     }
 
     /// `DELETE /proxies/{name}`.
@@ -306,12 +333,13 @@ impl Store {
         Ok(())
     }
 
-    /// `POST /reset`: enables every proxy and removes every toxic.
+    /// `POST /reset`: enables every proxy and removes every toxic it lists, the profile's
+    /// included (the profile is detached: see the module doc).
     pub async fn reset(&self) -> Result<(), ApiError> {
         let mut proxies = self.proxies.lock().await;
         for (name, entry) in proxies.iter_mut() {
             entry.toxics.clear();
-            entry.profile_faults.clear();
+            self.hub.detach_profile(name);
             if entry.enabled {
                 self.hub.set_faults(name, Vec::new()).map_err(hub_error)?;
                 self.hub.set_outages(name, Vec::new()).map_err(hub_error)?;

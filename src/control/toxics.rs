@@ -1,8 +1,9 @@
 //! Toxic operations of the [`Store`]: list, show, add, update, remove, with Toxiproxy's
 //! defaults (`<type>_<stream>` names, downstream, toxicity 1) and conflicts.
 //!
-//! Invariants: toxic names are unique per proxy across both streams; a toxic's `type` and
-//! `stream` never change after it is added; every accepted change rebuilds the proxy's whole
+//! Invariants: toxic names are unique per proxy across both streams and the profile's toxics
+//! (see [`super::profile_view`]), which are listed and shown but never changed here (409); a
+//! toxic's `type` and `stream` never change after it is added; every accepted change rebuilds the proxy's whole
 //! fault chain and hands it to the hub, and a change the hub or the catalogue refuses is undone.
 
 use http::StatusCode;
@@ -19,7 +20,7 @@ impl Store {
     pub async fn toxics(&self, name: &str) -> Result<Vec<ToxicDoc>, ApiError> {
         let proxies = self.proxies.lock().await;
         let p = proxies.get(name).ok_or_else(ApiError::proxy_not_found)?;
-        Ok(p.ordered().map(toxic_doc).collect())
+        Ok(p.toxic_docs(self.hub.as_ref(), name))
     }
 
     /// `GET /proxies/{name}/toxics/{toxic}`.
@@ -30,6 +31,7 @@ impl Store {
             .iter()
             .find(|t| t.name == toxic)
             .map(toxic_doc)
+            .or_else(|| p.profile_toxic(self.hub.as_ref(), name, toxic))
             .ok_or_else(ApiError::toxic_not_found)
     }
 
@@ -46,7 +48,11 @@ impl Store {
             _ => format!("{type_}_{}", stream.as_str()),
         };
         self.check_type(&type_)?;
-        if entry.toxics.iter().any(|t| t.name == toxic_name) {
+        if entry.toxics.iter().any(|t| t.name == toxic_name)
+            || entry
+                .profile_toxic(self.hub.as_ref(), name, &toxic_name)
+                .is_some()
+        {
             return Err(ApiError::toxic_exists());
         }
         let toxicity = check_toxicity(input.toxicity.unwrap_or(1.0))?;
@@ -81,7 +87,7 @@ impl Store {
         let entry = proxies
             .get_mut(name)
             .ok_or_else(ApiError::proxy_not_found)?;
-        let idx = toxic_index(entry, toxic)?;
+        let idx = self.toxic_index(name, entry, toxic)?;
         let current = &entry.toxics[idx];
         if input.name.as_deref().is_some_and(|n| n != current.name) {
             return Err(ApiError::bad_body(
@@ -130,7 +136,7 @@ impl Store {
         let entry = proxies
             .get_mut(name)
             .ok_or_else(ApiError::proxy_not_found)?;
-        let idx = toxic_index(entry, toxic)?;
+        let idx = self.toxic_index(name, entry, toxic)?;
         let old = entry.toxics.remove(idx);
         if let Err(e) = self.apply(name, entry) {
             entry.toxics.insert(idx, old);
@@ -193,6 +199,21 @@ impl Store {
         }
     }
 
+    /// Where API toxic `toxic` of proxy `name` stands; a profile toxic of that name is a 409,
+    /// anything else the API's "toxic not found".
+    fn toxic_index(&self, name: &str, entry: &ProxyEntry, toxic: &str) -> Result<usize, ApiError> {
+        if let Some(i) = entry.toxics.iter().position(|t| t.name == toxic) {
+            return Ok(i);
+        }
+        if entry
+            .profile_toxic(self.hub.as_ref(), name, toxic)
+            .is_some()
+        {
+            return Err(ApiError::profile_toxic(toxic));
+        }
+        Err(ApiError::toxic_not_found())
+    }
+
     fn apply(&self, name: &str, entry: &ProxyEntry) -> Result<(), ApiError> {
         if entry.enabled {
             self.hub
@@ -204,13 +225,4 @@ impl Store {
         }
         Ok(())
     }
-}
-
-/// Where toxic `toxic` of a proxy stands, or the API's "toxic not found".
-fn toxic_index(entry: &ProxyEntry, toxic: &str) -> Result<usize, ApiError> {
-    entry
-        .toxics
-        .iter()
-        .position(|t| t.name == toxic)
-        .ok_or_else(ApiError::toxic_not_found)
 }

@@ -15,8 +15,9 @@ use super::state::Proxy;
 use crate::fault::outage::OutageSchedule;
 use crate::vocab::OutageMode;
 
-/// Runs every window of `schedules` against `proxy`, measured from `start`, until all windows
-/// fired or `shutdown` fires.
+/// Runs every window of `schedules` (a profile's) against `proxy`, measured from `start`, until
+/// all windows fired or `shutdown` fires; a window that starts while the proxy's profile is
+/// detached (the API's `/reset`) is skipped.
 pub async fn drive_outages(
     proxy: Arc<Proxy>,
     schedules: Vec<OutageSchedule>,
@@ -32,6 +33,10 @@ pub async fn drive_outages(
                 tokio::select! {
                     () = shutdown.cancelled() => return,
                     () = tokio::time::sleep_until(start + at) => {}
+                }
+                if proxy.profile_detached() {
+                    tracing::debug!(proxy = %proxy.name(), "profile detached by /reset: outage window skipped");
+                    continue;
                 }
                 tracing::info!(proxy = %proxy.name(), length_ms = length.as_millis() as u64, mode = ?mode, "outage window");
                 proxy.begin_outage(length, mode);

@@ -7,6 +7,11 @@
 //!   a fault's start time is the edit that added its identity, kept by later edits; a pump that sees a new generation diffs its chain
 //!   against the list before its next chunk (`chain` says what survives), and bytes already
 //!   planned keep their place in the queue (nothing lost or reordered).
+//! - The faults in force are two layers, published as one list: the profile's (command line,
+//!   profile, phase steps, `--watch`: [`Proxy::set_faults`]) followed by the control API's
+//!   toxics ([`Proxy::set_api_faults`]); neither writer replaces the other's layer. A detached
+//!   profile layer ([`Proxy::detach_profile`], the API's `/reset`) is empty and ignores the
+//!   profile's writes until [`Proxy::attach_profile`] (a `--watch` reload).
 //! - Every connection holds the kill signal that was current when it was accepted; killing
 //!   (disable, outage, forced shutdown) fires the current signal and installs a fresh one, so
 //!   connections accepted afterwards are unaffected. State (disabled, outage window) is set
@@ -96,6 +101,8 @@ pub struct Proxy {
     enabled: AtomicBool,
     fault_generation: AtomicU64,
     faults: RwLock<Published>,
+    /// The profile's and the API's fault lists, and whether the profile is detached.
+    layers: Mutex<Layers>,
     /// The generation, for pumps waiting on I/O or a timer to wake on an edit.
     fault_edits: tokio::sync::watch::Sender<u64>,
     outage: Mutex<Option<Outage>>,
@@ -119,6 +126,14 @@ impl std::fmt::Debug for Proxy {
             .field("enabled", &self.is_enabled())
             .finish_non_exhaustive()
     }
+}
+
+/// The two sources of a proxy's faults (see the module doc).
+#[derive(Default)]
+struct Layers {
+    profile: FaultList,
+    api: FaultList,
+    detached: bool,
 }
 
 fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
@@ -154,7 +169,11 @@ impl Proxy {
             config,
             enabled: AtomicBool::new(true),
             fault_generation: AtomicU64::new(0),
-            faults: RwLock::new(Published::new(0, faults, None)),
+            faults: RwLock::new(Published::new(0, faults.clone(), None)),
+            layers: Mutex::new(Layers {
+                profile: faults,
+                ..Layers::default()
+            }),
             fault_edits: tokio::sync::watch::Sender::new(0),
             outage: Mutex::new(None),
             kill: Mutex::new(Arc::default()),
@@ -248,10 +267,55 @@ impl Proxy {
         }
     }
 
-    /// Replaces the fault factories (both directions). Live connections switch at their next
-    /// chunk, keeping the state of unchanged faults (see `chain`); bytes already planned keep
-    /// their timing and order.
+    /// Replaces the profile's fault factories (both directions), unless the profile is
+    /// detached. Live connections switch at their next chunk, keeping the state of unchanged
+    /// faults (see `chain`); bytes already planned keep their timing and order.
     pub fn set_faults(&self, faults: FaultList) {
+        let mut layers = lock(&self.layers);
+        if layers.detached {
+            tracing::debug!(proxy = %self.config.name, "profile detached by /reset: faults not applied");
+            return;
+        }
+        layers.profile = faults;
+        self.publish(&layers);
+    }
+
+    /// Replaces the control API's fault factories (its toxics), which follow the profile's.
+    pub fn set_api_faults(&self, faults: FaultList) {
+        let mut layers = lock(&self.layers);
+        layers.api = faults;
+        self.publish(&layers);
+    }
+
+    /// The profile's fault factories in force (empty while detached).
+    pub fn profile_faults(&self) -> FaultList {
+        lock(&self.layers).profile.clone()
+    }
+
+    /// Empties the profile's layer and ignores the profile's later writes (phase steps) and
+    /// outage windows, until [`Proxy::attach_profile`].
+    pub fn detach_profile(&self) {
+        let mut layers = lock(&self.layers);
+        layers.detached = true;
+        layers.profile = Vec::new();
+        self.publish(&layers);
+    }
+
+    /// Puts a profile's faults back in force (a `--watch` reload after a detach).
+    pub fn attach_profile(&self, faults: FaultList) {
+        let mut layers = lock(&self.layers);
+        layers.detached = false;
+        layers.profile = faults;
+        self.publish(&layers);
+    }
+
+    /// True while the profile is detached (its outage windows are skipped).
+    pub fn profile_detached(&self) -> bool {
+        lock(&self.layers).detached
+    }
+
+    fn publish(&self, layers: &Layers) {
+        let faults: FaultList = layers.profile.iter().chain(&layers.api).cloned().collect();
         let mut g = write(&self.faults);
         let generation = g.generation + 1;
         *g = Published::new(generation, faults, Some(&g));
@@ -401,5 +465,52 @@ mod tests {
         p.set_faults(Vec::new());
         assert_eq!(p.fault_generation(), 2);
         assert_eq!(p.published().generation, 2);
+    }
+
+    fn latency(name: &str) -> Arc<dyn FaultFactory> {
+        use crate::fault::common::{Common, Factory};
+        let common = Common {
+            direction: crate::vocab::Direction::Downstream,
+            probability: 1.0,
+        };
+        let config = crate::fault::latency::LatencyConfig {
+            latency: Duration::from_millis(5),
+            jitter: Duration::ZERO,
+        };
+        crate::fault::named(name, Factory::shared(common, config))
+    }
+
+    fn names(p: &Proxy) -> Vec<String> {
+        p.faults()
+            .iter()
+            .map(|f| f.name().unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn profile_and_api_faults_are_in_force_together_profile_first() {
+        let p = Proxy::with_faults(ProxyConfig::new("t", "127.0.0.1:1"), vec![latency("prof")]);
+        p.set_api_faults(vec![latency("tox")]);
+        assert_eq!(names(&p), ["prof", "tox"]);
+        // A phase step replaces the profile's layer only.
+        p.set_faults(vec![latency("step")]);
+        assert_eq!(names(&p), ["step", "tox"]);
+        p.set_api_faults(Vec::new());
+        assert_eq!(names(&p), ["step"]);
+    }
+
+    #[test]
+    fn a_detached_profile_ignores_phase_steps_until_attached_again() {
+        let p = Proxy::with_faults(ProxyConfig::new("t", "127.0.0.1:1"), vec![latency("prof")]);
+        p.set_api_faults(vec![latency("tox")]);
+        p.detach_profile();
+        assert!(p.profile_detached());
+        assert_eq!(names(&p), ["tox"]);
+        p.set_faults(vec![latency("step")]);
+        assert_eq!(names(&p), ["tox"]);
+        assert!(p.profile_faults().is_empty());
+        p.attach_profile(vec![latency("reloaded")]);
+        assert!(!p.profile_detached());
+        assert_eq!(names(&p), ["reloaded", "tox"]);
     }
 }

@@ -2,9 +2,10 @@
 //! each side stays encrypted.
 //!
 //! - Origination ([`Upstream`]): tearline is a TLS client of the upstream. SNI is the upstream
-//!   host name unless overridden; roots are the system's plus `--upstream-ca`; certificate
-//!   verification is skipped only with an explicit `insecure` (logged as a warning at start and
-//!   on every connection's open).
+//!   host name unless overridden; roots are the system's plus `--upstream-ca`, whose
+//!   certificates are also trusted as the server's own when presented as is (a self-signed
+//!   test certificate, as curl's `--cacert` does); certificate verification is skipped only
+//!   with an explicit `insecure` (logged as a warning at start and on every connection's open).
 //! - Termination ([`Terminator`]): tearline is a TLS server for the client, with a given
 //!   certificate and key or one issued by a local CA ([`ca`]) created once in a user directory.
 //!
@@ -18,8 +19,10 @@
 pub mod ca;
 mod origin;
 mod pem;
+mod pin;
 mod stream;
 mod terminate;
+mod validity;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -154,7 +157,7 @@ pub enum TlsError {
         upstream: String,
         sni: String,
         reason: String,
-        hint: &'static str,
+        hint: String,
     },
     /// The handshake with a client failed.
     #[error("TLS handshake with the client failed: {0}")]

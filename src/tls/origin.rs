@@ -2,9 +2,11 @@
 //!
 //! Invariants: the server name sent (SNI) and verified is `--upstream-sni` if given, else the
 //! host part of the current upstream address; verification uses the system roots plus every
-//! `--upstream-ca` file, and is skipped if and only if `insecure` was asked for (then every
+//! `--upstream-ca` file, whose certificates are also pinned as server certificates (see
+//! [`super::pin`]), and is skipped if and only if `insecure` was asked for (then every
 //! connection logs a warning). A failed handshake is one [`TlsError::UpstreamHandshake`]
-//! naming the upstream, the SNI and rustls' reason, with the flag that would fix it.
+//! naming the upstream, the SNI and rustls' reason, with the flags that could fix it: never a
+//! flag already given as the remedy.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,6 +19,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
+use super::pin::Pinning;
 use super::{ALPN_HTTP1, TlsError, load_certs, load_key, provider};
 
 /// How to reach the upstream over TLS.
@@ -39,6 +42,8 @@ pub struct Upstream {
     connector: TlsConnector,
     sni: Option<String>,
     insecure: bool,
+    /// `--upstream-ca` was given: a refused certificate is then not fixed by "pass one".
+    has_ca: bool,
 }
 
 impl Upstream {
@@ -54,8 +59,13 @@ impl Upstream {
             builder
                 .dangerous()
                 .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
-        } else {
+        } else if opts.ca.is_empty() {
             builder.with_root_certificates(roots(opts)?)
+        } else {
+            let (roots, pinned) = roots_and_pins(opts)?;
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(Pinning::new(roots, pinned, provider)?))
         };
         let mut config = match &opts.client_cert {
             Some((cert, key)) => {
@@ -68,6 +78,7 @@ impl Upstream {
             connector: TlsConnector::from(Arc::new(config)),
             sni: opts.sni.clone(),
             insecure: opts.insecure,
+            has_ca: !opts.ca.is_empty(),
         })
     }
 
@@ -104,12 +115,21 @@ impl Upstream {
         self.connector
             .connect(name, tcp)
             .await
-            .map_err(|e| handshake_error(upstream, &sni, &e))
+            .map_err(|e| self.handshake_error(upstream, &sni, &e))
     }
 }
 
 fn roots(opts: &UpstreamOptions) -> Result<RootCertStore, TlsError> {
+    roots_and_pins(opts).map(|(roots, _)| roots)
+}
+
+/// The trusted roots (system's unless refused, plus every `--upstream-ca` certificate) and the
+/// `--upstream-ca` certificates alone, to pin.
+fn roots_and_pins(
+    opts: &UpstreamOptions,
+) -> Result<(RootCertStore, Vec<CertificateDer<'static>>), TlsError> {
     let mut roots = RootCertStore::empty();
+    let mut pinned = Vec::new();
     if !opts.no_system_roots {
         let found = rustls_native_certs::load_native_certs();
         for e in &found.errors {
@@ -120,14 +140,15 @@ fn roots(opts: &UpstreamOptions) -> Result<RootCertStore, TlsError> {
     }
     for path in &opts.ca {
         for cert in load_certs(path)? {
-            roots.add(cert).map_err(|e| TlsError::Pem {
+            roots.add(cert.clone()).map_err(|e| TlsError::Pem {
                 what: "a CA certificate",
                 path: path.clone(),
                 reason: e.to_string(),
             })?;
+            pinned.push(cert);
         }
     }
-    Ok(roots)
+    Ok((roots, pinned))
 }
 
 /// The host part of `host:port` (IPv6 brackets removed).
@@ -136,35 +157,65 @@ fn host_of(upstream: &str) -> &str {
     host.trim_start_matches('[').trim_end_matches(']')
 }
 
-fn handshake_error(upstream: &str, sni: &str, e: &std::io::Error) -> TlsError {
-    let inner = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>());
-    let (reason, hint) = match inner {
-        Some(rustls::Error::InvalidCertificate(c)) => (
-            format!(
-                "the server's certificate was refused: {}",
-                certificate_reason(c, sni)
+impl Upstream {
+    fn handshake_error(&self, upstream: &str, sni: &str, e: &std::io::Error) -> TlsError {
+        const NOT_TLS: &str =
+            "; is the upstream speaking TLS? (drop --upstream-tls for a plain upstream)";
+        let inner = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>());
+        let (reason, hint) = match inner {
+            Some(rustls::Error::InvalidCertificate(c)) => (
+                format!(
+                    "the server's certificate was refused: {}",
+                    certificate_reason(c, sni)
+                ),
+                certificate_hint(c, self.has_ca, self.sni.is_some()),
             ),
-            "; trust its CA with --upstream-ca FILE, name the host it was issued for with \
-             --upstream-sni NAME, or skip verification with --upstream-insecure",
-        ),
-        Some(rustls::Error::InvalidMessage(_))
-        | Some(rustls::Error::InappropriateMessage { .. }) => (
-            inner.map(ToString::to_string).unwrap_or_default(),
-            "; is the upstream speaking TLS? (drop --upstream-tls for a plain upstream)",
-        ),
-        Some(other) => (other.to_string(), ""),
-        None if e.kind() == std::io::ErrorKind::UnexpectedEof => (
-            "the connection closed during the handshake".to_owned(),
-            "; is the upstream speaking TLS? (drop --upstream-tls for a plain upstream)",
-        ),
-        None => (e.to_string(), ""),
-    };
-    TlsError::UpstreamHandshake {
-        upstream: upstream.to_owned(),
-        sni: sni.to_owned(),
-        reason,
-        hint,
+            Some(rustls::Error::InvalidMessage(_))
+            | Some(rustls::Error::InappropriateMessage { .. }) => (
+                inner.map(ToString::to_string).unwrap_or_default(),
+                NOT_TLS.to_owned(),
+            ),
+            Some(other) => (other.to_string(), String::new()),
+            None if e.kind() == std::io::ErrorKind::UnexpectedEof => (
+                "the connection closed during the handshake".to_owned(),
+                NOT_TLS.to_owned(),
+            ),
+            None => (e.to_string(), String::new()),
+        };
+        TlsError::UpstreamHandshake {
+            upstream: upstream.to_owned(),
+            sni: sni.to_owned(),
+            reason,
+            hint,
+        }
     }
+}
+
+/// What could fix a refused certificate, naming a flag as the remedy only if it is not given
+/// yet (`has_ca`: `--upstream-ca`, `has_sni`: `--upstream-sni`).
+fn certificate_hint(c: &rustls::CertificateError, has_ca: bool, has_sni: bool) -> String {
+    use rustls::CertificateError as E;
+    const INSECURE: &str = "skip verification with --upstream-insecure";
+    let fix = match c {
+        E::NotValidForName | E::NotValidForNameContext { .. } if has_sni => {
+            "it is not issued for the --upstream-sni name: give a name it was issued for"
+        }
+        E::NotValidForName | E::NotValidForNameContext { .. } => {
+            "name the host it was issued for with --upstream-sni NAME"
+        }
+        E::Expired | E::ExpiredContext { .. } | E::NotValidYet | E::NotValidYetContext { .. } => {
+            "give the upstream a certificate valid now"
+        }
+        _ if has_ca => {
+            "the --upstream-ca files hold neither it nor a CA that signed it: add its CA, or \
+             the certificate itself, to one"
+        }
+        _ => {
+            "trust its CA, or the certificate itself if it is self-signed, with --upstream-ca \
+             FILE"
+        }
+    };
+    format!("; {fix}, or {INSECURE}")
 }
 
 fn certificate_reason(c: &rustls::CertificateError, sni: &str) -> String {
@@ -179,6 +230,12 @@ fn certificate_reason(c: &rustls::CertificateError, sni: &str) -> String {
         E::Revoked => "it has been revoked".to_owned(),
         E::BadSignature => {
             "its signature does not verify (signed by another CA of the same name?)".to_owned()
+        }
+        // webpki's reasons without a rustls variant arrive as text: its variant's name.
+        E::Other(o) if o.to_string() == "CaUsedAsEndEntity" => {
+            "it is a CA certificate presented as the server's own (CaUsedAsEndEntity), as a \
+             self-signed `openssl req -x509` certificate is"
+                .to_owned()
         }
         other => format!("{other:?}"),
     }

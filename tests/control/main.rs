@@ -6,6 +6,7 @@ mod common;
 
 mod api;
 mod api_hardening;
+mod deploy_images;
 mod deploy_kubernetes;
 mod live;
 mod metrics;

@@ -260,3 +260,51 @@ async fn toxiproxy_node_client_runs_its_whole_flow() {
     .await
     .expect("test timed out");
 }
+
+const PROFILE_FAULTS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/toxiproxy_client/profile_faults.py"
+);
+
+/// The Python client on a proxy started from a profile: the profile's latency is listed as a
+/// toxic marked `"source": "profile"` and acts, an API toxic adds to it, the profile's toxic
+/// is not deleted alone, a proxy made through the API lists none, and `/reset` removes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn toxiproxy_client_sees_the_profiles_faults_as_toxics_and_reset_removes_them() {
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let upstream = echo_server().await;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let profile = dir.path().join("p.toml");
+        std::fs::write(
+            &profile,
+            format!(
+                "[[proxy]]\nname = \"svc\"\nlisten = \"127.0.0.1:0\"\nupstream = \"{upstream}\"\n\n\
+                 [[fault]]\nname = \"slow\"\nkind = \"latency\"\nlatency_ms = 300\n"
+            ),
+        )
+        .expect("write profile");
+        let profile = profile.to_string_lossy().into_owned();
+        let (mut child, api) = start_api_only(&["--profile", &profile]).await;
+        let out = tokio::process::Command::from(common::peers::python())
+            .arg(PROFILE_FAULTS)
+            .arg(api.to_string())
+            .arg("svc")
+            .arg(upstream.to_string())
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output()
+            .await
+            .expect("run python3");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_ne!(out.status.code(), Some(3), "client missing: {text}");
+        assert_eq!(out.status.code(), Some(0), "{text}");
+        assert!(text.starts_with("OK "), "{text}");
+        let _ = child.start_kill();
+    })
+    .await
+    .expect("test timed out");
+}

@@ -11,4 +11,5 @@ mod mcp_sdk;
 mod proxy;
 mod replay;
 mod sdk_binary;
+mod self_signed;
 mod truncation;

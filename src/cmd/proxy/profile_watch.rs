@@ -100,7 +100,8 @@ pub async fn watch(
         schedules.cancel();
         schedules = shutdown.child_token();
         for w in &proxies {
-            w.proxy.set_faults(new.factories_for(w.name.as_deref()));
+            // A reload also brings back a profile the API's `/reset` detached.
+            w.proxy.attach_profile(new.factories_for(w.name.as_deref()));
         }
         start_schedules(&new, &proxies, Instant::now(), &schedules);
         println!(

@@ -21,7 +21,7 @@ use crate::control::catalog::RegistryCatalog;
 use crate::control::runtime::RuntimeHub;
 use crate::control::sources::{AuditFindings, CutBook, CutBooks};
 use crate::control::{ApiConfig, ApiState};
-use crate::proxy::{FaultList, Proxy, ProxyConfig, ProxyError, ProxySpec};
+use crate::proxy::{Proxy, ProxyConfig, ProxyError, ProxySpec};
 use crate::wire::ObservationSink;
 use crate::wire::observe::FanOut;
 use crate::wire::record::CutLog;
@@ -79,8 +79,8 @@ struct Built {
     listen: SocketAddr,
     /// Its `[[proxy]]` name in the profile.
     profile_name: Option<String>,
-    /// The profile's faults, handed to the API so enabling or resetting keeps its semantics.
-    faults: FaultList,
+    /// The profile's faults as written, handed to the API, which lists them as toxics.
+    profile_toxics: Vec<crate::control::profile_view::ProfileToxic>,
 }
 
 /// Binds every enabled proxy, builds the disabled ones, starts observers, audit, outages and
@@ -99,7 +99,9 @@ pub async fn serve(stack: Stack) -> Result<(), CliError> {
     let mut built = Vec::with_capacity(stack.proxies.len());
     for (spec, profile_name, enabled) in stack.proxies {
         let listen = spec.listen;
-        let faults = spec.faults.clone();
+        let profile_toxics = stack.profile.as_ref().map_or_else(Vec::new, |p| {
+            crate::control::profile_view::profile_toxics(p, profile_name.as_deref())
+        });
         let (listener, proxy) = if enabled {
             let (l, p) = crate::proxy::bind(spec).await?;
             (Some(l), p)
@@ -111,7 +113,7 @@ pub async fn serve(stack: Stack) -> Result<(), CliError> {
             proxy,
             listen,
             profile_name,
-            faults,
+            profile_toxics,
         });
     }
     let multi = built.len();
@@ -328,7 +330,7 @@ async fn adopt(state: &ApiState, hub: &RuntimeHub, b: Built) -> Result<(), CliEr
         }
     };
     state
-        .adopt_proxy(&name, &listen, &upstream, enabled, b.faults)
+        .adopt_proxy(&name, &listen, &upstream, enabled, b.profile_toxics)
         .await
         .map_err(CliError::Api)
 }
