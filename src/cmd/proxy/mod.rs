@@ -157,6 +157,12 @@ pub struct Args {
     /// waited.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub abandon_after: std::time::Duration,
+    /// After a TCP reset, events written less than this long before it may be unread by the
+    /// client (discarded with its buffers): a resume from inside that window is judged from its
+    /// cursor; a resume behind older events is a stale cursor (see README, "What a reset
+    /// discards").
+    #[arg(long, value_name = "DURATION", default_value = "50ms", value_parser = parse_duration)]
+    pub rst_unread: std::time::Duration,
     /// TLS to the upstream and/or for the clients.
     #[command(flatten)]
     pub tls: crate::cmd::tls::ProxyTlsArgs,
@@ -330,6 +336,7 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
         cuts_log: args.cuts_log.clone(),
         findings_log: args.findings_log.clone(),
         abandon_after: args.abandon_after,
+        rst_unread: args.rst_unread,
     })
     .await?;
     Ok(ExitCode::SUCCESS)

@@ -67,6 +67,8 @@ pub struct Stack {
     pub findings_log: Option<PathBuf>,
     /// The audit's `abandon_after` (`--abandon-after`).
     pub abandon_after: std::time::Duration,
+    /// The audit's `rst_unread` (`--rst-unread`).
+    pub rst_unread: std::time::Duration,
 }
 
 /// One proxy of the stack once built: bound (enabled) or not (disabled).
@@ -116,6 +118,7 @@ pub async fn serve(stack: Stack) -> Result<(), CliError> {
 
     let auditor = Arc::new(Auditor::new(AuditConfig {
         abandon_after: stack.abandon_after,
+        rst_unread: stack.rst_unread,
         ..AuditConfig::default()
     }));
     if let Some(path) = &stack.findings_log {
