@@ -277,12 +277,10 @@ impl Engine {
                     if action == CutAction::Reset {
                         s.unread = s.last_ordinal().map(|through| (from, through));
                     }
-                    let first = s.entries().next().map(|e| e.ordinal);
-                    s.hold_from = match (start, action) {
-                        (Some(start), _) => start.or(first),
-                        (None, CutAction::Reset) => from.or(first),
-                        (None, _) => None,
-                    };
+                    // A client may resume from anywhere on this leg, however stale.
+                    s.hold_from = start
+                        .flatten()
+                        .or_else(|| s.entries().next().map(|e| e.ordinal));
                 }
             }
             self.end_leg(now, conn, *seq, true, false);

@@ -285,6 +285,7 @@ impl Engine {
                 if let Some(tid) = torn
                     .filter(|t| t.cut.class != Some(crate::wire::SseClass::Priming))
                     .and_then(|t| t.id)
+                    .filter(|t| !owed.contains(t))
                 {
                     owed.push(tid);
                 }

@@ -12,7 +12,7 @@
 //! - Otherwise it is compacted: only its last `ended_events` delivered events are kept (ids
 //!   and hashes, as before), and, after a cut, every event from the oldest cursor its client
 //!   may still resume from (`Stream::hold_from`: the cut leg's own cursor — a client whose
-//!   resume broke may resume with it again — or the start of a reset's unread window), up to
+//!   resume broke may resume with it again — or the stream's start for a first leg), up to
 //!   `ids_per_stream`; a cursor older than what is kept is judged `unknown`, never guessed.
 //!   Its tables give back their spare capacity. Counters, torn event, calls and cursor state
 //!   stay whole.

@@ -140,9 +140,10 @@ pub struct Stream {
     /// Events rolled back by a resume from inside a reset's unread window, in stream order:
     /// owed by every later resume until the server delivers them again.
     pub unsent: Vec<Entry>,
-    /// After a cut: the oldest ordinal a client may still resume from (the cut leg's own
-    /// cursor, or the start of a reset's unread window); an ended stream keeps the events from
-    /// it on, beyond `ended_events` (see `grace`). Cleared by the next resume.
+    /// After a cut: the oldest ordinal a client may still resume from, however stale (the cut
+    /// leg's own cursor; the stream's first remembered event for a first leg); an ended stream
+    /// keeps the events from it on, beyond `ended_events` (see `grace`). Cleared by the next
+    /// resume.
     pub hold_from: Option<u64>,
     /// When the stream was last cut.
     pub cut_at: Option<Instant>,
@@ -356,8 +357,11 @@ impl Stream {
     /// The latest remembered entry carrying `id`.
     pub fn entry_of(&self, id: &str) -> Option<&Entry> {
         let ordinal = *self.id_pos.get(id)?;
-        let first = self.ring.front()?.ordinal;
-        let idx = usize::try_from(ordinal.checked_sub(first)?).ok()?;
+        // Ordinals increase along the ring but skip what a roll-back removed.
+        let idx = self
+            .ring
+            .binary_search_by_key(&ordinal, |e| e.ordinal)
+            .ok()?;
         self.ring.get(idx)
     }
 
@@ -384,15 +388,22 @@ impl Stream {
     }
 
     /// Ids of remembered events in `(after, upto]` a client dispatched (non-empty data), then
-    /// the rolled-back ones (`unsent`): the events a replay after a cursor owes. Priming events
-    /// and ids committed without an event are never owed.
+    /// the rolled-back ones (`unsent`): the events a replay after a cursor owes, each id once.
+    /// Priming events and ids committed without an event are never owed.
     pub fn owed_between(&self, after: u64, upto: Option<u64>) -> Vec<String> {
         let Some(upto) = upto else {
             return Vec::new();
         };
+        // An id delivered again (a replay of a stale cursor) is owed once, at its latest place.
+        let latest = |e: &&Entry| {
+            e.id.as_ref().is_some_and(|id| {
+                self.id_pos.get(id) == Some(&e.ordinal) && !self.unsent.iter().any(|u| u.id == e.id)
+            })
+        };
         self.ring
             .iter()
             .filter(|e| e.ordinal > after && e.ordinal <= upto && e.dispatched && e.len > 0)
+            .filter(latest)
             .chain(self.unsent.iter())
             .filter_map(|e| e.id.clone())
             .collect()
@@ -467,6 +478,46 @@ mod tests {
             .map(|p| p.1)
             .collect();
         assert_eq!(between, vec!["3".to_string(), "4".to_string()]);
+    }
+
+    #[test]
+    fn roll_back_makes_later_events_owed_once_and_undelivered() {
+        let mut s = stream(16);
+        let t = Instant::now();
+        for i in 0..6u64 {
+            s.push(Some(i.to_string()), 100 + i, 1, true, t);
+        }
+        let gone: Vec<String> = s.roll_back(2).into_iter().map(|p| p.0).collect();
+        assert_eq!(gone, ["3", "4", "5"]);
+        assert!(s.entry_of("3").is_none() && s.owns_id("3") && !s.has_hash(103));
+        assert_eq!(s.owed_between(2, s.last_ordinal()), ["3", "4", "5"]);
+        // The replay re-delivers 3: it is delivered again, 4 and 5 are still owed.
+        s.push(Some("3".into()), 103, 1, true, t);
+        assert_eq!(s.entry_of("3").map(|e| e.ordinal), Some(6));
+        assert_eq!(s.entry_of("2").map(|e| e.ordinal), Some(2));
+        assert_eq!(s.owed_between(2, s.last_ordinal()), ["3", "4", "5"]);
+        assert_eq!(s.owed_between(6, s.last_ordinal()), ["4", "5"]);
+        // Nothing rolled back: nothing is owed beyond what came after the cursor.
+        let mut plain = stream(16);
+        plain.push(Some("a".into()), 1, 1, true, t);
+        assert!(plain.owed_between(0, plain.last_ordinal()).is_empty());
+    }
+
+    #[test]
+    fn read_before_is_the_newest_event_old_enough_to_have_been_read() {
+        let mut s = stream(4);
+        let t0 = Instant::now();
+        let ms = std::time::Duration::from_millis;
+        for i in 0..3u64 {
+            s.push(Some(i.to_string()), i, 1, true, t0 + ms(10 * i));
+        }
+        assert_eq!(s.read_before(t0 + ms(20), ms(10)), Some(1));
+        assert_eq!(s.read_before(t0 + ms(20), ms(50)), None);
+        for i in 3..7u64 {
+            s.push(Some(i.to_string()), i, 1, true, t0 + ms(100));
+        }
+        // Only young events remembered: the forgotten ones before them were read.
+        assert_eq!(s.read_before(t0 + ms(100), ms(50)), Some(2));
     }
 
     #[test]

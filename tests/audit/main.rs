@@ -20,6 +20,7 @@ mod gauges;
 mod judge;
 mod ledger;
 mod links;
+mod reset_window;
 mod sent_after_cancel;
 mod sessionless;
 mod stateless;

@@ -79,9 +79,17 @@ impl Rule for Cursor {
                     .ids(vec![cursor.to_owned(), last.clone().unwrap_or_default()])
                     .detail(format!(
                         "Last-Event-ID {cursor} is {} delivered event(s) behind the last \
-                         delivered id {}",
+                         delivered id {}; the client had them (ids {} … {}{}), so what a \
+                         replay from its cursor sends again duplicates them",
                         after.len(),
-                        last.as_deref().unwrap_or("-")
+                        last.as_deref().unwrap_or("-"),
+                        after.first().map_or("-", |a| a.1.as_str()),
+                        after.last().map_or("-", |a| a.1.as_str()),
+                        if r.unread.is_some() {
+                            ", delivered before the reset's unread window"
+                        } else {
+                            ""
+                        }
                     ))
             }
         };
