@@ -261,3 +261,41 @@ async fn sessionless_resume_is_never_filed_under_a_stream_of_another_path() {
         w.auditor.findings()
     );
 }
+
+/// A session-less call (2026-07-28) cut, then sent again with the same `Idempotency-Key`
+/// (`again`) or under another key.
+fn sessionless_resend(again: &str) -> Wire {
+    let v = Some("2026-07-28");
+    let mut w = Wire::new();
+    w.post_keyed(1, 0, None, v, "k-1", &call_with_token("7", "search", "t"));
+    w.sse_ok(1, 0);
+    let body = prog(1);
+    w.deliver(1, 0, &body, Some(body.len() - 4), CutAction::Reset);
+    w.post_keyed(2, 0, None, v, again, &call_with_token("8", "search", "t"));
+    w.sse_ok(2, 0);
+    w.stream_clean(2, 0, &event(Eol::Lf, None, None, &[&result("8", "ok")]));
+    w.auditor.finish();
+    w
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sessionless_reissue_names_no_session() {
+    let w = sessionless_resend("k-1");
+    let f = w.auditor.findings();
+    let re: Vec<_> = f.iter().filter(|f| f.kind == K::Reissued).collect();
+    assert_eq!(re.len(), 1, "{f:#?}");
+    assert!(
+        re[0].detail.contains("without a session")
+            && !re[0].detail.contains("(none)")
+            && !re[0].detail.contains("same session"),
+        "{}",
+        re[0].detail
+    );
+    // Another key proves nothing: no re-send named at all.
+    let w = sessionless_resend("k-2");
+    assert!(
+        !w.kinds().contains(&K::Reissued),
+        "{:#?}",
+        w.auditor.findings()
+    );
+}
