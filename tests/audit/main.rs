@@ -15,6 +15,7 @@ mod delivery_replay;
 mod delivery_request;
 mod e2e;
 mod e2e_more;
+mod e2e_stale_peer;
 mod findings;
 mod gauges;
 mod judge;

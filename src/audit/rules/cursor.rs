@@ -86,7 +86,7 @@ impl Rule for Cursor {
                         after.first().map_or("-", |a| a.1.as_str()),
                         after.last().map_or("-", |a| a.1.as_str()),
                         if r.unread.is_some() {
-                            ", delivered before the reset's unread window"
+                            "; those written longer than rst_unread before the reset were read"
                         } else {
                             ""
                         }
