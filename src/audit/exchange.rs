@@ -37,6 +37,8 @@ pub struct RequestFacts {
     pub rpc_id_hint: Option<String>,
     /// The `Idempotency-Key` header, if any.
     pub idempotency_key: Option<String>,
+    /// See `Observation::Request::accepts_event_stream`.
+    pub accepts_event_stream: bool,
 }
 
 impl Engine {
@@ -69,6 +71,7 @@ impl Engine {
             msgs: &msgs,
             body: r.body.as_ref(),
             idempotency_key: r.idempotency_key.as_deref(),
+            accepts_event_stream: r.accepts_event_stream,
         };
         self.rules.on_request(&mut self.l, &view);
         let reference = StreamRef {

@@ -299,3 +299,36 @@ async fn a_sessionless_reissue_names_no_session() {
         w.auditor.findings()
     );
 }
+
+/// A `favicon.ico` answered with the feed delivered 1..3 and was cut by FIN (read: the client
+/// holds 3); another tab then fetches `/favicon.ico`, its `Accept` naming an event stream or
+/// not (a browser's favicon fetch sends `image/…,*/*`).
+fn second_tab_favicon(accepts_event_stream: bool) -> Vec<K> {
+    let mut w = Wire::new();
+    w.get_url(1, 0, "/favicon.ico", None);
+    w.sse_ok(1, 0);
+    let body: String = (1..=3).map(tick).collect();
+    w.deliver(1, 0, &body, Some(body.len()), CutAction::Fin);
+    w.rec(tearline::wire::Observation::Request {
+        conn: 2,
+        seq: 0,
+        method: "GET".into(),
+        path: "/favicon.ico".into(),
+        session: None,
+        last_event_id: None,
+        protocol_version: None,
+        has_authorization: false,
+        idempotency_key: None,
+        accepts_event_stream,
+        body: None,
+    });
+    w.response(2, 0, 404, "text/html", None);
+    w.auditor.finish();
+    w.kinds()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_second_tabs_plain_favicon_request_is_no_cursor_missing() {
+    assert_eq!(second_tab_favicon(false), Vec::<K>::new());
+    assert_eq!(second_tab_favicon(true), vec![K::CursorMissing]);
+}

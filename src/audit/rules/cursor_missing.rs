@@ -11,6 +11,8 @@
 //!   arrived before the watch settled (`grace` after the cut, or `finish`). A client that
 //!   re-issues *and* resumes is not reported; a concurrent identical call is not a re-issue
 //!   once the resume arrives.
+//! - A GET whose `Accept` names no `text/event-stream` (a browser's `favicon.ico` fetch) is no
+//!   re-open: it is not an `EventSource`, so it never carried a cursor to lose.
 //! - No watch is armed after a `reset` cut that may have discarded every event the stream
 //!   delivered (all written less than `rst_unread` before the reset): that client may hold
 //!   no cursor, and reconnecting without one is correct.
@@ -138,7 +140,9 @@ impl Rule for CursorMissing {
 
     fn on_request(&mut self, l: &mut Ledger, r: &RequestView<'_>) {
         match (r.method, r.last_event_id) {
-            ("GET", None) => self.note_reopen(
+            // A request that does not ask for an event stream (a second tab's `favicon.ico`)
+            // re-opens nothing.
+            ("GET", None) if r.accepts_event_stream => self.note_reopen(
                 l,
                 r.now,
                 r.session,
