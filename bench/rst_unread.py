@@ -14,6 +14,7 @@ the Python `mcp` client (`/mcp`, MCP 2025-11-25: a `tools/call` answered with an
 """
 
 import json
+import shutil
 import socket
 import struct
 import subprocess
@@ -155,6 +156,8 @@ if MODE == "chromium":
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     done.wait(timeout=30 + TRIALS * 2)
     browser.terminate()
+    browser.wait()
+    shutil.rmtree(prof, ignore_errors=True)
 else:
     import anyio
     from mcp import Client
