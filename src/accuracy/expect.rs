@@ -23,7 +23,9 @@
 //!   except in the unread window of a reset: after a leg ended by a connection reset, a cursor
 //!   that is that leg's own cursor or an id it dispatched is not behind (the client's kernel
 //!   may have discarded what the proxy wrote after it); the replay is then judged from that
-//!   cursor (what the reset leg delivered after it is owed again, not a duplicate).
+//!   cursor (what the reset leg delivered after it is owed again, not a duplicate). The client
+//!   records no read times, so the window is the whole leg, and the rig runs the audit with an
+//!   `rst_unread` longer than any run to match (`run`).
 //! - `replay-reorder`: an event dispatched for the first time after a later event of the
 //!   same stream.
 //! - `replay-duplicate`: an event dispatched again within one leg, or at/before the leg's

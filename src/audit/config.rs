@@ -3,6 +3,12 @@
 
 use std::time::Duration;
 
+/// The default of [`AuditConfig::rst_unread`]: headless Chromium and the Python `mcp` client
+/// discarded at most what was written within 0.4 ms of a reset on an idle machine
+/// (`bench/rst_unread.py`); 50 ms leaves room for a loaded one, while an event written 50 ms
+/// before the reset was read by every client measured.
+pub const DEFAULT_RST_UNREAD: Duration = Duration::from_millis(50);
+
 /// Settings of the auditor.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditConfig {
@@ -26,6 +32,12 @@ pub struct AuditConfig {
     /// Observations the intake queues for the ledger, at most (`--audit-queue`); beyond, the
     /// relay drops them (it never waits) and the streams they belonged to are not judged.
     pub queue: usize,
+    /// After a `reset` cut, events the proxy wrote less than this long before the reset may be
+    /// unread by the client (its kernel and its own buffers discard what it had not read); a
+    /// resume from inside that window is judged from its cursor, and what the cut leg delivered
+    /// after the cursor is owed again. Events written longer ago count as read: a resume behind
+    /// them is a stale cursor (`--rst-unread`; measured in bench/RESULTS.md).
+    pub rst_unread: Duration,
 }
 
 impl Default for AuditConfig {
@@ -38,6 +50,7 @@ impl Default for AuditConfig {
             ended_events: 64,
             max_ended_streams: 100_000,
             queue: 65_536,
+            rst_unread: DEFAULT_RST_UNREAD,
         }
     }
 }

@@ -151,7 +151,7 @@ impl Engine {
             .l
             .streams
             .get(&key)
-            .is_some_and(|s| s.remembered() > keep)
+            .is_some_and(|s| s.remembered() > keep && !s.front_held())
         {
             self.l.evict_oldest_event(key);
         }

@@ -147,12 +147,13 @@ impl Engine {
         };
         // A byte-identical copy of an event already delivered under the same id: any response
         // in it is a replay artefact (`replay-duplicate` or the client's `cursor-behind`).
+        // A rolled-back event sent again (owed after a reset's unread window) is such a copy too.
         let copy = ev.id.as_ref().is_some_and(|id| {
-            self.l
-                .streams
-                .get(&key)
-                .and_then(|s| s.entry_of(id))
-                .is_some_and(|e| e.dispatched && e.hash == ev.data_hash)
+            self.l.streams.get(&key).is_some_and(|s| {
+                s.entry_of(id)
+                    .is_some_and(|e| e.dispatched && e.hash == ev.data_hash)
+                    || s.unsent_hash(id) == Some(ev.data_hash)
+            })
         });
         let cross_id = match &class {
             Some(ReplayClass::Cross { id }) => Some(id.clone()),
@@ -175,7 +176,7 @@ impl Engine {
         if !cross {
             self.l.sequence(key, conn, seq, &ev, is_resume);
             self.l
-                .push_event(key, ev.id.clone(), ev.data_hash, ev.data_len, true);
+                .push_event(key, ev.id.clone(), ev.data_hash, ev.data_len, true, now);
             if let Some(s) = self.l.streams.get_mut(&key) {
                 s.last_event_id = ev.last_event_id.clone().or(ev.id.clone());
             }
@@ -246,16 +247,16 @@ impl Engine {
             };
             let in_flight = Some(*seq) == body_seq && direction == Direction::Downstream;
             if in_flight {
-                self.l.tear(key, &point);
+                self.l.tear(now, key, &point);
             }
-            // What a reset may keep from the client: the events delivered on this leg after
-            // its own cursor (the stream's start for a first leg).
-            let from = self
+            // The cut leg's own cursor (the stream's start for a first leg): a client resumes
+            // from it or after it.
+            let start = self
                 .l
                 .legs
                 .get(&(conn, *seq))
                 .and_then(|l| l.resume.as_ref())
-                .and_then(|r| r.cursor_ordinal.or(r.snapshot));
+                .map(|r| r.cursor_ordinal.or(r.snapshot));
             let seen = CutSeen {
                 now,
                 key,
@@ -264,12 +265,23 @@ impl Engine {
                 in_flight,
             };
             self.rules.on_cut(&mut self.l, &seen);
+            let t = self.l.cfg.rst_unread;
             if let Some(s) = self.l.streams.get_mut(&key) {
                 s.cut_at = Some(now);
                 s.awaiting_reconnect = true;
-                s.unread = (in_flight && action == CutAction::Reset)
-                    .then(|| s.last_ordinal().map(|through| (from, through)))
-                    .flatten();
+                s.unread = None;
+                if in_flight {
+                    // What a reset may have kept from the client: what this leg delivered
+                    // after its cursor less than `rst_unread` before the reset.
+                    let from = start.flatten().max(s.read_before(now, t));
+                    if action == CutAction::Reset {
+                        s.unread = s.last_ordinal().map(|through| (from, through));
+                    }
+                    // A client may resume from anywhere on this leg, however stale.
+                    s.hold_from = start
+                        .flatten()
+                        .or_else(|| s.entries().next().map(|e| e.ordinal));
+                }
             }
             self.end_leg(now, conn, *seq, true, false);
         }
@@ -346,10 +358,10 @@ impl Ledger {
         let Some(stream) = self.streams.get_mut(&key) else {
             return;
         };
-        let first = ev
-            .id
-            .as_ref()
-            .is_none_or(|id| stream.entry_of(id).is_none_or(|e| !e.dispatched));
+        // A rolled-back event (`unsent`) was delivered once already: its order is known.
+        let first = ev.id.as_ref().is_none_or(|id| {
+            stream.entry_of(id).is_none_or(|e| !e.dispatched) && stream.unsent_hash(id).is_none()
+        });
         if !first {
             return;
         }
@@ -496,7 +508,7 @@ impl Ledger {
 
     /// Records what the cut did to the event in progress on stream `key` (the `torn-cut`
     /// finding is rule `torn`'s).
-    pub fn tear(&mut self, key: StreamKey, p: &CutPoint) {
+    pub fn tear(&mut self, now: Instant, key: StreamKey, p: &CutPoint) {
         if let Some(lc) = &p.last_committed_id
             && self
                 .streams
@@ -506,7 +518,7 @@ impl Ledger {
             if let Some(s) = self.streams.get_mut(&key) {
                 s.seq.observe(Some(lc), None, false);
             }
-            self.push_event(key, Some(lc.clone()), 0, 0, false);
+            self.push_event(key, Some(lc.clone()), 0, 0, false, now);
             if let Some(s) = self.streams.get_mut(&key) {
                 s.last_event_id = Some(lc.clone());
             }

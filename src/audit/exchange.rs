@@ -37,6 +37,8 @@ pub struct RequestFacts {
     pub rpc_id_hint: Option<String>,
     /// The `Idempotency-Key` header, if any.
     pub idempotency_key: Option<String>,
+    /// See `Observation::Request::accepts_event_stream`.
+    pub accepts_event_stream: bool,
 }
 
 impl Engine {
@@ -69,6 +71,7 @@ impl Engine {
             msgs: &msgs,
             body: r.body.as_ref(),
             idempotency_key: r.idempotency_key.as_deref(),
+            accepts_event_stream: r.accepts_event_stream,
         };
         self.rules.on_request(&mut self.l, &view);
         let reference = StreamRef {
@@ -180,16 +183,34 @@ impl Engine {
             .and_then(|s| s.ids.get(&cursor))
             .cloned()
             .unwrap_or_default();
+        // Without a session a resume is a GET of the same URL: a stream of another path (a
+        // `favicon.ico` answered with the feed) is never the one resumed.
+        let all = owners.len();
+        let owners: Vec<StreamKey> = if r.session.is_none() {
+            owners
+                .into_iter()
+                .filter(|k| self.l.same_path(*k, &r.path))
+                .collect()
+        } else {
+            owners
+        };
         let key = match owners.as_slice() {
             [k] => Some(*k),
             [] => None,
             many => self.l.pick_owner(many, &r.path, &cursor),
         };
         let Some(key) = key.filter(|k| self.l.streams.contains_key(k)) else {
+            let here = if r.session.is_some() {
+                "this session".to_string()
+            } else {
+                format!("a session-less stream of GET {}", r.path)
+            };
             let reason = if owners.len() > 1 {
+                format!("{} streams of {here} delivered id {cursor}", owners.len())
+            } else if all > owners.len() {
                 format!(
-                    "{} streams of this session delivered id {cursor}",
-                    owners.len()
+                    "id {cursor} was delivered only on session-less streams of another path, \
+                     not on {here}"
                 )
             } else if let Some(other) = self
                 .l
@@ -203,9 +224,11 @@ impl Engine {
                 )
             } else {
                 format!(
-                    "id {cursor} was never delivered on this session as far as the proxy saw \
-                     (traffic before it started, an id beyond the {}-id window, or an invented id)",
-                    self.l.cfg.ids_per_stream
+                    "id {cursor} was never delivered on {here} as far as the proxy saw \
+                     (traffic before it started, an id older than the events a stream keeps — \
+                     the newest {} while it is open, {} and those since its last cursor once \
+                     it ended — or an invented id)",
+                    self.l.cfg.ids_per_stream, self.l.cfg.ended_events
                 )
             };
             let s = self.new_stream(r, reference, Origin::Get, version, now);
@@ -226,6 +249,7 @@ impl Engine {
         stream.deferred.clear();
         self.l.deferring.remove(&key);
         let unread = stream.unread.take();
+        stream.hold_from = None;
         if stream.awaiting_reconnect {
             stream.awaiting_reconnect = false;
             if let Some(cut) = stream.cut_at {
@@ -233,6 +257,20 @@ impl Engine {
                     .histos
                     .record("client-reconnect", now.saturating_duration_since(cut));
             }
+        }
+        // A cursor inside a reset's unread window: the client never read what followed it,
+        // so those events are undelivered again (owed by this resume and the next).
+        let held = self
+            .l
+            .streams
+            .get(&key)
+            .and_then(|s| s.entry_of(&cursor))
+            .map(|e| e.ordinal)
+            .filter(|o| {
+                unread.is_some_and(|(from, through)| from.is_none_or(|f| *o >= f) && *o < through)
+            });
+        if let Some(ordinal) = held {
+            self.l.roll_back(key, ordinal);
         }
         let Some(stream) = self.l.streams.get(&key) else {
             return;
@@ -250,6 +288,7 @@ impl Engine {
                 if let Some(tid) = torn
                     .filter(|t| t.cut.class != Some(crate::wire::SseClass::Priming))
                     .and_then(|t| t.id)
+                    .filter(|t| !owed.contains(t))
                 {
                     owed.push(tid);
                 }
@@ -378,18 +417,24 @@ impl Ledger {
         self.legs.insert((r.conn, r.seq), leg);
     }
 
+    /// True if and only if stream `key` was opened by a request for `path`.
+    pub fn same_path(&self, key: StreamKey, path: &str) -> bool {
+        self.streams
+            .get(&key)
+            .and_then(|s| s.reference.request.split_once(' '))
+            .is_some_and(|p| p.1 == path)
+    }
+
     /// Several streams of one session delivered the cursor's id (plain EventSource streams have
     /// no session, and counter ids repeat in every stream): the resume continues the stream of
     /// the same URL whose client holds that id as its cursor, preferring one awaiting a
     /// reconnect, then the one cut last. `None` when that leaves more than one.
     pub fn pick_owner(&self, owners: &[StreamKey], path: &str, cursor: &str) -> Option<StreamKey> {
-        let path_of = |k: &StreamKey| {
-            self.streams
-                .get(k)
-                .and_then(|s| s.reference.request.split_once(' ').map(|p| p.1 == path))
-                .unwrap_or(false)
-        };
-        let same_url: Vec<StreamKey> = owners.iter().copied().filter(path_of).collect();
+        let same_url: Vec<StreamKey> = owners
+            .iter()
+            .copied()
+            .filter(|k| self.same_path(*k, path))
+            .collect();
         let narrow = |keys: Vec<StreamKey>, keep: &dyn Fn(&Stream) -> bool| {
             let kept: Vec<StreamKey> = keys
                 .iter()

@@ -10,9 +10,12 @@
 //!   (nothing to answer, re-send or lose). A standalone GET that got no event stream is such a
 //!   stream.
 //! - Otherwise it is compacted: only its last `ended_events` delivered events are kept (ids
-//!   and hashes, as before; a cursor older than that is then judged `unknown`, never guessed),
-//!   and its tables give back their spare capacity. Counters, torn event, calls and cursor
-//!   state stay whole.
+//!   and hashes, as before), and, after a cut, every event from the oldest cursor its client
+//!   may still resume from (`Stream::hold_from`: the cut leg's own cursor — a client whose
+//!   resume broke may resume with it again — or the stream's start for a first leg), up to
+//!   `ids_per_stream`; a cursor older than what is kept is judged `unknown`, never guessed.
+//!   Its tables give back their spare capacity. Counters, torn event, calls and cursor state
+//!   stay whole.
 //! - At most `max_ended_streams` ended streams are kept: beyond, the oldest ended one is
 //!   forgotten early (what it deferred is reported then, as at the end of its grace) and
 //!   counted in [`Ended::evicted`] (`tearline_audit_evicted_total`, and a summary line).

@@ -8,7 +8,8 @@
 //! - duplicate: its id was delivered at or before the cursor with the same data hash, or it
 //!   already came earlier on this leg;
 //! - reused: its id was delivered at or before the cursor with a *different* data hash (the
-//!   server's id counter restarted);
+//!   server reused the id for another event: a restarted counter, or a store replaying its
+//!   first event with other data);
 //! - cross: its id belongs to another stream of the session, or (for ids that look globally
 //!   unique: 16+ characters, not a counter — see `ledger::is_globally_unique`) to a stream of
 //!   another session. Without a session (plain EventSource, MCP 2026-07-28) the id alone is no
@@ -289,7 +290,8 @@ impl Resume {
             match c {
                 ReplayClass::Reused { id } => {
                     ids.push(id.clone());
-                    why = "ids already delivered came again with different data (id counter restarted)";
+                    why = "ids already delivered came again with different data (the server \
+                           reused ids for other events)";
                 }
                 ReplayClass::Unseen {
                     id, resent: true, ..

@@ -177,7 +177,7 @@ mod tests {
             );
             let key = l.add_stream(s, now);
             for (id, hash) in *events {
-                l.push_event(key, Some((*id).to_owned()), *hash, 10, true);
+                l.push_event(key, Some((*id).to_owned()), *hash, 10, true, Instant::now());
             }
             keys.push(key);
         }

@@ -364,12 +364,13 @@ impl Ledger {
         hash: u64,
         len: u64,
         dispatched: bool,
+        at: Instant,
     ) {
         let Some(stream) = self.streams.get_mut(&key) else {
             return;
         };
         let session = stream.session.clone();
-        let evicted = stream.push(id.clone(), hash, len, dispatched);
+        let evicted = stream.push(id.clone(), hash, len, dispatched, at);
         if let Some(old) = &evicted
             && let Some(old_id) = &old.id
         {
@@ -377,7 +378,7 @@ impl Ledger {
         }
         let gone = evicted
             .and_then(|e| e.id)
-            .filter(|old| stream.entry_of(old).is_none());
+            .filter(|old| !stream.owns_id(old));
         if let Some(id) = id {
             if dispatched && len > 0 {
                 self.shared_ids.add(&id, hash, key);
@@ -469,12 +470,21 @@ impl Ledger {
             return;
         };
         self.shared_ids.remove(&id, old.hash, key);
-        let gone = self
-            .streams
-            .get(&key)
-            .is_some_and(|s| s.entry_of(&id).is_none());
+        let gone = self.streams.get(&key).is_some_and(|s| !s.owns_id(&id));
         if gone {
             self.unindex_id(key, &session, &id);
+        }
+    }
+
+    /// A resume from inside a reset's unread window: rolls stream `key` back to ordinal `after`
+    /// (see [`Stream::roll_back`]); the rolled-back events stay indexed (owed again) but leave
+    /// the content index of delivered events.
+    pub fn roll_back(&mut self, key: StreamKey, after: u64) {
+        let Some(stream) = self.streams.get_mut(&key) else {
+            return;
+        };
+        for (id, hash) in stream.roll_back(after) {
+            self.shared_ids.remove(&id, hash, key);
         }
     }
 

@@ -72,6 +72,7 @@ impl Engine {
                 protocol_version,
                 body,
                 idempotency_key,
+                accepts_event_stream,
                 ..
             } => {
                 let c = self.order.entry(conn).or_default();
@@ -90,6 +91,7 @@ impl Engine {
                         body,
                         rpc_id_hint: None,
                         idempotency_key,
+                        accepts_event_stream,
                     },
                 );
                 self.release(conn, seq);
@@ -237,6 +239,7 @@ impl Engine {
                 body: None,
                 rpc_id_hint: p.rpc_id.clone(),
                 idempotency_key: None,
+                accepts_event_stream: true,
             },
         );
         self.release(conn, seq);
@@ -296,6 +299,7 @@ mod tests {
             protocol_version: None,
             has_authorization: false,
             idempotency_key: None,
+            accepts_event_stream: true,
             body: None,
         }
     }

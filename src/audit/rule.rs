@@ -38,6 +38,8 @@ pub struct RequestView<'a> {
     pub body: Option<&'a Bytes>,
     /// The `Idempotency-Key` header, if any.
     pub idempotency_key: Option<&'a str>,
+    /// False if and only if its `Accept` names no `text/event-stream` (not an `EventSource`).
+    pub accepts_event_stream: bool,
 }
 
 /// A call of a new POST whose body was seen, before the call is indexed in its session.

@@ -12,6 +12,10 @@
 //!   is judged `unknown`, never guessed).
 //! - Ordinals increase by one per delivered event and are never reused, so "after the cursor"
 //!   is an ordinal comparison even when ids are opaque.
+//! - A resume from inside a reset's unread window rolls the stream back to its cursor: the
+//!   events after it leave the delivered ledger for `unsent` (owed, in stream order, until the
+//!   server sends them again), so a later resume neither counts them as delivered (no false
+//!   duplicate) nor forgets that they are owed.
 
 use super::finding::{Finding, FindingCut, StreamRef};
 use super::sequence::Sequences;
@@ -35,6 +39,8 @@ pub struct Entry {
     /// False for an id committed without a dispatched event (an `id:` with no data): its hash
     /// means nothing.
     pub dispatched: bool,
+    /// When the proxy delivered it (the observation's receipt time).
+    pub at: Instant,
 }
 
 /// The event in progress when the stream was last cut, if the cut tore it.
@@ -132,7 +138,17 @@ pub struct Stream {
     /// After a `reset` cut: the ordinals `(after, through]` the proxy delivered on the cut leg
     /// that the client may never have read (its kernel may discard unread bytes at an RST);
     /// `after` is the leg's own cursor (`None`: the stream's start). Cleared by the next resume.
+    /// The window is bounded by time: only events delivered less than `rst_unread` before the
+    /// reset are in it (see [`Stream::read_before`]).
     pub unread: Option<(Option<u64>, u64)>,
+    /// Events rolled back by a resume from inside a reset's unread window, in stream order:
+    /// owed by every later resume until the server delivers them again.
+    pub unsent: Vec<Entry>,
+    /// After a cut: the oldest ordinal a client may still resume from, however stale (the cut
+    /// leg's own cursor; the stream's first remembered event for a first leg); an ended stream
+    /// keeps the events from it on, beyond `ended_events` (see `grace`). Cleared by the next
+    /// resume.
+    pub hold_from: Option<u64>,
     /// When the stream was last cut.
     pub cut_at: Option<Instant>,
     /// True between a cut and the first reconnect (resume, re-open or re-issue) for it.
@@ -174,6 +190,8 @@ impl Stream {
             last_event_id: None,
             torn: None,
             unread: None,
+            unsent: Vec::new(),
+            hold_from: None,
             cut_at: None,
             awaiting_reconnect: false,
             open_legs: 0,
@@ -190,10 +208,14 @@ impl Stream {
         hash: u64,
         len: u64,
         dispatched: bool,
+        at: Instant,
     ) -> Option<Entry> {
         let ordinal = self.next_ordinal;
         self.next_ordinal += 1;
         if let Some(id) = &id {
+            if !self.unsent.is_empty() {
+                self.unsent.retain(|e| e.id.as_ref() != Some(id));
+            }
             self.id_pos.insert(id.clone(), ordinal);
             if self.torn.as_ref().and_then(|t| t.id.as_ref()) == Some(id) {
                 self.torn = None;
@@ -208,6 +230,7 @@ impl Stream {
             hash,
             len,
             dispatched,
+            at,
         });
         if self.ring.len() <= self.cap {
             return None;
@@ -236,6 +259,90 @@ impl Stream {
         Some(old)
     }
 
+    /// The ordinal of the newest event delivered at least `t` before `at` (read by the client
+    /// by then, whatever a reset at `at` discards); `None` when every remembered event is
+    /// younger and none was forgotten (the client may have read nothing).
+    pub fn read_before(&self, at: Instant, t: std::time::Duration) -> Option<u64> {
+        self.ring
+            .iter()
+            .rev()
+            .find(|e| at.saturating_duration_since(e.at) >= t)
+            .map(|e| e.ordinal)
+            .or_else(|| {
+                self.ring
+                    .front()
+                    .and_then(|e| e.ordinal.checked_sub(1))
+                    .filter(|_| self.evicted > 0)
+            })
+    }
+
+    /// Rolls the stream back to ordinal `after`: the newer remembered events become undelivered
+    /// (the client never read them); those it dispatched go to the front of `unsent` (owed
+    /// again). Returns the id and data hash of each rolled-back dispatched event.
+    pub fn roll_back(&mut self, after: u64) -> Vec<(String, u64)> {
+        let mut gone = Vec::new();
+        while self.ring.back().is_some_and(|e| e.ordinal > after) {
+            let Some(e) = self.ring.pop_back() else {
+                break;
+            };
+            if e.dispatched
+                && e.len > 0
+                && let Some(n) = self.hashes.get_mut(&e.hash)
+            {
+                *n -= 1;
+                if *n == 0 {
+                    self.hashes.remove(&e.hash);
+                }
+            }
+            gone.push(e);
+        }
+        gone.reverse();
+        let ids: std::collections::HashSet<&String> =
+            gone.iter().filter_map(|e| e.id.as_ref()).collect();
+        for id in &ids {
+            self.id_pos.remove(*id);
+        }
+        // An id delivered again earlier (a replay) points at its latest remaining delivery.
+        for e in &self.ring {
+            if let Some(id) = e.id.as_ref().filter(|id| ids.contains(id)) {
+                self.id_pos.insert(id.clone(), e.ordinal);
+            }
+        }
+        let mut owed: Vec<Entry> = gone
+            .into_iter()
+            .filter(|e| e.dispatched && e.len > 0 && e.id.is_some())
+            .collect();
+        let out = owed
+            .iter()
+            .filter_map(|e| e.id.clone().map(|id| (id, e.hash)))
+            .collect();
+        owed.append(&mut self.unsent);
+        self.unsent = owed;
+        out
+    }
+
+    /// True if and only if the oldest remembered event must be kept when the ended stream is
+    /// compacted (a client may still resume from it: see `hold_from`).
+    pub fn front_held(&self) -> bool {
+        match (self.hold_from, self.ring.front()) {
+            (Some(h), Some(e)) => e.ordinal >= h,
+            _ => false,
+        }
+    }
+
+    /// The data hash of rolled-back event `id` (owed again, see `unsent`), if it is one.
+    pub fn unsent_hash(&self, id: &str) -> Option<u64> {
+        self.unsent
+            .iter()
+            .find(|e| e.id.as_deref() == Some(id))
+            .map(|e| e.hash)
+    }
+
+    /// True if and only if `id` is remembered as delivered or owed again (`unsent`).
+    pub fn owns_id(&self, id: &str) -> bool {
+        self.id_pos.contains_key(id) || self.unsent.iter().any(|e| e.id.as_deref() == Some(id))
+    }
+
     /// Gives back the spare capacity of the stream's tables (an ended stream, see `grace`).
     pub fn compact(&mut self) {
         self.ring.shrink_to_fit();
@@ -243,6 +350,7 @@ impl Stream {
         self.hashes.shrink_to_fit();
         self.calls.shrink_to_fit();
         self.deferred.shrink_to_fit();
+        self.unsent.shrink_to_fit();
     }
 
     /// Every remembered entry, oldest first.
@@ -253,8 +361,11 @@ impl Stream {
     /// The latest remembered entry carrying `id`.
     pub fn entry_of(&self, id: &str) -> Option<&Entry> {
         let ordinal = *self.id_pos.get(id)?;
-        let first = self.ring.front()?.ordinal;
-        let idx = usize::try_from(ordinal.checked_sub(first)?).ok()?;
+        // Ordinals increase along the ring but skip what a roll-back removed.
+        let idx = self
+            .ring
+            .binary_search_by_key(&ordinal, |e| e.ordinal)
+            .ok()?;
         self.ring.get(idx)
     }
 
@@ -280,23 +391,34 @@ impl Stream {
             .collect()
     }
 
-    /// Ids of remembered events in `(after, upto]` a client dispatched (non-empty data): the
-    /// events a replay after a cursor owes. Priming events and ids committed without an event
-    /// are never owed.
+    /// Ids of remembered events in `(after, upto]` a client dispatched (non-empty data), then
+    /// the rolled-back ones (`unsent`): the events a replay after a cursor owes, each id once.
+    /// Priming events and ids committed without an event are never owed.
     pub fn owed_between(&self, after: u64, upto: Option<u64>) -> Vec<String> {
         let Some(upto) = upto else {
             return Vec::new();
         };
+        // An id delivered again (a replay of a stale cursor) is owed once, at its latest place.
+        let latest = |e: &&Entry| {
+            e.id.as_ref().is_some_and(|id| {
+                self.id_pos.get(id) == Some(&e.ordinal) && !self.unsent.iter().any(|u| u.id == e.id)
+            })
+        };
         self.ring
             .iter()
             .filter(|e| e.ordinal > after && e.ordinal <= upto && e.dispatched && e.len > 0)
+            .filter(latest)
+            .chain(self.unsent.iter())
             .filter_map(|e| e.id.clone())
             .collect()
     }
 
-    /// All ids the stream remembers (for removing them from indexes when it is forgotten).
+    /// All ids the stream remembers, delivered or owed again (for removing them from indexes
+    /// when it is forgotten).
     pub fn remembered_ids(&self) -> impl Iterator<Item = &String> {
-        self.id_pos.keys()
+        self.id_pos
+            .keys()
+            .chain(self.unsent.iter().filter_map(|e| e.id.as_ref()))
     }
 
     /// Number of remembered entries (bounded by the cap).
@@ -346,7 +468,7 @@ mod tests {
     fn cap_evicts_oldest_ids_and_hashes() {
         let mut s = stream(3);
         for i in 0..5u64 {
-            s.push(Some(i.to_string()), 100 + i, 1, true);
+            s.push(Some(i.to_string()), 100 + i, 1, true, Instant::now());
         }
         assert_eq!(s.remembered(), 3);
         assert_eq!(s.evicted, 2);
@@ -363,6 +485,46 @@ mod tests {
     }
 
     #[test]
+    fn roll_back_makes_later_events_owed_once_and_undelivered() {
+        let mut s = stream(16);
+        let t = Instant::now();
+        for i in 0..6u64 {
+            s.push(Some(i.to_string()), 100 + i, 1, true, t);
+        }
+        let gone: Vec<String> = s.roll_back(2).into_iter().map(|p| p.0).collect();
+        assert_eq!(gone, ["3", "4", "5"]);
+        assert!(s.entry_of("3").is_none() && s.owns_id("3") && !s.has_hash(103));
+        assert_eq!(s.owed_between(2, s.last_ordinal()), ["3", "4", "5"]);
+        // The replay re-delivers 3: it is delivered again, 4 and 5 are still owed.
+        s.push(Some("3".into()), 103, 1, true, t);
+        assert_eq!(s.entry_of("3").map(|e| e.ordinal), Some(6));
+        assert_eq!(s.entry_of("2").map(|e| e.ordinal), Some(2));
+        assert_eq!(s.owed_between(2, s.last_ordinal()), ["3", "4", "5"]);
+        assert_eq!(s.owed_between(6, s.last_ordinal()), ["4", "5"]);
+        // Nothing rolled back: nothing is owed beyond what came after the cursor.
+        let mut plain = stream(16);
+        plain.push(Some("a".into()), 1, 1, true, t);
+        assert!(plain.owed_between(0, plain.last_ordinal()).is_empty());
+    }
+
+    #[test]
+    fn read_before_is_the_newest_event_old_enough_to_have_been_read() {
+        let mut s = stream(4);
+        let t0 = Instant::now();
+        let ms = std::time::Duration::from_millis;
+        for i in 0..3u64 {
+            s.push(Some(i.to_string()), i, 1, true, t0 + ms(10 * i));
+        }
+        assert_eq!(s.read_before(t0 + ms(20), ms(10)), Some(1));
+        assert_eq!(s.read_before(t0 + ms(20), ms(50)), None);
+        for i in 3..7u64 {
+            s.push(Some(i.to_string()), i, 1, true, t0 + ms(100));
+        }
+        // Only young events remembered: the forgotten ones before them were read.
+        assert_eq!(s.read_before(t0 + ms(100), ms(50)), Some(2));
+    }
+
+    #[test]
     fn delivering_the_torn_id_clears_torn() {
         let mut s = stream(8);
         s.torn = Some(Torn {
@@ -375,7 +537,7 @@ mod tests {
             },
             raw_offset: 99,
         });
-        s.push(Some("42".into()), 1, 1, true);
+        s.push(Some("42".into()), 1, 1, true, Instant::now());
         assert!(s.torn.is_none());
     }
 }

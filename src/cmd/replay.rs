@@ -87,6 +87,11 @@ pub struct Args {
     /// whatever it waited.
     #[arg(long, default_value = "30s", value_parser = crate::units::parse_duration)]
     pub abandon_after: Duration,
+    /// After a TCP reset, events written less than this long before it may be unread by the
+    /// client: a resume from inside that window is judged from its cursor, one behind older
+    /// events is a stale cursor.
+    #[arg(long, default_value = "50ms", value_parser = crate::units::parse_duration)]
+    pub rst_unread: Duration,
     /// Report directory (default: ./tearline-report/<UTC timestamp>).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -246,6 +251,7 @@ fn config(args: &Args, seed: u64, out: &std::path::Path) -> ReplayConfig {
         tls_ca_dir: None,
         scenario: args.scenario,
         abandon_after: Some(args.abandon_after),
+        rst_unread: Some(args.rst_unread),
     }
 }
 

@@ -73,6 +73,8 @@ pub struct ReplayConfig {
     pub scenario: scenario::Scenario,
     /// The audit's `abandon_after` (`--abandon-after`); `None`: the audit's default.
     pub abandon_after: Option<Duration>,
+    /// The audit's `rst_unread` (`--rst-unread`); `None`: the audit's default.
+    pub rst_unread: Option<Duration>,
 }
 
 /// Why a replay could not run.

@@ -92,6 +92,9 @@ pub async fn run_phase(
     if let Some(d) = cfg.abandon_after {
         audit.abandon_after = d;
     }
+    if let Some(d) = cfg.rst_unread {
+        audit.rst_unread = d;
+    }
     let auditor = Arc::new(Auditor::new(audit));
     if let Some(path) = &findings_log {
         auditor

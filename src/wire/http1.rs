@@ -325,6 +325,7 @@ impl Http1Upstream {
                 protocol_version: req.protocol_version,
                 has_authorization: req.has_authorization,
                 idempotency_key: req.idempotency_key,
+                accepts_event_stream: req.accepts_event_stream,
                 body,
             },
         );

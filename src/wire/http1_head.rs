@@ -131,6 +131,8 @@ pub(super) struct RequestHead {
     /// `Idempotency-Key` (IETF httpapi draft): the client's name for one logical call, repeated
     /// on every re-send of it (the audit's proof of a re-send).
     pub idempotency_key: Option<String>,
+    /// No `Accept` header, or one naming `text/event-stream`.
+    pub accepts_event_stream: bool,
     pub framing: Framing,
     /// `Upgrade` requested, or `CONNECT`: the connection may stop being HTTP.
     pub leaves_http: bool,
@@ -230,6 +232,8 @@ pub(super) fn parse_request(buf: &[u8]) -> Option<RequestHead> {
         protocol_version: header(req.headers, "mcp-protocol-version"),
         has_authorization: header(req.headers, "authorization").is_some(),
         idempotency_key: header(req.headers, "idempotency-key").filter(|k| !k.trim().is_empty()),
+        accepts_event_stream: header(req.headers, "accept")
+            .is_none_or(|a| a.to_ascii_lowercase().contains("text/event-stream")),
         framing: framing(req.headers),
         method,
         retry_count: header(req.headers, "x-stainless-retry-count").and_then(|v| v.parse().ok()),
@@ -260,4 +264,24 @@ pub(super) fn is_event_stream(content_type: Option<&str>) -> bool {
             .next()
             .is_some_and(|m| m.trim().eq_ignore_ascii_case("text/event-stream"))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_request;
+
+    fn accepts(accept: Option<&str>) -> Option<bool> {
+        let line = accept.map_or(String::new(), |a| format!("Accept: {a}\r\n"));
+        let req = format!("GET /favicon.ico HTTP/1.1\r\nHost: x\r\n{line}\r\n");
+        parse_request(req.as_bytes()).map(|r| r.accepts_event_stream)
+    }
+
+    #[test]
+    fn only_an_accept_naming_no_event_stream_is_not_an_event_source() {
+        assert_eq!(accepts(None), Some(true));
+        assert_eq!(accepts(Some("text/event-stream")), Some(true));
+        assert_eq!(accepts(Some("Text/Event-Stream, */*")), Some(true));
+        let favicon = "image/avif,image/webp,image/apng,image/svg+xml,image/*,*/*;q=0.8";
+        assert_eq!(accepts(Some(favicon)), Some(false));
+    }
 }

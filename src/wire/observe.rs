@@ -147,6 +147,10 @@ pub enum Observation {
         /// The `Idempotency-Key` header, if present and not blank: requests carrying the same
         /// value are one logical call (a later one re-sends an earlier one).
         idempotency_key: Option<String>,
+        /// False if and only if an `Accept` header was sent and it names no
+        /// `text/event-stream`: not an `EventSource` (a browser's `favicon.ico` fetch sends
+        /// `image/…,*/*`), so not a stream re-opened without its cursor.
+        accepts_event_stream: bool,
         /// The request body if it was at most the observer's body limit.
         body: Option<bytes::Bytes>,
     },

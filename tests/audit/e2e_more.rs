@@ -89,7 +89,13 @@ async fn e2e_call_sent_again_without_last_event_id_yields_cursor_missing() {
             .chunk(&ev(lf, Some("1"), None, &[&progress(1)]))
             .chunk(&ev(lf, Some("2"), None, &[&result("8")]))
             .end();
-        let (kinds, tap) = run(
+        // The test client reads every event at once: none is in the reset's unread window.
+        let config = AuditConfig {
+            rst_unread: Duration::ZERO,
+            ..AuditConfig::default()
+        };
+        let (kinds, tap) = run_with(
+            config,
             vec![first, again],
             cut,
             CutAction::Reset,

@@ -16,6 +16,15 @@ const OPAQUE: [&str; 5] = [
     "0b6f1e2a-9c1d-4c55-8f0e-1a2b3c4d5e01_1732938000004_e5",
 ];
 
+/// An auditor for a client that reads every byte at once: no event is in a reset's unread
+/// window (`rst_unread` 0), so a client that got events holds a cursor.
+fn reads_everything() -> Wire {
+    Wire::with(AuditConfig {
+        rst_unread: Duration::ZERO,
+        ..AuditConfig::default()
+    })
+}
+
 /// POST tools/call id 7 on conn 1, answered with SSE.
 fn open_call(w: &mut Wire) {
     w.post(1, 0, S, &call("7", "search"));
@@ -183,7 +192,7 @@ async fn cursor_behind_yields_only_cursor_behind() {
 #[tokio::test(start_paused = true)]
 async fn reopened_get_without_cursor_yields_cursor_missing() {
     let eol = Eol::Lf;
-    let mut w = Wire::new();
+    let mut w = reads_everything();
     w.request(1, 0, "GET", S, None, None, None);
     w.sse_ok(1, 0);
     let body = ev(eol, "g1", &progress(1)) + &ev(eol, "g2", &progress(2));
@@ -206,7 +215,7 @@ async fn reopened_get_without_cursor_yields_cursor_missing() {
 #[tokio::test(start_paused = true)]
 async fn reissued_post_without_resume_yields_cursor_missing() {
     let eol = Eol::Lf;
-    let mut w = Wire::new();
+    let mut w = reads_everything();
     open_call(&mut w);
     let body = ev(eol, "1", &progress(1));
     w.deliver(1, 0, &body, Some(body.len()), CutAction::Reset);

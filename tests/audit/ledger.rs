@@ -58,7 +58,11 @@ async fn ids_kept_per_stream_are_capped_and_evicted_cursor_is_unknown() {
     w.sse_ok(2, 0);
     w.stream_clean(2, 0, &ev("1000", &result("1", "ok")));
     assert_eq!(w.kinds(), vec![FindingKind::Unknown]);
-    assert!(w.auditor.findings()[0].detail.contains("64-id window"));
+    let detail = &w.auditor.findings()[0].detail;
+    assert!(
+        detail.contains("the newest 64 while it is open"),
+        "{detail}"
+    );
 }
 
 #[derive(Clone, Default)]

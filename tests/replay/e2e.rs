@@ -47,6 +47,7 @@ fn config(seed: u64) -> ReplayConfig {
         tls_ca_dir: None,
         scenario: Default::default(),
         abandon_after: None,
+        rst_unread: None,
     }
 }
 

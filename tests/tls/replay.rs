@@ -45,6 +45,7 @@ fn config(seed: u64, tls_ca_dir: Option<std::path::PathBuf>) -> ReplayConfig {
         tls_ca_dir,
         scenario: Default::default(),
         abandon_after: None,
+        rst_unread: None,
     }
 }
 

@@ -7,9 +7,13 @@
 //!   the raw offset, class, bytes and `data:` line of the cut, and the last id fully delivered.
 //! - `cursor-behind` iff an event delivered after the cursor's event exists, unless the cursor
 //!   lies inside the window a `reset` cut may have kept from the client: the events the cut leg
-//!   delivered after its own cursor (the client's kernel may discard unread bytes at an RST,
-//!   so a conformant client can resume from any of them). A cursor equal to the stream's last
-//!   id is nothing.
+//!   delivered after its own cursor less than `rst_unread` before the reset (a client's kernel
+//!   and buffers discard what it had not read at an RST, so a conformant client can resume
+//!   from any of them, or from the newest event written before the window). Events written
+//!   longer before the reset were read: a cursor behind them is stale, and the events the
+//!   server sends again are the `replay-duplicate`s it causes. A cursor inside the window rolls
+//!   the stream back to it (`Stream::roll_back`: what followed is owed again). A cursor equal
+//!   to the stream's last id is nothing.
 //! - Either way the rule marks the resume leg's cursor wrong in the ledger
 //!   (`Resume::cursor_wrong`): the replay verdict then explains a re-sent event by the cursor,
 //!   not by the server.
@@ -75,9 +79,17 @@ impl Rule for Cursor {
                     .ids(vec![cursor.to_owned(), last.clone().unwrap_or_default()])
                     .detail(format!(
                         "Last-Event-ID {cursor} is {} delivered event(s) behind the last \
-                         delivered id {}",
+                         delivered id {}; the client had them (ids {} … {}{}), so what a \
+                         replay from its cursor sends again duplicates them",
                         after.len(),
-                        last.as_deref().unwrap_or("-")
+                        last.as_deref().unwrap_or("-"),
+                        after.first().map_or("-", |a| a.1.as_str()),
+                        after.last().map_or("-", |a| a.1.as_str()),
+                        if r.unread.is_some() {
+                            "; those written longer than rst_unread before the reset were read"
+                        } else {
+                            ""
+                        }
                     ))
             }
         };

@@ -11,6 +11,11 @@
 //!   arrived before the watch settled (`grace` after the cut, or `finish`). A client that
 //!   re-issues *and* resumes is not reported; a concurrent identical call is not a re-issue
 //!   once the resume arrives.
+//! - A GET whose `Accept` names no `text/event-stream` (a browser's `favicon.ico` fetch) is no
+//!   re-open: it is not an `EventSource`, so it never carried a cursor to lose.
+//! - No watch is armed after a `reset` cut that may have discarded every event the stream
+//!   delivered (all written less than `rst_unread` before the reset): that client may hold
+//!   no cursor, and reconnecting without one is correct.
 //!
 //! State: the watches, per session (a session with a watch is not forgotten).
 
@@ -52,7 +57,12 @@ impl CursorMissing {
         let calls = stream.unanswered_shapes();
         let stateless = stream.version.as_deref().is_some_and(is_stateless_version);
         let get = stream.origin == Origin::Get;
-        if stateless || stream.last_event_id.is_none() || (calls.is_empty() && !get) {
+        // After a reset that may have discarded everything the stream delivered (all of it
+        // written less than `rst_unread` before the reset), the client may hold no cursor: a
+        // reconnect without `Last-Event-ID` is then what a conformant client does.
+        let read_nothing = stream.unread.is_some_and(|(from, _)| from.is_none());
+        if stateless || read_nothing || stream.last_event_id.is_none() || (calls.is_empty() && !get)
+        {
             return;
         }
         let watch = Watch {
@@ -130,7 +140,9 @@ impl Rule for CursorMissing {
 
     fn on_request(&mut self, l: &mut Ledger, r: &RequestView<'_>) {
         match (r.method, r.last_event_id) {
-            ("GET", None) => self.note_reopen(
+            // A request that does not ask for an event stream (a second tab's `favicon.ico`)
+            // re-opens nothing.
+            ("GET", None) if r.accepts_event_stream => self.note_reopen(
                 l,
                 r.now,
                 r.session,

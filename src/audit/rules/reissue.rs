@@ -187,7 +187,9 @@ fn link(l: &mut Ledger, key: StreamKey, old_id: &str, new: &NewCall<'_>, proof: 
     let reconnect = stream.awaiting_reconnect.then_some(stream.cut_at).flatten();
     stream.awaiting_reconnect = false;
     let old_session = stream.session.clone();
-    let where_ = if old_session == *new.session {
+    let where_ = if old_session.is_none() && new.session.is_none() {
+        "without a session".to_string()
+    } else if old_session == *new.session {
         "in the same session".to_string()
     } else {
         format!(
@@ -206,9 +208,11 @@ fn link(l: &mut Ledger, key: StreamKey, old_id: &str, new: &NewCall<'_>, proof: 
         .finding(FindingKind::Reissued, key, now)
         .ids(vec![old_id.to_owned(), new.id.to_owned()])
         .detail(format!(
-            "{method} {old_id} of session {} (its stream {how}) was sent again as {} \
-             {where_}: {evidence}; the re-send replaces it, so it is not lost",
-            old_session.as_deref().unwrap_or("(none)"),
+            "{method} {old_id}{} (its stream {how}) was sent again as {} {where_}: \
+             {evidence}; the re-send replaces it, so it is not lost",
+            old_session
+                .as_deref()
+                .map_or_else(String::new, |s| format!(" of session {s}")),
             new.id,
         ));
     f.proof = Some(proof.as_str().to_owned());

@@ -164,6 +164,12 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = crate::audit::AuditConfig::default().queue,
           value_parser = parse_audit_queue)]
     pub audit_queue: usize,
+    /// After a TCP reset, events written less than this long before it may be unread by the
+    /// client (discarded with its buffers): a resume from inside that window is judged from its
+    /// cursor; a resume behind older events is a stale cursor (see README, "What a reset
+    /// discards").
+    #[arg(long, value_name = "DURATION", default_value = "50ms", value_parser = parse_duration)]
+    pub rst_unread: std::time::Duration,
     /// TLS to the upstream and/or for the clients.
     #[command(flatten)]
     pub tls: crate::cmd::tls::ProxyTlsArgs,
@@ -350,6 +356,7 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
         findings_log: args.findings_log.clone(),
         abandon_after: args.abandon_after,
         audit_queue: args.audit_queue,
+        rst_unread: args.rst_unread,
     })
     .await?;
     Ok(ExitCode::SUCCESS)

@@ -69,6 +69,8 @@ pub struct Stack {
     pub abandon_after: std::time::Duration,
     /// The audit's intake queue (`--audit-queue`).
     pub audit_queue: usize,
+    /// The audit's `rst_unread` (`--rst-unread`).
+    pub rst_unread: std::time::Duration,
 }
 
 /// One proxy of the stack once built: bound (enabled) or not (disabled).
@@ -121,6 +123,7 @@ pub async fn serve(stack: Stack) -> Result<(), CliError> {
     let auditor = Arc::new(Auditor::new(AuditConfig {
         abandon_after: stack.abandon_after,
         queue: stack.audit_queue,
+        rst_unread: stack.rst_unread,
         ..AuditConfig::default()
     }));
     if let Some(path) = &stack.findings_log {

@@ -151,6 +151,7 @@ impl Wire {
             protocol_version: version.map(str::to_string),
             has_authorization: false,
             idempotency_key: None,
+            accepts_event_stream: true,
             body: body.map(|b| Bytes::from(b.to_string())),
         });
     }
@@ -167,6 +168,7 @@ impl Wire {
             protocol_version: None,
             has_authorization: false,
             idempotency_key: None,
+            accepts_event_stream: true,
             body: None,
         });
     }
@@ -195,6 +197,7 @@ impl Wire {
             protocol_version: version.map(str::to_string),
             has_authorization: false,
             idempotency_key: Some(key.to_string()),
+            accepts_event_stream: true,
             body: Some(Bytes::from(body.to_string())),
         });
     }
