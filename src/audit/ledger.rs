@@ -12,6 +12,7 @@
 //! - Findings are kept in memory up to `max_findings` (counters and the log see all of them).
 
 use super::config::AuditConfig;
+use super::deadline::Deadlines;
 use super::finding::{Finding, FindingClass, FindingKind};
 use super::grace::Ended;
 use super::histo::Histos;
@@ -222,6 +223,8 @@ pub struct Ledger {
     /// When applying an observation sweeps next: the last sweep's time plus `sweep_every`
     /// (`None` past the clock's range: never).
     pub next_sweep: Option<Instant>,
+    /// When the armed waits fall due (see `deadline`): the worker sleeps until the first.
+    pub deadlines: Deadlines,
 }
 
 impl Ledger {
@@ -250,6 +253,7 @@ impl Ledger {
             finishing: false,
             sweep_every,
             next_sweep: now.checked_add(sweep_every),
+            deadlines: Deadlines::new(now),
         }
     }
 

@@ -77,6 +77,7 @@
 //! [`Auditor::finish`] (the end of a run), whatever the wait.
 
 pub mod config;
+pub mod deadline;
 pub mod engine;
 pub mod events;
 pub mod exchange;
@@ -162,15 +163,33 @@ impl Inner {
 /// record joins the batch, so one drain (one lock of the ledger, one pass over its tables while
 /// they are in the cache) serves a burst of streams rather than each event. Receipt times are
 /// taken in `record` and `record_all`, so they do not depend on when the worker runs.
+///
+/// Between wakes it sleeps until the ledger's next deadline ([`deadline`]; none: it only waits
+/// to be woken), then sweeps: every time-based verdict comes within [`deadline::TICK`] of its
+/// deadline, with no traffic and no polling. A paused auditor neither drains nor sweeps.
 async fn worker(inner: Weak<Inner>, wake: Arc<tokio::sync::Notify>) {
+    let mut due: Option<Instant> = None;
     loop {
-        wake.notified().await;
-        tokio::task::yield_now().await;
+        match due {
+            Some(at) => {
+                tokio::select! {
+                    () = wake.notified() => tokio::task::yield_now().await,
+                    () = tokio::time::sleep_until(at) => {}
+                }
+            }
+            None => {
+                wake.notified().await;
+                tokio::task::yield_now().await;
+            }
+        }
         let Some(strong) = inner.upgrade() else {
             return;
         };
+        due = None;
         if !strong.intake.paused() {
-            drop(strong.drain());
+            let mut e = strong.drain();
+            e.sweep_if_due(Instant::now());
+            due = e.l.deadlines.next();
         }
     }
 }
@@ -335,6 +354,15 @@ impl Auditor {
         }
     }
 
+    /// The proxy is about to close every connection still open itself (the end of its
+    /// shutdown drain; [`ObservationSink::closing`]): what was recorded so far is applied,
+    /// then the rules judge the streams still open while they are (an LLM stream waiting for
+    /// its next token is `llm-hung`), and the closes that follow are known to be the proxy's.
+    pub fn closing(&self) {
+        let now = Instant::now();
+        self.lock().closing(now);
+    }
+
     /// A human-readable summary: counts by kind, histograms, ledger size.
     pub fn summary(&self) -> String {
         let now = Instant::now();
@@ -430,5 +458,9 @@ impl ObservationSink for Auditor {
     fn record_all(&self, batch: &mut dyn Iterator<Item = Observation>) {
         self.ensure_worker();
         self.inner.intake.push_all(Instant::now(), batch);
+    }
+
+    fn closing(&self) {
+        Auditor::closing(self);
     }
 }

@@ -255,6 +255,11 @@ pub async fn run(
     let drain = proxy.config().drain_timeout;
     if tokio::time::timeout(drain, tracker.wait()).await.is_err() {
         tracing::info!(proxy = %proxy.name(), open = tracker.len(), "drain timeout; resetting the rest");
+        // The audit judges what is still open before the proxy closes it (`llm-hung`), and
+        // knows the closes that follow are the proxy's.
+        if let Some(sink) = proxy.sink() {
+            sink.closing();
+        }
         proxy.kill_all(CutAction::Reset);
         tracker.wait().await;
     }
