@@ -11,6 +11,8 @@
 //!   a full queue drops and counts the observation, see [`Auditor::dropped`]); a worker task
 //!   (spawned on the first `record` inside a tokio runtime) applies the queue to the ledger, and
 //!   every query first drains the queue itself, so a query sees everything recorded before it.
+//!   Between wakes the worker sleeps until the ledger's next deadline ([`deadline`]) and sweeps
+//!   then, so a time-based verdict never waits for traffic or a query.
 //!   The findings log is written by its own thread ([`log`]), never on the data path.
 //! - Time is the observation's receipt time (`tokio::time::Instant::now()` in `record`, once
 //!   per batch in `record_all`: one delivery's observations reached the peer in one write); the
@@ -41,13 +43,14 @@
 //!   [`sequence`] (order and gaps across all legs of a logical stream, from counter ids and MCP
 //!   progress values; pure), [`judge`] (the replay rules of a resume leg; pure), [`leak`] (the
 //!   content index and evidence for `cross-stream` between sessions and session-less streams),
-//!   [`grace`] (the ended-stream queue), [`gauges`] (table shrinking), [`rpc`], [`histo`],
+//!   [`grace`] (the ended-stream queue), [`deadline`] (when the next wait falls due),
+//!   [`gauges`] (table shrinking), [`rpc`], [`histo`],
 //!   [`log`], [`intake`].
 //! - [`ledger`]: the shared facts — sessions, streams, legs (exchanges), calls, the event-id
 //!   index, deferred findings, findings emission (counts, log, loss tally), histograms, clock,
 //!   and the ledger events rules leave for each other ([`ledger::Resent`], `ids_shared`).
 //! - [`rule`]: the [`rule::Rule`] trait (hooks: request, call, re-send, stream opened, resume,
-//!   delivery, answer, cut, leg end, sweep, forget) and the views its hooks are given.
+//!   delivery, answer, cut, leg end, closing, sweep, forget) and the views its hooks are given.
 //! - [`engine`] (with [`order`]: exchange order; [`exchange`]: requests, streams and calls,
 //!   mapping a resume's cursor to its stream and fixing what the resume owes, matching
 //!   JSON-RPC answers; [`events`]: responses, SSE events (classified against the stream for
