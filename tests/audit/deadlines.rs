@@ -108,3 +108,78 @@ async fn a_deferred_pending_call_settles_on_the_timer_too() {
     settle().await;
     assert_eq!(pending(&w), Some(1), "within 1 s of the deadline");
 }
+
+/// A real proxy, idle after the cut: a 2026-07-28 call (nobody can resume it) is reset after
+/// its first event; the test then only reads `counts()` (which never sweeps) until the timer's
+/// `abandoned` appears, and measures when.
+#[tokio::test]
+async fn on_a_real_idle_proxy_abandoned_comes_within_a_second_of_its_deadline() {
+    use crate::common::audit::e2e::{
+        CutOnce, Script, Tap, call, client, ev, post, progress, server, within,
+    };
+    use std::sync::Arc;
+    use tearline::proxy::{self, CancellationToken, Proxy, ProxyConfig};
+    use tearline::wire::{ObservationSink, http1};
+    use tokio::time::Instant;
+
+    within(async {
+        let abandon_after = Duration::from_secs(1);
+        let first = Script::sse("")
+            .chunk(&ev("\n", None, None, &[&progress(1)]))
+            .chunk(&ev("\n", None, None, &[&progress(2)]))
+            .end();
+        let cut = first.offset_of("data: ", 1, 0) - 2 - 2;
+        let upstream = server(vec![first]).await;
+        let (tx, mut closed) = tokio::sync::watch::channel(0u64);
+        let tap = Arc::new(Tap {
+            auditor: tearline::audit::Auditor::new(AuditConfig {
+                abandon_after,
+                ..AuditConfig::default()
+            }),
+            closed: tx,
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let proxy = Proxy::new(ProxyConfig::new("deadlines", upstream.to_string()));
+        let sink: Arc<dyn ObservationSink> = tap.clone();
+        proxy.set_sink(Some(sink.clone()));
+        proxy.set_observer_factory(Arc::new(move |conn| {
+            http1::observer_pair(conn, sink.clone())
+        }));
+        proxy.set_faults(vec![Arc::new(CutOnce::new(cut, CutAction::Reset))]);
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(proxy::run(listener, proxy.clone(), shutdown.clone()));
+        client(addr, post(None, Some("2026-07-28"), &call("7", "search"))).await;
+        closed.wait_for(|n| *n >= 1).await.unwrap();
+        let after_close = Instant::now();
+        let count = || {
+            tap.auditor
+                .counts()
+                .get(K::Abandoned.as_str())
+                .copied()
+                .unwrap_or(0)
+        };
+        // Bounded wait, reading without sweeping.
+        let mut seen = None;
+        for _ in 0..60 {
+            if count() > 0 {
+                seen = Some(after_close.elapsed());
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let seen = seen.expect("abandoned within 3 s of the cut with no traffic");
+        assert!(
+            seen >= abandon_after - Duration::from_millis(100),
+            "before its deadline: {seen:?}"
+        );
+        assert!(
+            seen <= abandon_after + Duration::from_secs(1),
+            "late: {seen:?}"
+        );
+        shutdown.cancel();
+        let _ = task.await;
+    })
+    .await
+    .expect("timeout");
+}
