@@ -276,9 +276,10 @@ pub trait ObservationSink: Send + Sync {
         false
     }
 
-    /// The proxy is about to close, itself, every connection still open (its shutdown drain
-    /// ended): a sink that judges open streams judges them now, while they are still open, and
-    /// knows that the closes that follow are the proxy's.
+    /// The run is ending and the proxy is about to close, itself, every connection still open
+    /// (its shutdown drain ended; not called for a proxy stopped through the control API): a
+    /// sink that judges open streams judges them now, while they are still open, and knows that
+    /// the closes that follow are the proxy's.
     fn closing(&self) {}
 }
 

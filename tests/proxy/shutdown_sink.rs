@@ -1,7 +1,8 @@
 //! The end of the shutdown drain, as the observation sink hears it (issue 34 item 6): when the
 //! drain timeout ends with connections still open, the sink is told `closing` before the
 //! proxy resets them (the audit judges what is open while it is); when every connection
-//! drained in time, nothing is announced.
+//! drained in time, or the proxy was stopped (disabled first, as the control API does) rather
+//! than the run ended, nothing is announced.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -67,6 +68,19 @@ async fn no_closing_when_every_connection_drained_in_time() {
         open.shutdown().await.unwrap();
         let mut rest = Vec::new();
         let _ = open.read_to_end(&mut rest).await;
+        p.task.await.unwrap().unwrap();
+        assert_eq!(heard.list(), ["closed 0"]);
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn no_closing_when_the_proxy_was_disabled_before_it_stopped() {
+    timeout(Duration::from_secs(10), async {
+        let (p, heard, _open) = open_one(Duration::from_millis(200)).await;
+        p.proxy.set_enabled(false);
+        p.shutdown.cancel();
         p.task.await.unwrap().unwrap();
         assert_eq!(heard.list(), ["closed 0"]);
     })
