@@ -69,10 +69,18 @@ impl Engine {
         }
     }
 
+    /// Runs the sweep if an armed wait's deadline passed (the worker's timer, see `deadline`).
+    pub fn sweep_if_due(&mut self, now: Instant) {
+        if self.l.deadlines.passed(now) {
+            self.sweep(now);
+        }
+    }
+
     /// Forgets ended streams and idle sessions past the grace period, and settles the rules'
     /// judgements that are due.
     pub fn sweep(&mut self, now: Instant) {
         self.l.next_sweep = now.checked_add(self.l.sweep_every);
+        self.l.deadlines.pass(now);
         self.l.clock = self.l.clock.max(now);
         let grace = self.l.cfg.grace;
         let due: Vec<StreamKey> = self
@@ -117,6 +125,12 @@ impl Engine {
         self.shrink_stores();
     }
 
+    /// The proxy is about to close every open connection itself: the rules judge what is open.
+    pub fn closing(&mut self, now: Instant) {
+        self.l.clock = self.l.clock.max(now);
+        self.rules.on_closing(&mut self.l, now);
+    }
+
     /// Settles the rules' waits that are due (all of them when `finish`).
     pub fn settle(&mut self, now: Instant, finish: bool) {
         self.rules.on_sweep(&mut self.l, now, finish);
@@ -158,6 +172,14 @@ impl Engine {
         if let Some(s) = self.l.streams.get_mut(&key) {
             s.compact();
         }
+        // Its deferred findings settle `abandon_after` (at most the grace) after its end, and
+        // it is forgotten after the grace.
+        let (grace, settle) = (
+            self.l.cfg.grace,
+            self.l.cfg.abandon_after.min(self.l.cfg.grace),
+        );
+        self.l.deadlines.arm_after(now, settle);
+        self.l.deadlines.arm_after(now, grace);
         self.l.ended.queue.push_back((now, key));
         self.l.ended.live += 1;
         while self.l.ended.live > self.l.cfg.max_ended_streams {

@@ -12,6 +12,7 @@
 //! - Findings are kept in memory up to `max_findings` (counters and the log see all of them).
 
 use super::config::AuditConfig;
+use super::deadline::Deadlines;
 use super::finding::{Finding, FindingClass, FindingKind};
 use super::grace::Ended;
 use super::histo::Histos;
@@ -226,6 +227,8 @@ pub struct Ledger {
     /// Connections that lost observations in the intake and the streams not judged because of
     /// it (see `holes`).
     pub holes: Holes,
+    /// When the armed waits fall due (see `deadline`): the worker sleeps until the first.
+    pub deadlines: Deadlines,
 }
 
 impl Ledger {
@@ -255,6 +258,7 @@ impl Ledger {
             sweep_every,
             next_sweep: now.checked_add(sweep_every),
             holes: Holes::default(),
+            deadlines: Deadlines::new(now),
         }
     }
 

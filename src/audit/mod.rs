@@ -11,6 +11,8 @@
 //!   a full queue drops and counts the observation, see [`Auditor::dropped`]); a worker task
 //!   (spawned on the first `record` inside a tokio runtime) applies the queue to the ledger, and
 //!   every query first drains the queue itself, so a query sees everything recorded before it.
+//!   Between wakes the worker sleeps until the ledger's next deadline ([`deadline`]) and sweeps
+//!   then, so a time-based verdict never waits for traffic or a query.
 //!   The findings log is written by its own thread ([`log`]), never on the data path.
 //! - Time is the observation's receipt time (`tokio::time::Instant::now()` in `record`, once
 //!   per batch in `record_all`: one delivery's observations reached the peer in one write); the
@@ -41,13 +43,14 @@
 //!   [`sequence`] (order and gaps across all legs of a logical stream, from counter ids and MCP
 //!   progress values; pure), [`judge`] (the replay rules of a resume leg; pure), [`leak`] (the
 //!   content index and evidence for `cross-stream` between sessions and session-less streams),
-//!   [`grace`] (the ended-stream queue), [`gauges`] (table shrinking), [`rpc`], [`histo`],
+//!   [`grace`] (the ended-stream queue), [`deadline`] (when the next wait falls due),
+//!   [`gauges`] (table shrinking), [`rpc`], [`histo`],
 //!   [`log`], [`intake`].
 //! - [`ledger`]: the shared facts — sessions, streams, legs (exchanges), calls, the event-id
 //!   index, deferred findings, findings emission (counts, log, loss tally), histograms, clock,
 //!   and the ledger events rules leave for each other ([`ledger::Resent`], `ids_shared`).
 //! - [`rule`]: the [`rule::Rule`] trait (hooks: request, call, re-send, stream opened, resume,
-//!   delivery, answer, cut, leg end, sweep, forget) and the views its hooks are given.
+//!   delivery, answer, cut, leg end, closing, sweep, forget) and the views its hooks are given.
 //! - [`engine`] (with [`order`]: exchange order; [`exchange`]: requests, streams and calls,
 //!   mapping a resume's cursor to its stream and fixing what the resume owes, matching
 //!   JSON-RPC answers; [`events`]: responses, SSE events (classified against the stream for
@@ -79,6 +82,7 @@
 //! [`Auditor::finish`] (the end of a run), whatever the wait.
 
 pub mod config;
+pub mod deadline;
 pub mod engine;
 pub mod events;
 pub mod exchange;
@@ -171,15 +175,33 @@ impl Inner {
 /// record joins the batch, so one drain (one lock of the ledger, one pass over its tables while
 /// they are in the cache) serves a burst of streams rather than each event. Receipt times are
 /// taken in `record` and `record_all`, so they do not depend on when the worker runs.
+///
+/// Between wakes it sleeps until the ledger's next deadline ([`deadline`]; none: it only waits
+/// to be woken), then sweeps: every time-based verdict comes within [`deadline::TICK`] of its
+/// deadline, with no traffic and no polling. A paused auditor neither drains nor sweeps.
 async fn worker(inner: Weak<Inner>, wake: Arc<tokio::sync::Notify>) {
+    let mut due: Option<Instant> = None;
     loop {
-        wake.notified().await;
-        tokio::task::yield_now().await;
+        match due {
+            Some(at) => {
+                tokio::select! {
+                    () = wake.notified() => tokio::task::yield_now().await,
+                    () = tokio::time::sleep_until(at) => {}
+                }
+            }
+            None => {
+                wake.notified().await;
+                tokio::task::yield_now().await;
+            }
+        }
         let Some(strong) = inner.upgrade() else {
             return;
         };
+        due = None;
         if !strong.intake.paused() {
-            drop(strong.drain());
+            let mut e = strong.drain();
+            e.sweep_if_due(Instant::now());
+            due = e.l.deadlines.next();
         }
     }
 }
@@ -345,6 +367,15 @@ impl Auditor {
         }
     }
 
+    /// The proxy is about to close every connection still open itself (the end of its
+    /// shutdown drain; [`ObservationSink::closing`]): what was recorded so far is applied,
+    /// then the rules judge the streams still open while they are (an LLM stream waiting for
+    /// its next token is `llm-hung`), and the closes that follow are known to be the proxy's.
+    pub fn closing(&self) {
+        let now = Instant::now();
+        self.lock().closing(now);
+    }
+
     /// A human-readable summary: counts by kind, histograms, ledger size.
     pub fn summary(&self) -> String {
         let now = Instant::now();
@@ -455,5 +486,9 @@ impl ObservationSink for Auditor {
     fn record_all(&self, batch: &mut dyn Iterator<Item = Observation>) {
         self.ensure_worker();
         self.inner.intake.push_all(Instant::now(), batch);
+    }
+
+    fn closing(&self) {
+        Auditor::closing(self);
     }
 }

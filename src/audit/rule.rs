@@ -230,6 +230,10 @@ pub trait Rule: std::fmt::Debug + Send {
     /// A leg ended.
     fn on_leg_end(&mut self, _l: &mut Ledger, _e: &LegEnded) {}
 
+    /// The proxy is about to close every connection still open (its shutdown drain ended):
+    /// judge what is open now; the closes that follow are the proxy's.
+    fn on_closing(&mut self, _l: &mut Ledger, _now: Instant) {}
+
     /// Settle what is due at `now` (everything when `finish`: the end of the run).
     fn on_sweep(&mut self, _l: &mut Ledger, _now: Instant, _finish: bool) {}
 

@@ -255,6 +255,15 @@ pub async fn run(
     let drain = proxy.config().drain_timeout;
     if tokio::time::timeout(drain, tracker.wait()).await.is_err() {
         tracing::info!(proxy = %proxy.name(), open = tracker.len(), "drain timeout; resetting the rest");
+        // The end of a run (shutdown, a replay phase): the audit judges what is still open
+        // before the proxy closes it (`llm-hung`), and knows the closes that follow are the
+        // proxy's. Not for a proxy stopped through the API (disabled first): its sink may be
+        // shared with proxies that go on, whose streams are neither ended nor closed.
+        if proxy.is_enabled()
+            && let Some(sink) = proxy.sink()
+        {
+            sink.closing();
+        }
         proxy.kill_all(CutAction::Reset);
         tracker.wait().await;
     }

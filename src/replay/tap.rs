@@ -165,4 +165,8 @@ impl ObservationSink for Tap {
         }
         self.auditor.record(obs);
     }
+
+    fn closing(&self) {
+        self.auditor.closing();
+    }
 }

@@ -298,6 +298,12 @@ pub trait ObservationSink: Send + Sync {
     fn cuts_only(&self) -> bool {
         false
     }
+
+    /// The run is ending and the proxy is about to close, itself, every connection still open
+    /// (its shutdown drain ended; not called for a proxy stopped through the control API): a
+    /// sink that judges open streams judges them now, while they are still open, and knows that
+    /// the closes that follow are the proxy's.
+    fn closing(&self) {}
 }
 
 /// Sends every observation to each of several sinks, in order (the audit, a cut log, …); a
@@ -349,6 +355,12 @@ impl ObservationSink for FanOut {
 
     fn cuts_only(&self) -> bool {
         self.0.iter().all(|s| s.cuts_only())
+    }
+
+    fn closing(&self) {
+        for sink in &self.0 {
+            sink.closing();
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 mod common;
 
 mod accuracy;
+mod deadlines;
 mod delivery_clean_end;
 mod delivery_encoded;
 mod delivery_faults;

@@ -19,4 +19,5 @@ mod replay;
 mod sdk;
 mod sdk_matrix;
 mod sdk_tls;
+mod shutdown;
 mod verdicts;

@@ -15,7 +15,7 @@ use crate::llm_support::wire_conversation;
 
 /// How one exchange ends.
 #[derive(Clone, Copy)]
-enum Ending {
+pub(crate) enum Ending {
     /// The whole response, then the server closes.
     Whole,
     /// Delivered through the end of frame `k`, then the proxy's cut with this action.
@@ -57,7 +57,7 @@ fn cut(
 }
 
 /// Runs one exchange on connection `conn` through the observer into `auditor`.
-fn exchange(
+pub(crate) fn exchange(
     auditor: &Arc<Auditor>,
     conn: u64,
     api: LlmApi,
@@ -95,18 +95,18 @@ fn index_of(parts: &[Part], part: Part, nth: usize) -> usize {
         .expect("part present")
 }
 
-fn llm(findings: &[Finding]) -> Vec<&Finding> {
+pub(crate) fn llm(findings: &[Finding]) -> Vec<&Finding> {
     findings
         .iter()
         .filter(|f| f.kind.as_str().starts_with("llm-"))
         .collect()
 }
 
-fn kinds(findings: &[Finding]) -> Vec<FindingKind> {
+pub(crate) fn kinds(findings: &[Finding]) -> Vec<FindingKind> {
     llm(findings).iter().map(|f| f.kind).collect()
 }
 
-fn auditor() -> Arc<Auditor> {
+pub(crate) fn auditor() -> Arc<Auditor> {
     Arc::new(Auditor::new(AuditConfig::default()))
 }
 

@@ -12,4 +12,5 @@ mod plan;
 mod read_buffers;
 mod relay;
 mod runtime;
+mod shutdown_sink;
 mod splice_relay;

@@ -407,6 +407,9 @@ impl Rule for Abandoned {
     fn on_leg_end(&mut self, l: &mut Ledger, e: &LegEnded) {
         if e.last && !e.blind && (e.cut || e.failed_resume) {
             self.arm_lost(l, e.now, e.key);
+            if self.watches.contains_key(&e.key) {
+                l.deadlines.arm_after(e.now, l.cfg.abandon_after);
+            }
         } else if e.last {
             // The resume ended cleanly (or unseen): its calls are `pending-call`'s, not ours.
             self.paused.remove(&e.key);

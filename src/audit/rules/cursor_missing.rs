@@ -80,6 +80,7 @@ impl CursorMissing {
         let ws = self.watches.entry(session).or_default();
         ws.retain(|w| w.stream != key);
         ws.push(watch);
+        l.deadlines.arm_after(now, l.cfg.grace);
     }
 
     /// A GET without `Last-Event-ID` (`call` = None) or a POST's call: marks re-opens of cut

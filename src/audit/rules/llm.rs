@@ -21,7 +21,10 @@
 //!   for at least [`STALL_AFTER`] when it ended; the detail says how long and how it ended
 //!   (the proxy's cut, the connection closed, the body ended).
 //! - `llm-hung` (client-bug): at the end of the run a stream is still open without its
-//!   completion signal and silent for at least [`STALL_AFTER`]: nobody gave up.
+//!   completion signal and silent for at least [`STALL_AFTER`]: nobody gave up. The end of a
+//!   proxy's run is judged *before* its shutdown drain closes what is still open
+//!   (`on_closing`); a stream the proxy closes there is told as closed by the proxy at
+//!   shutdown, never as a close the wire cannot attribute.
 //! - `llm-unanswered` (loss): the connection ended before any response reached the client
 //!   (e.g. a reset before the first byte) and no proven re-send followed; a proven re-send
 //!   makes it `llm-retried` instead (every SDK re-sends such a request, the Stainless ones with
@@ -108,6 +111,9 @@ struct Exchange {
     error: bool,
     end: Option<(Instant, End)>,
     cut: Option<Cut>,
+    /// Open when the proxy began closing every connection at shutdown: a close that follows
+    /// is the proxy's.
+    closed_by_proxy: bool,
 }
 
 /// A truncated stream waiting for a re-send of its request.
@@ -228,6 +234,7 @@ impl Exchange {
             error: false,
             end: None,
             cut: None,
+            closed_by_proxy: false,
         }
     }
 
@@ -286,6 +293,11 @@ impl Exchange {
                 "the body ended normally (a clean end of the stream)".to_owned()
             }
             (None, Some(End::Broken)) => "the body stopped without its end".to_owned(),
+            (None, Some(End::Closed)) if self.closed_by_proxy => {
+                "the proxy closed its connection at shutdown (its drain timeout ended with it \
+                 open)"
+                    .to_owned()
+            }
             (None, Some(End::Closed)) if !self.began => {
                 "its connection closed (the wire does not say which peer closed it)".to_owned()
             }
@@ -560,6 +572,7 @@ impl LlmRule {
             return;
         }
         self.mark(&ex, true);
+        l.deadlines.arm_after(end_at, l.cfg.abandon_after);
         self.pending.push(Pending { ex, candidates });
     }
 
@@ -685,6 +698,39 @@ impl LlmRule {
         }
     }
 
+    /// The proxy is about to close every connection at shutdown: a stream still open without
+    /// its completion signal and silent for [`STALL_AFTER`] is `llm-hung` now, before the
+    /// proxy's close could make it look truncated; every other open stream is marked, so the
+    /// close that follows is told as the proxy's.
+    pub fn closing_llm(&mut self, l: &mut Ledger, now: Instant) {
+        let hung: Vec<(u64, u64)> = self
+            .open
+            .iter()
+            .filter(|(_, ex)| {
+                ex.began
+                    && ex.completion.is_none()
+                    && now.saturating_duration_since(ex.last) >= STALL_AFTER
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        for k in hung {
+            if let Some(ex) = self.open.remove(&k) {
+                let f = Self::llm_finding(l, FindingKind::LlmHung, &ex, now).detail(format!(
+                    "{} stream still open when the proxy shut down, silent for {} without its \
+                     completion signal ({}): nobody gave up (an SDK whose timeout stops at the \
+                     response headers hangs here); the proxy then closed its connection",
+                    ex.api,
+                    secs(now.saturating_duration_since(ex.last)),
+                    ex.delivered()
+                ));
+                l.emit(f);
+            }
+        }
+        for ex in self.open.values_mut() {
+            ex.closed_by_proxy = true;
+        }
+    }
+
     /// Entries held by the LLM rule (open streams, waiting truncations, remembered requests).
     pub fn llm_sizes(&self) -> (usize, usize, usize) {
         (self.open.len(), self.pending.len(), self.recent.len())
@@ -729,6 +775,10 @@ impl Rule for LlmRule {
 
     fn on_conn_closed(&mut self, l: &mut Ledger, now: Instant, conn: u64) {
         self.on_llm_conn_closed(l, now, conn);
+    }
+
+    fn on_closing(&mut self, l: &mut Ledger, now: Instant) {
+        self.closing_llm(l, now);
     }
 
     fn sizes(&self) -> Vec<(&'static str, u64)> {

@@ -175,6 +175,12 @@ impl Rules {
         }
     }
 
+    pub fn on_closing(&mut self, l: &mut Ledger, now: Instant) {
+        for rule in &mut self.rules {
+            rule.on_closing(l, now);
+        }
+    }
+
     pub fn on_sweep(&mut self, l: &mut Ledger, now: Instant, finish: bool) {
         for rule in &mut self.rules {
             rule.on_sweep(l, now, finish);

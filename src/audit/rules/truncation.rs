@@ -116,6 +116,7 @@ impl TruncationAccepted {
         });
         s.retain(|w| w.stream != key);
         s.push(t);
+        l.deadlines.arm_after(now, l.cfg.grace);
     }
 
     /// A request of `session` after a truncation: a resume GET (`cursor`) or a POST's

@@ -42,6 +42,17 @@ pub struct CutOnce {
     action: CutAction,
 }
 
+impl CutOnce {
+    /// Cuts the first connection's downstream after exactly `at` bytes with `action`.
+    pub fn new(at: u64, action: CutAction) -> Self {
+        CutOnce {
+            armed: AtomicBool::new(true),
+            at,
+            action,
+        }
+    }
+}
+
 pub struct CutFault {
     at: u64,
     action: CutAction,
