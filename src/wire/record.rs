@@ -238,6 +238,7 @@ mod tests {
                 request: Some("POST /mcp".into()),
                 session: Some("s1".into()),
                 rpc_id: Some("7".into()),
+                exchange: Some(2),
                 tls_end: None,
                 outage_ms: Some(250),
                 llm: None,
