@@ -23,5 +23,6 @@ mod links;
 mod sent_after_cancel;
 mod sessionless;
 mod stateless;
+mod traces;
 mod truncation;
 mod unanswered;
