@@ -22,6 +22,8 @@ pub mod peers;
 mod rig;
 pub mod run;
 pub mod table;
+pub mod trace;
+pub mod trace_replay;
 
 use std::sync::Arc;
 

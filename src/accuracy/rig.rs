@@ -43,7 +43,7 @@ pub(super) struct RunningProxy {
 }
 
 /// Starts proxy `name` in front of `lab_addr` with `faults` and the connection RNG seeded with
-/// `seed`, its HTTP observer feeding `auditor`.
+/// `seed`, its HTTP observer feeding `auditor` (and writing its wire into `book`, if given).
 pub(super) async fn start_proxy(
     name: &str,
     lab_addr: SocketAddr,
@@ -51,11 +51,15 @@ pub(super) async fn start_proxy(
     faults: Vec<Arc<dyn FaultFactory>>,
     auditor: &Arc<Auditor>,
     token: &CancellationToken,
+    book: Option<&Arc<super::trace::TraceBook>>,
 ) -> Result<RunningProxy, String> {
     let mut pcfg = ProxyConfig::new(name, lab_addr.to_string());
     pcfg.seed = seed;
     let proxy = Proxy::with_faults(pcfg, faults);
-    proxy.observe_http(auditor.clone());
+    match book {
+        Some(book) => super::trace::observe_traced(&proxy, auditor.clone(), book.clone()),
+        None => proxy.observe_http(auditor.clone()),
+    }
     let listener = bind().await?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let task = tokio::spawn(crate::proxy::run(

@@ -159,7 +159,18 @@ fn client(target: Target, n: u64, attempts: u32, truth: &Arc<ClientTruth>) -> Lo
 
 /// Runs `cell` once with `seed`, adding `profile`'s faults when given.
 pub async fn run(cell: Cell, seed: u64, profile: Option<(&str, &Profile)>) -> RunResult {
-    let outcome = run_inner(&cell, seed, profile.map(|p| p.1))
+    run_traced(cell, seed, profile, None).await
+}
+
+/// [`run`], writing the wire of every connection into `book` when given (see
+/// [`super::trace`]).
+pub async fn run_traced(
+    cell: Cell,
+    seed: u64,
+    profile: Option<(&str, &Profile)>,
+    book: Option<Arc<super::trace::TraceBook>>,
+) -> RunResult {
+    let outcome = run_inner(&cell, seed, profile.map(|p| p.1), book.as_ref())
         .await
         .map(|(truth, observed)| (expect::expected(&truth), observed));
     rig::result(
@@ -175,6 +186,7 @@ async fn run_inner(
     cell: &Cell,
     seed: u64,
     profile: Option<&Profile>,
+    book: Option<&Arc<super::trace::TraceBook>>,
 ) -> Result<(Truth, BTreeSet<String>), String> {
     let token = CancellationToken::new();
     let _stop = token.clone().drop_guard();
@@ -218,7 +230,8 @@ async fn run_inner(
         rst_unread: RIG_RST_UNREAD,
         ..AuditConfig::default()
     }));
-    let running = rig::start_proxy("accuracy", lab_addr, seed, faults, &auditor, &token).await?;
+    let running =
+        rig::start_proxy("accuracy", lab_addr, seed, faults, &auditor, &token, book).await?;
     let proxy_addr = running.addr;
 
     let target = |path: &str| Target {

@@ -32,6 +32,23 @@ pub struct ConnOrder {
     pub early: Vec<(Instant, Observation)>,
     /// Observations dropped because `early` was full.
     pub dropped: u64,
+    /// Exchanges whose response ended (sequence numbers below this), see `order`.
+    pub answered: u64,
+    /// Requests (and their LLM facts) waiting for the response before theirs to end, see
+    /// `order`: (receipt time, observation).
+    pub waiting: Vec<(Instant, Observation)>,
+}
+
+/// A cut held until the request of its connection's exchange in flight arrives (see `order`),
+/// with the observations of other connections that arrived meanwhile.
+#[derive(Debug)]
+pub struct HeldCut {
+    /// The cut connection.
+    pub conn: u64,
+    /// The cut, with its receipt time.
+    pub cut: (Instant, Observation),
+    /// Observations of other connections that arrived after it, in order.
+    pub behind: Vec<(Instant, Observation)>,
 }
 
 /// The ledger, the ordering state and the rules, behind the auditor's mutex.
@@ -49,6 +66,8 @@ pub struct Engine {
     pub last_order: Option<(u64, u64)>,
     /// The rules, in the order they run.
     pub rules: Rules,
+    /// A cut waiting for its exchange's request (see `order`).
+    pub held: Option<HeldCut>,
 }
 
 impl Engine {
@@ -58,6 +77,7 @@ impl Engine {
             order: FxHashMap::default(),
             last_order: None,
             rules: Rules::default(),
+            held: None,
         }
     }
 

@@ -346,6 +346,7 @@ impl Auditor {
     pub fn finish(&self) {
         let now = Instant::now();
         let mut e = self.lock();
+        e.settle_order();
         let open: Vec<(u64, u64)> =
             e.l.legs
                 .iter()

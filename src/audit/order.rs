@@ -9,13 +9,29 @@
 //! - An observation of exchange `(conn, seq)` whose request was not seen yet is held (in order,
 //!   with its receipt time) and applied right after that request; at most
 //!   [`MAX_EARLY_PER_CONN`] are held per connection, later ones are dropped and reported.
-//! - At a cut, a held POST exchange whose request never came is opened from the cut record's
-//!   request facts (method, path, session, JSON-RPC id) and reported `unknown` (its calls'
-//!   methods are not known); anything else still held when the connection closes is reported
-//!   `unknown`, never guessed.
+//! - A cut that arrives while observations of its connection wait for their request is held,
+//!   and the observations of every other connection that arrive after it wait behind it, until
+//!   that request arrives or the connection closes (or [`MAX_EARLY_PER_CONN`] wait behind it,
+//!   or the run finishes): the pump that releases a request may run after the one that released
+//!   the response and the cut, and what the audit concludes (about this exchange, a resume of
+//!   it, a re-send of its call) must not depend on which ran first. The wait is short: a
+//!   request is released right after its bytes were written, before the server could answer.
+//! - A held cut whose request never came is applied at the close: its POST exchange (the one
+//!   the cut fell in, by the cut record's `exchange`) is opened from the cut record's request
+//!   facts (method, path, session, JSON-RPC id) and reported `unknown` (its calls' methods are
+//!   not known); anything else still held when the connection closes is reported `unknown`,
+//!   never guessed.
 //! - Latencies measured from a request that arrived after its response are not recorded.
+//! - A request of exchange `(conn, seq)` is applied only after the response of every earlier
+//!   exchange of the connection ended (its `ResponseBody`, `StreamEnd` or `ObserverGaveUp`
+//!   was applied), or at a cut or the close of the connection: an HTTP/1.1 client sends its
+//!   next request on a connection once the response before it ended, but the pump that
+//!   releases the request may run before the one that releases that response's last events.
+//!   So the audit sees one connection's exchanges one after the other, whichever pump ran
+//!   first (a client that pipelines sees its requests applied as their turns come). At most
+//!   [`MAX_EARLY_PER_CONN`] wait per connection; later ones are applied at once.
 
-use super::engine::Engine;
+use super::engine::{Engine, HeldCut};
 use super::events::EventFacts;
 use super::exchange::RequestFacts;
 use super::finding::{Finding, FindingKind, StreamRef};
@@ -37,10 +53,115 @@ fn seq_of(obs: &Observation) -> Option<(u64, u64)> {
     }
 }
 
+/// The exchange of a request-side observation.
+fn request_of(obs: &Observation) -> Option<(u64, u64)> {
+    match obs {
+        Observation::Request { conn, seq, .. } => Some((*conn, *seq)),
+        Observation::LlmRequest(r) => Some((r.conn, r.seq)),
+        _ => None,
+    }
+}
+
+/// The connection of an observation.
+fn conn_of(obs: &Observation) -> u64 {
+    match obs {
+        Observation::ConnOpened { conn, .. }
+        | Observation::ConnClosed { conn }
+        | Observation::Request { conn, .. }
+        | Observation::Response { conn, .. }
+        | Observation::ResponseBody { conn, .. }
+        | Observation::SseEvent { conn, .. }
+        | Observation::ObserverGaveUp { conn, .. }
+        | Observation::StreamEnd { conn, .. }
+        | Observation::Cut { conn, .. } => *conn,
+        Observation::LlmRequest(r) => r.conn,
+        Observation::LlmEvent(e) => e.conn,
+    }
+}
+
 impl Engine {
-    /// Receives one observation at `now`, holding it if its request was not seen yet.
+    /// Receives one observation at `now`: behind a held cut if it is of another connection,
+    /// else as [`Engine::take`] does; lifts the held cut once its request came or its
+    /// connection closed.
     pub fn arrive(&mut self, now: Instant, obs: Observation) {
         self.l.clock = self.l.clock.max(now);
+        let Some(held) = self.held.as_mut() else {
+            self.take(now, obs);
+            return;
+        };
+        let conn = held.conn;
+        if conn_of(&obs) != conn {
+            if held.behind.len() < MAX_EARLY_PER_CONN {
+                held.behind.push((now, obs));
+            } else {
+                self.lift();
+                self.arrive(now, obs);
+            }
+            return;
+        }
+        if matches!(
+            obs,
+            Observation::ConnClosed { .. } | Observation::Cut { .. }
+        ) {
+            self.lift();
+            self.arrive(now, obs);
+            return;
+        }
+        self.take(now, obs);
+        // The connection is cut: its requests wait for nothing more.
+        self.wake(conn, u64::MAX);
+        if !self.awaits_request(conn) {
+            self.lift();
+        }
+    }
+
+    /// Applies the held cut (opening its exchange from the cut's facts if the request still
+    /// has not come), then what arrived behind it.
+    pub fn lift(&mut self) {
+        let Some(held) = self.held.take() else {
+            return;
+        };
+        let (t, cut) = held.cut;
+        self.cut(t, cut);
+        for (t, obs) in held.behind {
+            self.arrive(t, obs);
+        }
+    }
+
+    /// The end of a run: the held cut is applied, and every request still waiting for the
+    /// response before it (one that never ended: the observer stopped following it).
+    pub fn settle_order(&mut self) {
+        self.lift();
+        let mut conns: Vec<u64> = self
+            .order
+            .iter()
+            .filter(|(_, c)| !c.waiting.is_empty())
+            .map(|(k, _)| *k)
+            .collect();
+        conns.sort_unstable();
+        for conn in conns {
+            self.wake(conn, u64::MAX);
+        }
+    }
+
+    /// True if observations of `conn` wait for a request that has not come.
+    fn awaits_request(&self, conn: u64) -> bool {
+        self.order.get(&conn).is_some_and(|c| !c.early.is_empty())
+    }
+
+    /// Takes one observation at `now`, holding it if its request was not seen yet, or, for
+    /// a request, until the response before it ended.
+    fn take(&mut self, now: Instant, obs: Observation) {
+        if let Some((conn, seq)) = request_of(&obs) {
+            let c = self.order.entry(conn).or_default();
+            if seq > c.answered && c.waiting.len() < MAX_EARLY_PER_CONN {
+                c.waiting.push((now, obs));
+                return;
+            }
+        }
+        if let Observation::Cut { conn, .. } | Observation::ConnClosed { conn } = &obs {
+            self.wake(*conn, u64::MAX);
+        }
         if let Some((conn, seq)) = seq_of(&obs) {
             let requested = self.last_order.is_some_and(|(c, r)| c == conn && seq < r);
             if !requested {
@@ -58,8 +179,17 @@ impl Engine {
                 self.last_order = Some((conn, c.requests));
             }
         }
-        if matches!(obs, Observation::Cut { .. }) {
-            self.rules.on_observation(&mut self.l, now, &obs);
+        if let Observation::Cut { conn, .. } = obs {
+            if self.awaits_request(conn) && self.held.is_none() {
+                self.held = Some(HeldCut {
+                    conn,
+                    cut: (now, obs),
+                    behind: Vec::new(),
+                });
+            } else {
+                self.cut(now, obs);
+            }
+            return;
         }
         match obs {
             Observation::Request {
@@ -96,15 +226,6 @@ impl Engine {
                 );
                 self.release(conn, seq);
             }
-            Observation::Cut {
-                conn,
-                direction,
-                action,
-                point,
-            } => {
-                self.open_from_cut(now, conn, &point);
-                self.on_cut(now, conn, direction, action, point);
-            }
             Observation::ConnClosed { conn } => {
                 self.drop_early(now, conn);
                 self.on_conn_closed(now, conn);
@@ -114,8 +235,73 @@ impl Engine {
         }
     }
 
+    /// Applies a cut: opens its exchange from the cut's facts if that exchange's request still
+    /// has not come, then ends the connection's legs.
+    fn cut(&mut self, now: Instant, obs: Observation) {
+        self.rules.on_observation(&mut self.l, now, &obs);
+        if let Observation::Cut {
+            conn,
+            direction,
+            action,
+            point,
+        } = obs
+        {
+            self.open_from_cut(now, conn, &point);
+            self.on_cut(now, conn, direction, action, point);
+        }
+    }
+
+    /// Applies the waiting requests of `conn` (in order) whose responses before them ended,
+    /// or every one when `through` is `u64::MAX` (a cut or the close of the connection).
+    fn wake(&mut self, conn: u64, through: u64) {
+        loop {
+            let Some(c) = self.order.get_mut(&conn) else {
+                return;
+            };
+            let limit = through.max(c.answered);
+            let due = c
+                .waiting
+                .first()
+                .and_then(|(_, o)| request_of(o))
+                .is_some_and(|(_, seq)| seq <= limit);
+            if !due {
+                return;
+            }
+            let (t, obs) = c.waiting.remove(0);
+            if let Some(c) = self.order.get_mut(&conn) {
+                // A request applied at a cut or close counts its turn as come.
+                c.answered = c.answered.max(request_of(&obs).map_or(0, |k| k.1));
+            }
+            self.arrive(t, obs);
+        }
+    }
+
+    /// The response of exchange `(conn, seq)` ended: the requests after it may be applied.
+    fn answered(&mut self, conn: u64, seq: u64) {
+        let Some(c) = self.order.get_mut(&conn) else {
+            return;
+        };
+        c.answered = c.answered.max(seq.saturating_add(1));
+        if !c.waiting.is_empty() {
+            self.wake(conn, 0);
+        }
+    }
+
     /// Applies a response-side observation whose request was seen.
     fn apply(&mut self, now: Instant, obs: Observation) {
+        if let Observation::ResponseBody { conn, seq, .. }
+        | Observation::StreamEnd { conn, seq, .. }
+        | Observation::ObserverGaveUp { conn, seq, .. } = &obs
+        {
+            let (conn, seq) = (*conn, *seq);
+            self.apply_now(now, obs);
+            self.answered(conn, seq);
+            return;
+        }
+        self.apply_now(now, obs);
+    }
+
+    fn apply_now(&mut self, now: Instant, obs: Observation) {
         self.rules.on_observation(&mut self.l, now, &obs);
         match obs {
             Observation::Response {
@@ -187,8 +373,9 @@ impl Engine {
         }
     }
 
-    /// A cut reached the auditor before the request of the exchange in flight: open it from
-    /// the cut record's facts if it was a POST.
+    /// The request of the exchange in flight never reached the auditor (the cut waited for it
+    /// until its connection closed or the wait's bound): open that exchange from the cut
+    /// record's facts if it was a POST and the cut fell in its response.
     fn open_from_cut(&mut self, now: Instant, conn: u64, p: &CutPoint) {
         let Some(c) = self.order.get_mut(&conn) else {
             return;
@@ -202,6 +389,10 @@ impl Engine {
         else {
             return;
         };
+        // Only the exchange the cut fell in: its facts are the cut's.
+        if p.exchange != Some(seq) {
+            return;
+        }
         let Some((method, path)) = p.request.as_deref().and_then(|r| r.split_once(' ')) else {
             return;
         };
@@ -284,60 +475,5 @@ impl Engine {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::audit::AuditConfig;
-
-    fn request(conn: u64, seq: u64) -> Observation {
-        Observation::Request {
-            conn,
-            seq,
-            method: "GET".into(),
-            path: "/sse".into(),
-            session: None,
-            last_event_id: None,
-            protocol_version: None,
-            has_authorization: false,
-            idempotency_key: None,
-            accepts_event_stream: true,
-            body: None,
-        }
-    }
-
-    fn end(conn: u64, seq: u64) -> Observation {
-        Observation::StreamEnd {
-            conn,
-            seq,
-            clean: false,
-        }
-    }
-
-    fn held(e: &Engine, conn: u64) -> usize {
-        e.order.get(&conn).map_or(0, |c| c.early.len())
-    }
-
-    #[test]
-    fn an_exchange_after_the_last_request_seen_waits_even_right_after_its_connections_run() {
-        let now = Instant::now();
-        let mut e = Engine::new(AuditConfig::default(), now);
-        e.arrive(now, request(1, 0));
-        e.arrive(now, end(1, 0));
-        assert_eq!(held(&e, 1), 0, "exchange 0's request was seen");
-        e.arrive(now, end(1, 1));
-        assert_eq!(held(&e, 1), 1, "exchange 1's request was not");
-        e.arrive(now, request(1, 1));
-        assert_eq!(held(&e, 1), 0, "its request releases it");
-    }
-
-    #[test]
-    fn a_closed_connections_later_observations_wait_for_their_request_again() {
-        let now = Instant::now();
-        let mut e = Engine::new(AuditConfig::default(), now);
-        e.arrive(now, request(7, 0));
-        e.arrive(now, end(7, 0));
-        e.arrive(now, Observation::ConnClosed { conn: 7 });
-        // The connection's ordering state is gone: nothing of it is known to be requested.
-        e.arrive(now, end(7, 0));
-        assert_eq!(held(&e, 7), 1);
-    }
-}
+#[path = "order_tests.rs"]
+mod tests;

@@ -47,7 +47,7 @@ use super::state::Proxy;
 use super::stats::ResidenceBatch;
 use crate::fault::{Chunk, ConnRng, Cut, Deadline, Plan};
 use crate::vocab::{CutAction, Direction};
-use crate::wire::{Observation, WireObserver};
+use crate::wire::{CleanEnd, Observation, WireObserver};
 
 /// Why a direction ended early (its `Err`): the connection must be cut or was broken.
 #[derive(Debug)]
@@ -520,15 +520,10 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
         if let Err(stop) = self.drain().await {
             return stop;
         }
-        let action = match self.end_cleanly(cut.action).await {
-            Ok(a) => a,
-            Err(stop) => return stop,
-        };
         // The documents' outage: new connections wait until the window ends. The record names
         // the window this cut opened, not the profile's setting.
         let outage = cut.outage.map(|d| self.proxy.hold_new_connections(d));
-        self.record_cut(action, cut.by, outage);
-        Stop::Cut(action)
+        self.end_cleanly(cut.action, cut.by, outage).await
     }
 
     /// A fault's deadline fired: slices due by then leave, later ones are dropped, then the cut.
@@ -540,12 +535,7 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
             }
         }
         self.discard_queue();
-        let action = match self.end_cleanly(d.action).await {
-            Ok(a) => a,
-            Err(stop) => return stop,
-        };
-        self.record_cut(action, d.by, None);
-        Stop::Cut(action)
+        self.end_cleanly(d.action, d.by, None).await
     }
 
     /// Throws the queued slices away and tells the observer they were dropped.
@@ -559,23 +549,35 @@ impl<'a, R: AsyncRead + SpliceHalf + Unpin, W: AsyncWrite + SpliceHalf + Unpin> 
         self.queue.clear();
     }
 
-    /// For a `clean-end` cut, writes the observer's clean end at the delivered-through offset;
-    /// returns the action carried out (`fin` when no clean end exists there).
-    async fn end_cleanly(&mut self, action: CutAction) -> Result<CutAction, Stop> {
-        if action != CutAction::CleanEnd {
-            return Ok(action);
-        }
-        let tail = self.observer.clean_end_at(self.written_to);
-        if tail.is_empty() {
-            return Ok(CutAction::Fin);
-        }
+    /// Records the cut at the delivered-through offset, then, for a `clean-end` cut, writes the
+    /// observer's clean end there; the action carried out is `fin` when no clean end exists
+    /// there. The record comes first: once the client has the clean end it may reconnect, and
+    /// the audit must know of the cut before it sees the reconnect, whatever the scheduling
+    /// (as for a reset or FIN, which the connection carries out after the record).
+    async fn end_cleanly(
+        &mut self,
+        action: CutAction,
+        by: &'static str,
+        outage: Option<Duration>,
+    ) -> Stop {
+        let tail = if action == CutAction::CleanEnd {
+            self.observer.clean_end_at(self.written_to)
+        } else {
+            CleanEnd::default()
+        };
+        let action = if action == CutAction::CleanEnd && tail.is_empty() {
+            CutAction::Fin
+        } else {
+            action
+        };
+        self.record_cut(action, by, outage);
         // Piece by piece: the filler (up to 16 MiB) is never built in memory.
         for piece in tail.pieces() {
             if let Err(e) = self.dst.write_all(piece).await {
-                return Err(Stop::Io(self.dst_side(), e));
+                return Stop::Io(self.dst_side(), e);
             }
         }
-        Ok(action)
+        Stop::Cut(action)
     }
 
     fn record_cut(&mut self, action: CutAction, by: &'static str, outage: Option<Duration>) {

@@ -138,8 +138,16 @@ pub(super) fn describe(
     let Some((v, delivered)) = view_at(view, history, raw) else {
         return (point, None);
     };
-    let owner = v.owner_at(delivered).cloned();
+    // An exchange whose body ended at or before the cut point does not own it: the bytes after
+    // it (the next response's head) belong to no exchange yet, and a cut exactly at its end
+    // took nothing from it, whichever read holds them (the view of a later read does not
+    // know the ended response at all).
+    let owner = v
+        .owner_at(delivered)
+        .filter(|o| o.ended.is_none_or(|e| raw < e))
+        .cloned();
     if let Some(owner) = &owner {
+        point.exchange = Some(owner.seq);
         point.session = owner.session.clone();
         if let Some(r) = &owner.req {
             point.request = Some(format!("{} {}", r.method, r.path));

@@ -113,6 +113,11 @@ pub struct CutPoint {
     /// JSON-RPC request id of the stream's POST, if visible (written in the record's `stream`).
     #[serde(skip)]
     pub rpc_id: Option<String>,
+    /// Request sequence number on the connection of the exchange whose response bytes the cut
+    /// fell in (the one `request`, `session` and `rpc_id` describe); `None` outside every
+    /// response's bytes (before the first head, in a head after the body before it ended).
+    #[serde(skip)]
+    pub exchange: Option<u64>,
     /// How the client's TLS session ended, if the client side speaks TLS (set by the pump).
     pub tls_end: Option<crate::tls::TlsEnd>,
     /// The outage window this cut opened (new connections held), in milliseconds, as it took

@@ -27,7 +27,9 @@ use crate::vocab::Direction;
 /// Records waiting for the writer thread; beyond this, records are dropped and counted.
 pub const QUEUE_LIMIT: usize = 4096;
 
-/// The request whose stream a cut fell in (the record's `stream` object).
+/// The request whose stream a cut fell in (the record's `stream` object); every field `null`
+/// when the cut fell in no response's bytes (before the first head, exactly at or after a
+/// body's end, in the next response's head), whichever read held it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct CutRequest {
     /// Request method, if known.
@@ -238,6 +240,7 @@ mod tests {
                 request: Some("POST /mcp".into()),
                 session: Some("s1".into()),
                 rpc_id: Some("7".into()),
+                exchange: Some(2),
                 tls_end: None,
                 outage_ms: Some(250),
                 llm: None,

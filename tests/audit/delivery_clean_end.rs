@@ -127,3 +127,85 @@ async fn clean_end_leaves_the_client_exactly_as_torn_as_the_audit_records() {
     }
     assert!(checked >= 40, "only {checked} cuts were made");
 }
+
+/// Notes, when the cut is recorded, how many bytes the client had then (waiting up to 300 ms
+/// for more to arrive, so a clean end written before the record would be seen).
+struct CutWatch {
+    received: Arc<std::sync::atomic::AtomicUsize>,
+    seen: std::sync::Mutex<Option<(u64, usize)>>,
+}
+
+impl ObservationSink for CutWatch {
+    fn record(&self, obs: Observation) {
+        let Observation::Cut { point, .. } = obs else {
+            return;
+        };
+        let load = || self.received.load(std::sync::atomic::Ordering::SeqCst);
+        let until = std::time::Instant::now() + Duration::from_millis(300);
+        while load() as u64 <= point.raw_offset && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        *self.seen.lock().unwrap() = Some((point.raw_offset, load()));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clean_end_cut_is_recorded_before_the_client_can_see_the_end() {
+    // Once the client has the clean end it may reconnect; the audit must have the cut first,
+    // whichever thread runs (as for a reset or a FIN, carried out after the record).
+    let upstream = server(body("\n")).await;
+    let received = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let watch = Arc::new(CutWatch {
+        received: received.clone(),
+        seen: std::sync::Mutex::new(None),
+    });
+    let sink: Arc<dyn ObservationSink> = watch.clone();
+    let proxy = Proxy::new(ProxyConfig::new("clean-end-order", upstream.to_string()));
+    proxy.set_sink(Some(sink.clone()));
+    proxy.set_observer_factory(Arc::new(move |conn| {
+        http1::observer_pair(conn, sink.clone())
+    }));
+    proxy.set_faults(vec![fault(&[
+        ("kind", s("sse_cut")),
+        ("direction", s("downstream")),
+        ("at", s("mid-value")),
+        ("range", toml::Value::Array(vec![i(20), i(300)])),
+        ("action", s("clean-end")),
+    ])]);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(proxy::run(listener, proxy.clone(), stop.clone()));
+    // The client reads on its own thread, counting what it has.
+    let client = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        c.write_all(b"GET /events HTTP/1.1\r\nhost: x\r\n\r\n")
+            .unwrap();
+        let mut raw = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = c.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            raw.extend_from_slice(&buf[..n]);
+            received.fetch_add(n, std::sync::atomic::Ordering::SeqCst);
+        }
+        raw
+    });
+    let raw = tokio::task::spawn_blocking(move || client.join().unwrap())
+        .await
+        .unwrap();
+    stop.cancel();
+    let _ = task.await;
+    let (cut_at, had) = watch.seen.lock().unwrap().expect("the proxy cut");
+    assert!(
+        had as u64 <= cut_at,
+        "the client had {had} bytes when the cut at {cut_at} was recorded"
+    );
+    // The clean end did follow the record: the client got more than the cut's bytes, and a
+    // body that ended cleanly.
+    assert!(raw.len() as u64 > cut_at, "no clean end after the cut");
+    assert!(raw.ends_with(b"0\r\n\r\n"), "the body did not end cleanly");
+}

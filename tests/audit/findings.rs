@@ -1029,6 +1029,7 @@ async fn observations_before_their_request_are_put_in_order() {
             request: Some("POST /mcp".into()),
             session: Some("s-1".into()),
             rpc_id: Some("7".into()),
+            exchange: Some(0),
             ..CutPoint::default()
         },
     });

@@ -27,5 +27,6 @@ mod reset_window;
 mod sent_after_cancel;
 mod sessionless;
 mod stateless;
+mod traces;
 mod truncation;
 mod unanswered;

@@ -640,7 +640,13 @@ fn cut_after(up: &[u8], down: &[u8], read: usize, k: usize) -> tearline::wire::C
 }
 
 /// What a cut says of the exchange its bytes belong to.
-type Owned = (Option<String>, Option<String>, Option<String>, Option<u64>);
+type Owned = (
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<u64>,
+    Option<u64>,
+);
 
 fn owner_facts(p: &tearline::wire::CutPoint) -> Owned {
     (
@@ -648,28 +654,20 @@ fn owner_facts(p: &tearline::wire::CutPoint) -> Owned {
         p.session.clone(),
         p.rpc_id.clone(),
         p.body_bytes,
+        p.exchange,
     )
 }
 
 #[test]
 fn a_cut_names_its_exchange_alike_whatever_the_reads_before_it() {
     // A stream's later reads keep the view's owner from the read before (no clone per read):
-    // which request, session and body a cut inside a response's body names must not depend
-    // on that. (The class of the last observed byte's cut point may wait for the next byte, so
-    // classes are compared by the every-chunking tests above, not here; a cut in the head of
-    // the next response names the exchange before it only when the same read holds both, as
-    // it did before this reuse.)
+    // which request, session and body a cut names must not depend on that, nor on whether
+    // the read that holds the cut also held the end of the exchange before it. (The class of
+    // the last observed byte's cut point may wait for the next byte, so classes are compared
+    // by the every-chunking tests above, not here.)
     let (up, down) = (up_requests(), down_responses());
     let (up, down) = (up.as_bytes(), down.as_bytes());
-    let sse_body = {
-        let from = down_responses().find(SSE_HEAD).expect("SSE head") + SSE_HEAD.len();
-        let to = down_responses()[from..]
-            .find("HTTP/1.1")
-            .expect("next head")
-            + from;
-        from + 1..=to
-    };
-    for k in sse_body {
+    for k in 1..=down.len() {
         let whole = owner_facts(&cut_after(up, down, down.len(), k));
         for read in [1, 5, 16, 61] {
             assert_eq!(
@@ -679,8 +677,29 @@ fn a_cut_names_its_exchange_alike_whatever_the_reads_before_it() {
             );
         }
     }
-    // It names the requests it should: the SSE answer's bytes are the POST's.
-    let in_sse = cut_after(up, down, 7, 120);
-    assert_eq!(in_sse.request.as_deref(), Some("POST /mcp"));
-    assert_eq!(in_sse.session.as_deref(), Some("s1"));
+    // It names the requests it should: the SSE answer's bytes are the POST's, a cut at its
+    // end and the next response's head nobody's, the bytes of that response's body the GET's.
+    let text = down_responses();
+    let sse_end = text
+        .find("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length")
+        .expect("second response");
+    let get_body = text.find("data: x").expect("GET's body");
+    for (k, want) in [
+        (120, Some("POST /mcp")),
+        (sse_end - 1, Some("POST /mcp")),
+        (sse_end, None),
+        (sse_end + 1, None),
+        (get_body - 1, None),
+        (get_body + 2, Some("GET /mcp")),
+    ] {
+        for read in [7, down.len()] {
+            let p = cut_after(up, down, read, k);
+            assert_eq!(p.request.as_deref(), want, "cut after {k}, reads of {read}");
+            assert_eq!(
+                p.exchange.is_some(),
+                want.is_some(),
+                "cut after {k}: exchange"
+            );
+        }
+    }
 }

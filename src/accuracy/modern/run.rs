@@ -111,8 +111,16 @@ async fn run_inner(
     let cut = CallCut::new(aim(cell, mixed, eol));
     let faults: Vec<Arc<dyn FaultFactory>> = vec![cut.clone()];
     let auditor = Arc::new(Auditor::new(AuditConfig::default()));
-    let running =
-        rig::start_proxy("accuracy-2026", lab_addr, seed, faults, &auditor, &token).await?;
+    let running = rig::start_proxy(
+        "accuracy-2026",
+        lab_addr,
+        seed,
+        faults,
+        &auditor,
+        &token,
+        None,
+    )
+    .await?;
     let proxy_addr = running.addr;
     let url = format!("http://{proxy_addr}/mcp");
 

@@ -403,6 +403,7 @@ impl Wire {
                 request: None,
                 session: None,
                 rpc_id: None,
+                exchange: Some(seq),
                 tls_end: self.tls_end,
                 outage_ms: None,
                 by: None,
