@@ -92,13 +92,14 @@ impl Engine {
                             id,
                             method,
                             params_hash,
+                            progress_token,
                             ..
-                        } => Some(unanswered_call(
-                            id.clone(),
-                            method.clone(),
-                            *params_hash,
-                            &r,
-                        )),
+                        } => {
+                            let mut c =
+                                unanswered_call(id.clone(), method.clone(), *params_hash, &r);
+                            c.progress_token = progress_token.clone();
+                            Some(c)
+                        }
                         _ => None,
                     })
                     .collect();
@@ -486,5 +487,6 @@ fn unanswered_call(id: String, method: String, params_hash: u64, r: &RequestFact
         reported: false,
         replaced: false,
         key: r.idempotency_key.clone(),
+        progress_token: None,
     }
 }

@@ -66,6 +66,8 @@ pub struct Call {
     pub replaced: bool,
     /// The `Idempotency-Key` of its POST, if any.
     pub key: Option<String>,
+    /// Its `params._meta.progressToken` (JSON text), if any.
+    pub progress_token: Option<String>,
 }
 
 /// The shape of an unanswered call (what a re-send must repeat): id, method, params hash.
