@@ -22,6 +22,7 @@ mod ledger;
 mod links;
 mod sent_after_cancel;
 mod sessionless;
+mod sessions;
 mod stateless;
 mod truncation;
 mod unanswered;

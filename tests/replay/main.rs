@@ -9,4 +9,5 @@ mod e2e;
 mod report_cli;
 mod report_files;
 mod report_thresholds;
+mod sessions;
 mod stateless;
