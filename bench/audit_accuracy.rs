@@ -1,6 +1,7 @@
 //! Accuracy of the audit against ground truth, at scale, in both eras:
 //! - legacy (2025-11-25): every cell of the accuracy matrix (server bugs, evictions, the
-//!   stale-cursor client, the EventSource-like client × id styles × LF/CRLF ×
+//!   stale-cursor client, the EventSource-like client, 4 and 16 sessions at once × id styles ×
+//!   LF/CRLF ×
 //!   reset/fin/clean-end) × seeds, once without a profile and once with each shipped profile's
 //!   faults added (profiles/*.toml);
 //! - 2026-07-28: every cell of the modern matrix (the real TypeScript and Python SDK clients
@@ -15,7 +16,7 @@
 //! SEEDS=4 seeds per cell and profile, CONCURRENCY=16 runs at a time (2026 runs start node and
 //! python processes: CONCURRENCY_2026, default 6), FILTER=<substring of a cell label>,
 //! PROFILES=0 to skip the profiles or PROFILES=a,b for only those, ACCURACY_DUMP=<label
-//! substring> to print matching runs' findings and truth). Legacy: 132 cells × 4 seeds × (1 +
+//! substring> to print matching runs' findings and truth). Legacy: 156 cells × 4 seeds × (1 +
 //! every profile) runs; 2026: 108 cells × 4 seeds.
 
 use std::sync::Arc;

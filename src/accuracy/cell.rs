@@ -19,11 +19,15 @@ pub enum Scenario {
     StaleCursor,
     /// The plain-SSE endpoint and the EventSource-like client, with a 404 side request.
     EventSource,
+    /// A correct lab and this many strict clients at once, one session and one identical call
+    /// each, every call's stream cut once: sessions that count their ids, request ids and
+    /// results alike (`replay --sessions N`).
+    Sessions(usize),
 }
 
 impl Scenario {
     /// Every scenario.
-    pub const ALL: [Scenario; 11] = [
+    pub const ALL: [Scenario; 13] = [
         Scenario::Server(ServerBug::None),
         Scenario::Evicted(OnEvicted::Error),
         Scenario::Server(ServerBug::Reorder),
@@ -35,6 +39,8 @@ impl Scenario {
         Scenario::Evicted(OnEvicted::ReplayFromOldest),
         Scenario::StaleCursor,
         Scenario::EventSource,
+        Scenario::Sessions(4),
+        Scenario::Sessions(16),
     ];
 
     /// A short label.
@@ -47,6 +53,7 @@ impl Scenario {
             Scenario::Evicted(OnEvicted::ReplayFromOldest) => "evicted-from-oldest".to_owned(),
             Scenario::StaleCursor => "stale-cursor".to_owned(),
             Scenario::EventSource => "eventsource".to_owned(),
+            Scenario::Sessions(n) => format!("sessions-{n}"),
         }
     }
 
@@ -55,7 +62,7 @@ impl Scenario {
     pub fn is_clean(self) -> bool {
         matches!(
             self,
-            Scenario::Server(ServerBug::None) | Scenario::EventSource
+            Scenario::Server(ServerBug::None) | Scenario::EventSource | Scenario::Sessions(_)
         )
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! Invariants:
 //! - The scripted cut hits only the connections the scenario names ([`OnConnections`]): the
-//!   first call's POST stream (a second client's, for the shared store), and for the
+//!   first call's POST stream (a second client's, for the shared store; every client's, for
+//!   several sessions at once), and for the
 //!   stale-cursor client also its first resume; every later leg (resumes, re-issues) is uncut
 //!   unless a profile adds faults. One logical stream, one cut — the contract's premise.
 //! - The cut lands on a message event at least three events into the stream and at least two
@@ -133,7 +134,7 @@ fn lab_config(cell: &Cell, truth: &Arc<LabTruth>) -> LabConfig {
             lab.on_evicted = mode;
             lab.buffer = 4;
         }
-        Scenario::StaleCursor => {}
+        Scenario::StaleCursor | Scenario::Sessions(_) => {}
         Scenario::EventSource => lab.plain_path = Some(PLAIN_PATH.to_owned()),
     }
     lab
@@ -215,6 +216,12 @@ async fn run_inner(
             scripted_cut(cell, "GET", (3, 12)),
             vec![0],
         )],
+        // Whichever connections carry the calls' POSTs (the sessions connect in any order);
+        // resumes are GETs, never cut.
+        Scenario::Sessions(n) => vec![OnConnections::new(
+            scripted_cut(cell, "POST", (3, n_end)),
+            (0..4 * n as u64).collect(),
+        )],
         _ => vec![OnConnections::new(
             scripted_cut(cell, "POST", (3, n_end)),
             vec![0],
@@ -254,6 +261,17 @@ async fn run_inner(
             };
             run_eventsource(&cfg).await;
             clients.push(truth);
+        }
+        Scenario::Sessions(n) => {
+            let truths: Vec<_> = (0..n).map(|_| Arc::new(ClientTruth::default())).collect();
+            let runs = truths.iter().map(|t| {
+                let c = client(target("/mcp"), PROGRESS_N, 4, t);
+                crate::load::run(c, token.child_token())
+            });
+            for r in futures_util::future::join_all(runs).await {
+                r.map_err(|e| e.to_string())?;
+            }
+            clients.extend(truths);
         }
         scenario => {
             if scenario == Scenario::Server(ServerBug::SharedStore) {

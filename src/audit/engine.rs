@@ -234,7 +234,7 @@ impl Engine {
         shrink(&mut l.sessions);
         shrink(&mut self.order);
         shrink(&mut l.opaque);
-        l.shared_ids.shrink();
+        l.call_names.shrink();
         self.rules.shrink();
         l.ended.shrink();
         l.deferring
@@ -264,7 +264,7 @@ impl Engine {
             ("events", n(events)),
             ("event_ids", n(ids)),
             ("opaque_ids", n(l.opaque.len())),
-            ("shared_ids", n(l.shared_ids.len())),
+            ("call_names", n(l.call_names.len())),
             ("calls", n(calls)),
             ("watches", rule("watches")),
             ("truncations", rule("truncations")),

@@ -18,6 +18,7 @@
 use super::engine::Engine;
 use super::finding::{FindingCut, FindingKind};
 use super::judge::{LegEnd, ReplayClass};
+use super::leak::{self, Named};
 use super::ledger::Ledger;
 use super::ledger::ReplaySignal;
 use super::rpc::{self, RpcMessage, TOOLS_CALL};
@@ -140,8 +141,11 @@ impl Engine {
                 self.l.histos.record("server-replay", since);
             }
         }
+        // What the event names (a response id, a progress token) that only another session
+        // declared: cross-session evidence by construction (`leak`).
+        let named = is_resume.then(|| self.l.named_in(key, &ev)).flatten();
         let class = if is_resume {
-            self.l.classify(key, conn, seq, &ev)
+            self.l.classify(key, conn, seq, &ev, named.is_some())
         } else {
             None
         };
@@ -160,12 +164,17 @@ impl Engine {
             _ => None,
         };
         let cross = cross_id.is_some();
+        let mut source = None;
         if let Some(r) = self
             .l
             .legs
             .get_mut(&(conn, seq))
             .and_then(|l| l.resume.as_mut())
         {
+            if let Some(n) = named {
+                r.leaked_from = Some(n);
+            }
+            source = r.leaked_from.as_ref().map(|n| n.source);
             if ev.event_type.as_deref() == Some("error") {
                 r.error_event = true;
             }
@@ -192,6 +201,7 @@ impl Engine {
                     hash: ev.data_hash,
                     len: ev.data_len,
                     whole,
+                    source,
                 };
                 self.rules.on_cross_event(&mut self.l, &c);
             }
@@ -398,13 +408,31 @@ impl Ledger {
         }
     }
 
-    /// Classifies one replayed event against the stream (rules in the `judge` module doc).
+    /// The other session's call a replayed event of stream `key` names, if it is evidence
+    /// (`leak`); only events with an id are classified, so only they are read.
+    pub fn named_in(&self, key: StreamKey, ev: &EventFacts) -> Option<Named> {
+        ev.id.as_ref()?;
+        let data = ev.data.as_ref()?;
+        let whole = data.len() as u64 >= ev.data_len;
+        if whole && data.len() > MAX_PARSED {
+            return None;
+        }
+        let names = leak::names_in(data, whole);
+        if names.is_empty() {
+            return None;
+        }
+        self.named_source(key, &names)
+    }
+
+    /// Classifies one replayed event against the stream (rules in the `judge` module doc);
+    /// `named`: the event names another session's call ([`Ledger::named_in`]).
     pub fn classify(
         &self,
         key: StreamKey,
         conn: u64,
         seq: u64,
         ev: &EventFacts,
+        named: bool,
     ) -> Option<ReplayClass> {
         let r = self.legs.get(&(conn, seq))?.resume.as_ref()?;
         let stream = self.streams.get(&key)?;
@@ -423,10 +451,11 @@ impl Ledger {
         if r.seen_on_leg(&id) {
             return Some(ReplayClass::Duplicate { id });
         }
-        if self
-            .leak_source(key, &id, ev.data_hash, ev.data_len)
-            .is_some()
-        {
+        let proven = r
+            .leaked_from
+            .as_ref()
+            .is_some_and(|n| self.from_source(key, n.source, &id, ev.data_hash, ev.data_len));
+        if named || proven {
             return Some(ReplayClass::Cross { id });
         }
         if let Some(rank) = r.owed_rank(&id) {
@@ -449,18 +478,13 @@ impl Ledger {
             });
         }
         // Without a session, equal ids on two streams are normal (broadcast, several tabs):
-        // only another stream's own event on a stream known to differ is evidence.
-        let other_in_session = self
-            .sessions
-            .get(&stream.session)
-            .and_then(|s| s.ids.get(&id))
-            .is_some_and(|owners| {
-                owners.iter().any(|k| {
-                    *k != key
-                        && (stream.session.is_some()
-                            || self.differing_twin(key, *k, &id, ev.data_hash, ev.data_len))
-                })
-            });
+        // no evidence.
+        let other_in_session = stream.session.is_some()
+            && self
+                .sessions
+                .get(&stream.session)
+                .and_then(|s| s.ids.get(&id))
+                .is_some_and(|owners| owners.iter().any(|k| *k != key));
         let other_session = self.opaque.get(&id).is_some_and(|k| {
             *k != key
                 && self

@@ -95,13 +95,14 @@ impl Engine {
                             id,
                             method,
                             params_hash,
+                            progress_token,
                             ..
-                        } => Some(unanswered_call(
-                            id.clone(),
-                            method.clone(),
-                            *params_hash,
-                            &r,
-                        )),
+                        } => {
+                            let mut c =
+                                unanswered_call(id.clone(), method.clone(), *params_hash, &r);
+                            c.progress_token = progress_token.clone();
+                            Some(c)
+                        }
                         _ => None,
                     })
                     .collect();
@@ -532,5 +533,6 @@ fn unanswered_call(id: String, method: String, params_hash: u64, r: &RequestFact
         replaced: false,
         key: r.idempotency_key.clone(),
         started: None,
+        progress_token: None,
     }
 }

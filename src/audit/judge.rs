@@ -12,11 +12,12 @@
 //!   first event with other data);
 //! - cross: its id belongs to another stream of the session, or (for ids that look globally
 //!   unique: 16+ characters, not a counter — see `ledger::is_globally_unique`) to a stream of
-//!   another session. Without a session (plain EventSource, MCP 2026-07-28) the id alone is no
-//!   evidence: broadcast feeds, several tabs and a favicon answered with the feed carry the same
-//!   ids and data on every stream. There an event is cross only if another session-less stream
-//!   delivered it with the same data *and* the two streams are known to differ (under some id
-//!   both delivered, their data differed; see `leak`);
+//!   another session; or its message names a call of another session (a response id or
+//!   progress token only that session declared), or the leg was proven so and the event is
+//!   that session's stream's (see `leak`). Identical content alone is never evidence: sessions
+//!   of one client count alike and a deterministic tool answers alike. Without a session
+//!   (plain EventSource, MCP 2026-07-28) nothing is: broadcast feeds, several tabs and a
+//!   favicon answered with the feed carry the same ids and data on every stream;
 //! - priming: the leg's first event carries the cursor's own id and empty data (a server that
 //!   starts each resume with a priming event repeating the cursor): ignored by every rule below;
 //! - unseen: an id (or no id) the stream never delivered; `resent` if its non-empty data hash
@@ -110,6 +111,9 @@ pub struct Resume {
     /// Order and gap facts the leg's events proved across all legs of the stream
     /// ([`super::sequence`]).
     pub seq_facts: Vec<SeqFact>,
+    /// The other session's stream the leg was proven to replay: an event of the leg named one
+    /// of its calls ([`super::leak`]).
+    pub leaked_from: Option<super::leak::Named>,
 }
 
 /// How a replay leg ended.
@@ -217,12 +221,19 @@ impl Resume {
         });
         let has_cross = !cross.is_empty();
         if has_cross {
+            let why = match &self.leaked_from {
+                Some(n) => format!(
+                    "a replayed message names {}, a call only another session declared",
+                    n.name
+                ),
+                None => "their ids are another stream's of this session, or globally unique \
+                         ids of another session"
+                    .to_owned(),
+            };
             out.push((
                 FindingKind::CrossStream,
                 cross,
-                "replayed events belong to another stream or session (their ids, or ids and data \
-                 equal to another session's events where the two streams differ)"
-                    .into(),
+                format!("replayed events belong to another stream or session ({why})"),
             ));
         }
         let dups = pick(&|c| match c {

@@ -1,155 +1,182 @@
-//! Cross-session leakage under per-session ids: a replay that delivers another session's events
-//! when both sessions name their events alike (`<stream>-<seq>` counters, which MCP allows to
-//! repeat in every session), so the id alone never shows the leak.
+//! Cross-session evidence by name: a replay that delivers an event naming a call of another
+//! session.
 //!
-//! Evidence (all of it from the wire): the replayed event is byte-identical, id and data, to an
-//! event a stream of another session already delivered to its client, and the two streams are
-//! known to differ: under some id both delivered, their data differed. A stream of a
-//! deterministic tool called alike in two sessions never differs from its twin, so identical
-//! content there proves nothing and is never reported; content the home stream itself already
-//! delivered (a generic message repeated) proves nothing either.
+//! Why: MCP makes event ids unique only within a session, JSON-RPC ids and progress tokens
+//! only among one session's requests. Sessions of one client library count alike (`<stream>-<seq>`
+//! ids, request ids 1, 2, 3, progress token = request id), and a deterministic tool called
+//! alike in two sessions sends identical events. So identical content, or an id another
+//! session also used, proves nothing across sessions: with `replay --sessions 4` on a correct
+//! server it raised dozens of false `cross-stream` findings. Evidence must be unique by
+//! construction; across sessions that is a *name* only one session could have given:
+//!
+//! - An event of a replay leg names a call when it is a JSON-RPC response (its id) or a
+//!   `notifications/progress` (its `progressToken`). The name is evidence if and only if it
+//!   looks globally unique ([`is_globally_unique`]: 16+ characters, not a counter, so `1` or
+//!   `"tl-1"` never count), a request of another session declared it (its id, or its
+//!   `params._meta.progressToken`) and no request of the leg's own session did. The server had
+//!   no reason to send that name to this session: it served another session's store here.
+//! - Once an event of a leg named another session's call, the leg is proven to replay that
+//!   session's stream: a later event of the leg that stream delivered to its own client (same
+//!   id, same data, data this stream never delivered) is that stream's event too — how its
+//!   response, whose id may equal one of this session's, is recognised (`duplicate-response`).
+//!
+//! Within one session (ids unique by the spec) and for ids that look globally unique, the id
+//! alone is evidence; that is the engine's (`Ledger::classify`). Session-less streams carry no
+//! name unique to one client: they are never judged across streams by content.
 //!
 //! Invariants:
-//! - The index maps (id, data hash) of every dispatched, non-empty event with a per-session id
-//!   to the last stream that delivered it; an entry is removed when that stream forgets the
-//!   event (cap) or is forgotten, so memory follows the streams' own bounds.
-//! - A candidate is always re-checked against the live stream (its entry for the id is
-//!   dispatched with the same hash), so a stale or colliding key can never produce a finding.
+//! - The index holds only names that look globally unique, each with the streams whose POST
+//!   declared it; an entry leaves with its stream, so memory follows the streams' own bounds.
+//! - A stream's session is read live (a stream re-homed by a late `Mcp-Session-Id` keeps its
+//!   key), so the index never holds a stale session.
 
-use super::stream::{Stream, StreamKey, is_globally_unique};
+use super::rpc::{self, RpcMessage};
+use super::stream::{Call, Stream, StreamKey, is_globally_unique};
 use rustc_hash::FxHashMap;
 use std::collections::HashMap;
 
-fn id_key(id: &str, hash: u64) -> (u64, u64) {
-    (xxhash_rust::xxh3::xxh3_64(id.as_bytes()), hash)
+/// True if and only if `name` (JSON text of a request id or progress token) looks globally
+/// unique: a string or number that is no counter ([`is_globally_unique`] on its text).
+pub fn unique_name(name: &str) -> bool {
+    is_globally_unique(name.trim_matches('"'))
 }
 
-/// (per-session id, data hash) → the stream that last delivered that event.
+/// The names of `c` that may serve as cross-session evidence.
+fn names_of(c: &Call) -> impl Iterator<Item = &str> {
+    std::iter::once(c.id.as_str())
+        .chain(c.progress_token.as_deref())
+        .filter(|n| unique_name(n))
+}
+
+/// Globally unique-looking call names (request ids, progress tokens) → the streams whose POST
+/// declared them.
 #[derive(Debug, Default)]
-pub struct SharedIds {
-    by_event: HashMap<(u64, u64), StreamKey>,
+pub struct CallNames {
+    by_name: HashMap<String, Vec<StreamKey>>,
 }
 
-impl SharedIds {
-    /// Notes that `key` delivered `id` with data `hash` (ids that look globally unique are
-    /// indexed elsewhere and skipped).
-    pub fn add(&mut self, id: &str, hash: u64, key: StreamKey) {
-        if !is_globally_unique(id) {
-            self.by_event.insert(id_key(id, hash), key);
-        }
-    }
-
-    /// Forgets that `key` delivered `id` with `hash` (if it is still the one indexed).
-    pub fn remove(&mut self, id: &str, hash: u64, key: StreamKey) {
-        let k = id_key(id, hash);
-        if self.by_event.get(&k) == Some(&key) {
-            self.by_event.remove(&k);
-        }
-    }
-
-    /// Forgets every event of `stream` (keyed `key`).
-    pub fn remove_stream(&mut self, key: StreamKey, stream: &Stream) {
-        for e in stream.entries() {
-            if let Some(id) = &e.id {
-                self.remove(id, e.hash, key);
+impl CallNames {
+    /// Indexes the calls of `stream` (keyed `key`).
+    pub fn add_stream(&mut self, key: StreamKey, stream: &Stream) {
+        for c in &stream.calls {
+            for n in names_of(c) {
+                let owners = self.by_name.entry(n.to_owned()).or_default();
+                if !owners.contains(&key) {
+                    owners.push(key);
+                }
             }
         }
     }
 
-    fn get(&self, id: &str, hash: u64) -> Option<StreamKey> {
-        self.by_event.get(&id_key(id, hash)).copied()
+    /// Forgets the calls of `stream` (keyed `key`).
+    pub fn remove_stream(&mut self, key: StreamKey, stream: &Stream) {
+        for c in &stream.calls {
+            for n in names_of(c) {
+                if let Some(owners) = self.by_name.get_mut(n) {
+                    owners.retain(|k| *k != key);
+                    if owners.is_empty() {
+                        self.by_name.remove(n);
+                    }
+                }
+            }
+        }
+    }
+
+    fn owners(&self, name: &str) -> &[StreamKey] {
+        self.by_name.get(name).map_or(&[], Vec::as_slice)
     }
 
     /// Gives back table capacity once most entries are gone.
     pub fn shrink(&mut self) {
-        super::gauges::shrink(&mut self.by_event);
+        super::gauges::shrink(&mut self.by_name);
     }
 
-    /// Entries held (for tests and memory checks).
+    /// Names held (for tests and memory checks).
     pub fn len(&self) -> usize {
-        self.by_event.len()
+        self.by_name.len()
     }
 
     /// True if nothing is indexed.
     pub fn is_empty(&self) -> bool {
-        self.by_event.is_empty()
+        self.by_name.is_empty()
     }
 }
 
-/// The first id both streams delivered with different data, if any.
-fn divergence(home: &Stream, other: &Stream) -> Option<String> {
-    home.entries()
-        .filter(|e| e.dispatched && e.len > 0)
-        .find_map(|e| {
-            let id = e.id.as_ref()?;
-            other
-                .entry_of(id)
-                .filter(|o| o.dispatched && o.len > 0 && o.hash != e.hash)
-                .map(|_| id.clone())
+/// The call names an event's data carries: response ids and progress tokens (JSON text).
+/// `whole`: the data is complete (else only a response's head is read).
+pub fn names_in(data: &[u8], whole: bool) -> Vec<String> {
+    let msgs = if whole {
+        rpc::parse(data)
+    } else {
+        rpc::parse_head(data).into_iter().collect()
+    };
+    msgs.into_iter()
+        .filter_map(|m| match m {
+            RpcMessage::Response { id, .. } => Some(id),
+            RpcMessage::Notification {
+                progress: Some((token, _)),
+                ..
+            } => Some(token),
+            _ => None,
         })
+        .collect()
 }
 
-/// Where a leaked event came from, and the id that shows the two streams differ.
+/// An event that names another session's call.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Leak {
-    /// The other session's stream that delivered the event first.
+pub struct Named {
+    /// The other session's stream whose POST declared the name.
     pub source: StreamKey,
-    /// An id both streams delivered with different data.
-    pub diverged_at: String,
+    /// The name (JSON text).
+    pub name: String,
 }
 
-/// Session-less evidence that stream `key` replays stream `other`'s event (`id`, `hash`):
-/// `other` delivered it with that data and the two streams are known to differ (an id both
-/// delivered with different data). Twins (a broadcast feed) never qualify.
-pub fn differing_twin(
+/// The stream of another session whose call one of `names` names, if the evidence of the
+/// module doc holds for stream `key`.
+pub fn named_source(
     streams: &FxHashMap<StreamKey, Stream>,
-    (key, other): (StreamKey, StreamKey),
+    index: &CallNames,
+    key: StreamKey,
+    names: &[String],
+) -> Option<Named> {
+    let home = streams.get(&key)?;
+    home.session.as_ref()?;
+    let session_of = |k: &StreamKey| streams.get(k).map(|s| &s.session);
+    names.iter().filter(|n| unique_name(n)).find_map(|n| {
+        let owners = index.owners(n);
+        if owners.iter().any(|k| session_of(k) == Some(&home.session)) {
+            return None;
+        }
+        owners
+            .iter()
+            .find(|k| session_of(k).is_some_and(Option::is_some))
+            .map(|k| Named {
+                source: *k,
+                name: n.clone(),
+            })
+    })
+}
+
+/// True if and only if, on a leg proven to replay stream `source`, the event (`id`, `hash`,
+/// `len`) is `source`'s: it delivered that id with that data, and stream `key` never delivered
+/// that data.
+pub fn from_source(
+    streams: &FxHashMap<StreamKey, Stream>,
+    (key, source): (StreamKey, StreamKey),
     id: &str,
     hash: u64,
     len: u64,
 ) -> bool {
-    if len == 0 {
+    if len == 0 || key == source {
         return false;
     }
-    let (Some(home), Some(o)) = (streams.get(&key), streams.get(&other)) else {
+    let (Some(home), Some(src)) = (streams.get(&key), streams.get(&source)) else {
         return false;
     };
-    if home.has_hash(hash) {
-        return false;
-    }
-    o.entry_of(id)
-        .is_some_and(|e| e.dispatched && e.hash == hash)
-        && divergence(home, o).is_some()
-}
-
-/// The stream of another session whose event (`id`, `hash`) stream `key` is replaying, if
-/// the evidence of the module doc holds.
-pub fn leak_source(
-    streams: &FxHashMap<StreamKey, Stream>,
-    shared: &SharedIds,
-    key: StreamKey,
-    (id, hash, len): (&str, u64, u64),
-) -> Option<Leak> {
-    if len == 0 || is_globally_unique(id) {
-        return None;
-    }
-    let home = streams.get(&key)?;
-    if home.has_hash(hash) {
-        return None;
-    }
-    let source = shared.get(id, hash).filter(|k| *k != key)?;
-    let other = streams.get(&source)?;
-    if other.session == home.session {
-        return None;
-    }
-    other
-        .entry_of(id)
-        .filter(|e| e.dispatched && e.hash == hash)?;
-    let diverged_at = divergence(home, other)?;
-    Some(Leak {
-        source,
-        diverged_at,
-    })
+    !home.has_hash(hash)
+        && src
+            .entry_of(id)
+            .is_some_and(|e| e.dispatched && e.hash == hash)
 }
 
 #[cfg(test)]
@@ -161,20 +188,41 @@ mod tests {
     use crate::audit::stream::Origin;
     use tokio::time::Instant;
 
-    /// A ledger with one stream per session, each delivering `(id, hash)` in order.
-    fn ledger(streams: &[(&str, &[(&str, u64)])]) -> (Ledger, Vec<StreamKey>) {
+    const TOKEN_A: &str = "\"tl-00000000000000aa-1\"";
+    const TOKEN_B: &str = "\"tl-00000000000000bb-1\"";
+
+    fn call(id: &str, token: Option<&str>) -> Call {
+        Call {
+            id: id.to_owned(),
+            method: "tools/call".to_owned(),
+            params_hash: 0,
+            answers: 0,
+            reported: false,
+            replaced: false,
+            key: None,
+            progress_token: token.map(str::to_owned),
+            started: None,
+        }
+    }
+
+    /// One POST stream: its session, its call, the events `(id, hash)` it delivered.
+    type Spec<'a> = (Option<&'a str>, Call, &'a [(&'a str, u64)]);
+
+    /// A ledger with one POST stream per spec.
+    fn ledger(streams: &[Spec<'_>]) -> (Ledger, Vec<StreamKey>) {
         let now = Instant::now();
         let mut l = Ledger::new(AuditConfig::default(), now);
         let mut keys = Vec::new();
-        for (session, events) in streams {
-            let s = Stream::new(
-                Some((*session).to_owned()),
+        for (session, c, events) in streams {
+            let mut s = Stream::new(
+                session.map(str::to_owned),
                 StreamRef::default(),
                 Origin::Post,
                 None,
                 now,
                 64,
             );
+            s.calls = vec![c.clone()];
             let key = l.add_stream(s, now);
             for (id, hash) in *events {
                 l.push_event(key, Some((*id).to_owned()), *hash, 10, true, Instant::now());
@@ -185,36 +233,87 @@ mod tests {
     }
 
     #[test]
-    fn another_sessions_event_is_a_leak_only_when_the_streams_differ() {
-        let a: &[(&str, u64)] = &[("1-1", 11), ("1-2", 12), ("1-3", 13)];
-        // B's own events differ from A's under the same ids (another `total`).
-        let (l, k) = ledger(&[("a", a), ("b", &[("1-1", 21), ("1-2", 22)])]);
-        let leak = l.leak_source(k[1], "1-3", 13, 10);
+    fn a_progress_token_only_another_session_declared_names_that_sessions_call() {
+        let (l, k) = ledger(&[
+            (Some("a"), call("1", Some(TOKEN_A)), &[("1-1", 11)]),
+            (Some("b"), call("1", Some(TOKEN_B)), &[("1-1", 21)]),
+        ]);
+        let named = l.named_source(k[1], &[TOKEN_A.to_owned()]);
         assert_eq!(
-            leak,
-            Some(Leak {
+            named,
+            Some(Named {
                 source: k[0],
-                diverged_at: "1-1".into()
+                name: TOKEN_A.to_owned()
             })
         );
-        assert_eq!(l.leak_source(k[1], "1-3", 23, 10), None, "its own event");
-        assert_eq!(l.leak_source(k[1], "1-3", 13, 0), None, "no data");
-        // Twins (a deterministic tool called alike in two sessions) prove nothing.
-        let (l, k) = ledger(&[("a", a), ("b", &[("1-1", 11), ("1-2", 12)])]);
-        assert_eq!(l.leak_source(k[1], "1-3", 13, 10), None);
-        // The same session's other stream is not a session leak.
-        let (l, k) = ledger(&[("a", a), ("a", &[("1-1", 21)])]);
-        assert_eq!(l.leak_source(k[1], "1-3", 13, 10), None);
+        assert_eq!(l.named_source(k[1], &[TOKEN_B.to_owned()]), None, "its own");
     }
 
     #[test]
-    fn the_index_forgets_events_with_their_stream() {
-        let a: &[(&str, u64)] = &[("1-1", 11), ("1-2", 12)];
-        let (mut l, k) = ledger(&[("a", a), ("b", &[("1-1", 21)])]);
-        assert_eq!(l.shared_ids.len(), 3);
+    fn counter_names_and_names_the_home_session_declared_are_no_evidence() {
+        // Request id 1 and token "tl-1" repeat in every session of a client library.
+        let (l, k) = ledger(&[
+            (Some("a"), call("1", Some("\"tl-1\"")), &[]),
+            (Some("b"), call("2", Some("\"tl-2\"")), &[]),
+        ]);
+        assert_eq!(l.named_source(k[1], &["1".to_owned()]), None);
+        assert_eq!(l.named_source(k[1], &["\"tl-1\"".to_owned()]), None);
+        // A re-send in a new session declares the same token: both sessions own it.
+        let (l, k) = ledger(&[
+            (Some("a"), call("1", Some(TOKEN_A)), &[]),
+            (Some("b"), call("1", Some(TOKEN_A)), &[]),
+        ]);
+        assert_eq!(l.named_source(k[1], &[TOKEN_A.to_owned()]), None);
+        // Without a session nothing is unique to one client.
+        let (l, k) = ledger(&[
+            (Some("a"), call("1", Some(TOKEN_A)), &[]),
+            (None, call("1", None), &[]),
+        ]);
+        assert_eq!(l.named_source(k[1], &[TOKEN_A.to_owned()]), None);
+    }
+
+    #[test]
+    fn identical_content_of_another_session_is_no_evidence_by_itself() {
+        // Two sessions that differ at 1-1 and deliver the same 1-2: twins of a deterministic
+        // tool, not a leak, unless a leg was proven to replay the other stream.
+        let (l, k) = ledger(&[
+            (
+                Some("a"),
+                call("1", Some(TOKEN_A)),
+                &[("1-1", 11), ("1-2", 12)],
+            ),
+            (Some("b"), call("1", Some(TOKEN_B)), &[("1-1", 21)]),
+        ]);
+        assert_eq!(l.named_source(k[1], &[]), None);
+        assert!(l.from_source(k[1], k[0], "1-2", 12, 10), "proven leg");
+        assert!(!l.from_source(k[1], k[0], "1-2", 13, 10), "other data");
+        assert!(!l.from_source(k[1], k[0], "1-2", 12, 0), "no data");
+        assert!(!l.from_source(k[1], k[0], "1-1", 21, 10), "its own data");
+    }
+
+    #[test]
+    fn responses_and_progress_name_calls_other_messages_do_not() {
+        let p = br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t-1","progress":1}}"#;
+        assert_eq!(names_in(p, true), vec!["\"t-1\"".to_owned()]);
+        let r = br#"{"jsonrpc":"2.0","id":"abc","result":{"content":[]}}"#;
+        assert_eq!(names_in(r, true), vec!["\"abc\"".to_owned()]);
+        let head = br#"{"jsonrpc":"2.0","id":"abc","result":{"content":[{"type":"te"#;
+        assert_eq!(names_in(head, false), vec!["\"abc\"".to_owned()]);
+        let other = br#"{"jsonrpc":"2.0","method":"notifications/message","params":{}}"#;
+        assert!(names_in(other, true).is_empty());
+    }
+
+    #[test]
+    fn the_index_forgets_names_with_their_stream() {
+        let (mut l, k) = ledger(&[
+            (Some("a"), call("1", Some(TOKEN_A)), &[]),
+            (Some("b"), call("\"9b2f4c1e-7d3a-4e0b\"", None), &[]),
+            (Some("c"), call("3", Some("\"tl-3\"")), &[]),
+        ]);
+        assert_eq!(l.call_names.len(), 2);
         for key in k {
             l.remove_stream(key);
         }
-        assert!(l.shared_ids.is_empty());
+        assert!(l.call_names.is_empty());
     }
 }

@@ -18,7 +18,7 @@ use super::grace::Ended;
 use super::histo::Histos;
 use super::holes::{self, Holes};
 use super::judge::Resume;
-use super::leak::{self, Leak, SharedIds};
+use super::leak::{self, CallNames, Named};
 use super::log::FindingsLog;
 use super::stream::{Stream, StreamKey};
 pub use super::stream::{is_decimal, is_globally_unique};
@@ -194,8 +194,8 @@ pub struct Ledger {
     /// Globally unique-looking event id ([`is_globally_unique`]) → the stream that last
     /// delivered it, across sessions.
     pub opaque: HashMap<String, StreamKey>,
-    /// Events with per-session ids, by id and content, across sessions ([`super::leak`]).
-    pub shared_ids: SharedIds,
+    /// Globally unique-looking call names, across sessions ([`super::leak`]).
+    pub call_names: CallNames,
     pub findings: Vec<Finding>,
     pub counts: BTreeMap<String, u64>,
     pub histos: Histos,
@@ -242,7 +242,7 @@ impl Ledger {
             sessions: HashMap::new(),
             legs: BTreeMap::new(),
             opaque: HashMap::new(),
-            shared_ids: SharedIds::default(),
+            call_names: CallNames::default(),
             findings: Vec::new(),
             counts: BTreeMap::new(),
             histos: Histos::default(),
@@ -280,6 +280,7 @@ impl Ledger {
         let key = self.next_key;
         self.next_key += 1;
         self.session_mut(&stream.session, now).streams += 1;
+        self.call_names.add_stream(key, &stream);
         self.streams.insert(key, stream);
         key
     }
@@ -375,18 +376,10 @@ impl Ledger {
         };
         let session = stream.session.clone();
         let evicted = stream.push(id.clone(), hash, len, dispatched, at);
-        if let Some(old) = &evicted
-            && let Some(old_id) = &old.id
-        {
-            self.shared_ids.remove(old_id, old.hash, key);
-        }
         let gone = evicted
             .and_then(|e| e.id)
             .filter(|old| !stream.owns_id(old));
         if let Some(id) = id {
-            if dispatched && len > 0 {
-                self.shared_ids.add(&id, hash, key);
-            }
             self.index_id(key, &id);
         }
         if let Some(old) = gone {
@@ -443,7 +436,7 @@ impl Ledger {
         if stream.open_legs == 0 && stream.ended_at.is_some() {
             self.ended.left();
         }
-        self.shared_ids.remove_stream(key, &stream);
+        self.call_names.remove_stream(key, &stream);
         let mut ids: Vec<String> = stream.remembered_ids().cloned().collect();
         if let Some(t) = stream.torn.as_ref().and_then(|t| t.id.clone()) {
             ids.push(t);
@@ -473,7 +466,6 @@ impl Ledger {
         let Some(id) = old.id else {
             return;
         };
-        self.shared_ids.remove(&id, old.hash, key);
         let gone = self.streams.get(&key).is_some_and(|s| !s.owns_id(&id));
         if gone {
             self.unindex_id(key, &session, &id);
@@ -481,34 +473,30 @@ impl Ledger {
     }
 
     /// A resume from inside a reset's unread window: rolls stream `key` back to ordinal `after`
-    /// (see [`Stream::roll_back`]); the rolled-back events stay indexed (owed again) but leave
-    /// the content index of delivered events.
+    /// (see [`Stream::roll_back`]); the rolled-back events stay indexed (owed again).
     pub fn roll_back(&mut self, key: StreamKey, after: u64) {
-        let Some(stream) = self.streams.get_mut(&key) else {
-            return;
-        };
-        for (id, hash) in stream.roll_back(after) {
-            self.shared_ids.remove(&id, hash, key);
+        if let Some(stream) = self.streams.get_mut(&key) {
+            stream.roll_back(after);
         }
     }
 
-    /// Session-less evidence that stream `key` replays stream `other`'s event (see
-    /// [`leak::differing_twin`]).
-    pub fn differing_twin(
+    /// The stream of another session whose call the event naming `names` names (see
+    /// [`leak::named_source`]).
+    pub fn named_source(&self, key: StreamKey, names: &[String]) -> Option<Named> {
+        leak::named_source(&self.streams, &self.call_names, key, names)
+    }
+
+    /// On a leg of stream `key` proven to replay stream `source`: whether the event (`id`,
+    /// `hash`, `len`) is `source`'s (see [`leak::from_source`]).
+    pub fn from_source(
         &self,
         key: StreamKey,
-        other: StreamKey,
+        source: StreamKey,
         id: &str,
         hash: u64,
         len: u64,
     ) -> bool {
-        leak::differing_twin(&self.streams, (key, other), id, hash, len)
-    }
-
-    /// The stream of another session whose event stream `key` is replaying (see
-    /// [`leak::leak_source`]).
-    pub fn leak_source(&self, key: StreamKey, id: &str, hash: u64, len: u64) -> Option<Leak> {
-        leak::leak_source(&self.streams, &self.shared_ids, key, (id, hash, len))
+        leak::from_source(&self.streams, (key, source), id, hash, len)
     }
 }
 

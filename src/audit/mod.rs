@@ -42,7 +42,7 @@
 //!   server-bug, info), [`stream`] (one stream's bounded ledger, call shapes, id helpers),
 //!   [`sequence`] (order and gaps across all legs of a logical stream, from counter ids and MCP
 //!   progress values; pure), [`judge`] (the replay rules of a resume leg; pure), [`leak`] (the
-//!   content index and evidence for `cross-stream` between sessions and session-less streams),
+//!   index of call names and the by-name evidence for `cross-stream` between sessions),
 //!   [`grace`] (the ended-stream queue), [`deadline`] (when the next wait falls due),
 //!   [`gauges`] (table shrinking), [`rpc`], [`histo`],
 //!   [`log`], [`intake`].

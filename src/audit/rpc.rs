@@ -20,6 +20,8 @@ pub enum RpcMessage {
         params_hash: u64,
         /// `params.protocolVersion` of an `initialize` request.
         protocol_version: Option<String>,
+        /// `params._meta.progressToken`, as JSON text.
+        progress_token: Option<String>,
     },
     /// A notification (has `method`, no `id`).
     Notification {
@@ -182,6 +184,9 @@ fn message(v: &Value) -> Option<RpcMessage> {
                 method: method.to_string(),
                 params_hash: params.map_or(0, params_hash),
                 protocol_version: string_at(params, "protocolVersion"),
+                progress_token: params
+                    .and_then(|p| p.get("_meta")?.get("progressToken"))
+                    .map(Value::to_string),
             },
             None => RpcMessage::Notification {
                 progress: (method == "notifications/progress")
@@ -293,6 +298,25 @@ mod tests {
         assert!(parse(b"{\"id\":1,\"resu").is_empty());
         assert!(parse(b"not json").is_empty());
         assert!(parse(b"{\"id\":1}").is_empty());
+    }
+
+    #[test]
+    fn requests_yield_their_progress_token_only_when_they_declare_one() {
+        let r = parse(
+            br#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"a","_meta":{"progressToken":"tl-9-4"}}}"#,
+        );
+        assert!(
+            matches!(&r[0], RpcMessage::Request { progress_token: Some(t), .. }
+            if t == "\"tl-9-4\"")
+        );
+        let n = parse(br#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"a"}}"#);
+        assert!(matches!(
+            &n[0],
+            RpcMessage::Request {
+                progress_token: None,
+                ..
+            }
+        ));
     }
 
     #[test]

@@ -134,6 +134,9 @@ pub struct CrossEvent<'a> {
     pub hash: u64,
     pub len: u64,
     pub whole: bool,
+    /// The other session's stream the leg was proven to replay (an event of the leg named one
+    /// of its calls; see `leak`), if that is the evidence.
+    pub source: Option<StreamKey>,
 }
 
 /// The response head of a resume leg of stream `key` (mapped or not).

@@ -76,6 +76,8 @@ pub struct Call {
     /// (progress or response bytes delivered, a torn event, part of a JSON body), if anything
     /// did; set by rule `stateless` (any era), read by rule `abandoned` for `unproven-resend`.
     pub started: Option<&'static str>,
+    /// Its `params._meta.progressToken` (JSON text), if any.
+    pub progress_token: Option<String>,
 }
 
 /// The shape of an unanswered call (what a re-send must repeat): id, method, params hash.

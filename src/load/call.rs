@@ -64,7 +64,8 @@ pub struct Worker {
     pub id_base: u64,
     /// Calls started by this worker (the index of the next one).
     calls_started: u64,
-    /// Random per worker: makes `Idempotency-Key`s unique across workers and runs.
+    /// Random per worker: makes `Idempotency-Key`s and progress tokens unique across workers
+    /// and runs.
     key_nonce: u64,
     /// Whether the last request of the current call that reached the server was cut (its
     /// stream or JSON body broke).
@@ -259,6 +260,9 @@ impl Worker {
                     reached = false;
                     let id = self.id_base + session.next_request_id();
                     let mut r = RequestStream::new(policy, id);
+                    // Unique per worker and run, as MCP asks of tokens among active requests:
+                    // a token another session's stream carries then names this call alone.
+                    r.progress_token = format!("tl-{:016x}-{id}", self.key_nonce);
                     r.tape = leg.as_ref().map(|_| Vec::new());
                     let body = json!({
                         "jsonrpc": "2.0", "id": id, "method": "tools/call",

@@ -2,7 +2,8 @@
 //!
 //! Legacy (issue 13): every cell of the accuracy matrix —
 //! each lab server-bug mode, the eviction answers (410, fresh, replay-from-oldest), the
-//! stale-cursor client and the EventSource-like client (with a 404 side request), × counter
+//! stale-cursor client, the EventSource-like client (with a 404 side request) and 4 and 16
+//! strict clients at once (one session and one identical call each), × counter
 //! and opaque ids × LF/CRLF × reset/fin/clean-end — twice with different seeds, in-process on
 //! 127.0.0.1 port 0 (lab + proxy with an `sse_cut` fault + load client, 12 runs at a time).
 //! The expected finding kinds come from what the lab emitted and what the client dispatched

@@ -26,6 +26,7 @@ mod not_judged;
 mod reset_window;
 mod sent_after_cancel;
 mod sessionless;
+mod sessions;
 mod stateless;
 mod traces;
 mod truncation;

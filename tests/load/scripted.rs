@@ -41,6 +41,9 @@ struct Script {
     calls: AtomicU32,
     sessions: AtomicU32,
     first_request_id: Mutex<Option<u64>>,
+    /// The progress token of the first tools/call (echoed in its progress events, as MCP
+    /// servers do).
+    first_token: Mutex<String>,
     last_event_ids: Mutex<Vec<String>>,
     /// The `Idempotency-Key` of every tools/call POST, in arrival order.
     keys: Mutex<Vec<Option<String>>>,
@@ -54,7 +57,7 @@ fn chunk(out: &mut Vec<u8>, payload: &str) {
 
 /// The events of the stream `s` answering request `id`: priming, one progress, the result
 /// split over three data lines.
-fn events(s: &str, id: u64, with_ids: bool) -> Vec<String> {
+fn events(s: &str, id: u64, token: &str, with_ids: bool) -> Vec<String> {
     let idl = |n: u32| {
         if with_ids {
             format!("id: {s}-{n}\n")
@@ -65,7 +68,7 @@ fn events(s: &str, id: u64, with_ids: bool) -> Vec<String> {
     vec![
         format!("{}retry: 10\ndata:\n\n", idl(0)),
         format!(
-            "{}event: message\ndata: {{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{{\"progressToken\":\"tl-{id}\",\"progress\":1,\"total\":1}}}}\n\n",
+            "{}event: message\ndata: {{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{{\"progressToken\":\"{token}\",\"progress\":1,\"total\":1}}}}\n\n",
             idl(1)
         ),
         format!(
@@ -134,12 +137,13 @@ async fn handle(mut sock: TcpStream, script: Arc<Script>) {
                 Resume::Jump => chunk(&mut out, "id: s1-7\nretry: 10\ndata:\n\n"),
                 Resume::Replay | Resume::Skip => {
                     let id = script.first_request_id.lock().unwrap().unwrap_or(0);
+                    let token = script.first_token.lock().unwrap().clone();
                     let after: u32 = lei
                         .rsplit('-')
                         .next()
                         .and_then(|n| n.parse().ok())
                         .unwrap_or(0);
-                    for (n, ev) in events("s1", id, true).iter().enumerate() {
+                    for (n, ev) in events("s1", id, &token, true).iter().enumerate() {
                         if n as u32 > after && script.resume == Resume::Skip {
                             // The owed events under ids one further on: seq `after + 1` never
                             // comes (a gap the ids show).
@@ -172,9 +176,15 @@ async fn handle(mut sock: TcpStream, script: Arc<Script>) {
                     script.keys.lock().unwrap().push(header("idempotency-key"));
                     let id = msg["id"].as_u64().unwrap_or(0);
                     let k = script.calls.fetch_add(1, Ordering::SeqCst);
-                    script.first_request_id.lock().unwrap().get_or_insert(id);
+                    let token = msg["params"]["_meta"]["progressToken"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned();
+                    if script.first_request_id.lock().unwrap().get_or_insert(id) == &id {
+                        *script.first_token.lock().unwrap() = token.clone();
+                    }
                     out.extend_from_slice(SSE_HEAD.as_bytes());
-                    let evs = events("s1", id, script.resume != Resume::NoIds);
+                    let evs = events("s1", id, &token, script.resume != Resume::NoIds);
                     chunk(&mut out, &evs[0]);
                     chunk(&mut out, &evs[1]);
                     if k < script.tear && script.clean_end {
@@ -220,6 +230,7 @@ async fn start_with(resume: Resume, tear: u32, clean_end: bool) -> (Target, Arc<
         calls: AtomicU32::new(0),
         sessions: AtomicU32::new(0),
         first_request_id: Mutex::new(None),
+        first_token: Mutex::new(String::new()),
         last_event_ids: Mutex::new(Vec::new()),
         keys: Mutex::new(Vec::new()),
     });

@@ -10,4 +10,5 @@ mod interrupt;
 mod report_cli;
 mod report_files;
 mod report_thresholds;
+mod sessions;
 mod stateless;

@@ -8,7 +8,8 @@
 //! - A response event that another stream delivered to its own client and that a replay
 //!   delivered again here (the engine classified it as another stream's, `cross-stream`) is
 //!   also `duplicate-response`: one response reached clients twice. Evidence: the JSON-RPC id,
-//!   the event id, the other stream and, for per-session ids, where the two streams differ.
+//!   the event id, the other stream and, for per-session ids, that the leg was proven to
+//!   replay that stream (an event named one of its calls; see `leak`).
 //!
 //! State: none.
 
@@ -41,7 +42,7 @@ impl Rule for DuplicateResponse {
     /// A response event another stream delivered to its own client came again here: one
     /// response reached clients twice (`duplicate-response`, besides `cross-stream`).
     fn on_cross_event(&mut self, l: &mut Ledger, c: &CrossEvent<'_>) {
-        let (now, key, id, data, hash, len) = (c.now, c.key, c.id, c.data, c.hash, c.len);
+        let (now, key, id, data, hash) = (c.now, c.key, c.id, c.data, c.hash);
         let whole = c.whole;
         let msgs = if whole {
             rpc::parse(data)
@@ -54,8 +55,8 @@ impl Rule for DuplicateResponse {
         }) else {
             return;
         };
-        let leak = l.leak_source(key, id, hash, len);
-        let owner = l.opaque.get(id).copied().or_else(|| {
+        let by_source = c.source.filter(|s| l.from_source(key, *s, id, hash, c.len));
+        let owner = by_source.or_else(|| l.opaque.get(id).copied()).or_else(|| {
             let session = l.streams.get(&key)?.session.clone();
             l.sessions
                 .get(&session)?
@@ -65,20 +66,18 @@ impl Rule for DuplicateResponse {
                 .copied()
                 .find(|k| *k != key)
         });
-        let owner = leak.as_ref().map(|s| s.source).or(owner);
         let Some(other) = owner.and_then(|k| l.streams.get(&k)) else {
             return;
         };
         if other.entry_of(id).is_none_or(|e| !e.dispatched) {
             return;
         }
-        let why = leak.map_or(String::new(), |s| {
-            format!(
-                " (same id and data; the two streams differ at id {}, so this is that \
-                 session's event, not a twin of this one)",
-                s.diverged_at
-            )
-        });
+        let why = if by_source.is_some() {
+            " (same id and data; the replay was shown to serve that session's stream: one of \
+             its messages named a call only that session declared)"
+        } else {
+            ""
+        };
         let detail = format!(
             "response event {id} (JSON-RPC id {rpc_id}) was delivered on stream {} of session {} \
              and again on this stream{why}",
