@@ -18,7 +18,7 @@ pub use super::counters::Counters;
 use super::latency::{Latency, safe_name};
 
 /// Version of the `report.json` layout; bumped on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// Examples kept per finding kind.
 pub const MAX_EXAMPLES: usize = 3;
@@ -49,6 +49,10 @@ pub struct RunFacts {
     /// (`1/4+2/4+3/4+4/4`); absent for a run of the whole plan on one machine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub segment: Option<String>,
+    /// The run id an LLM load run names its requests with (`tl-llm-<run id>-…` keys), 16 hex
+    /// digits; absent for other runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
 }
 
 impl RunFacts {
@@ -66,6 +70,7 @@ impl RunFacts {
             duration_ms: 0,
             command_line: std::env::args().collect(),
             segment: None,
+            run_id: None,
         }
     }
 }

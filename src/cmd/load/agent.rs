@@ -62,14 +62,18 @@ pub fn report(outcomes: &[LoadOutcome], target: &Target, seed: u64) -> Report {
     r
 }
 
-/// Writes the report of `outcomes` and their call stories into `dir`.
+/// Writes the report of `outcomes` and their call stories into `dir`; `run_id` (an LLM run's,
+/// see `load::llm::LlmLoadConfig::run_id`) goes into the facts.
 pub fn write(
     outcomes: &[LoadOutcome],
     target: &Target,
     seed: u64,
+    run_id: Option<String>,
     dir: &Path,
 ) -> Result<Written, ReportError> {
-    let written = report::write_all(&report(outcomes, target, seed), dir)?;
+    let mut r = report(outcomes, target, seed);
+    r.facts.run_id = run_id;
+    let written = report::write_all(&r, dir)?;
     let mut lines = String::new();
     for trace in outcomes.iter().flat_map(|o| &o.traces) {
         if let Ok(line) = serde_json::to_string(trace) {

@@ -294,7 +294,7 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
         async move { Ok(crate::load::run(cfg, shutdown).await?) }
     })
     .await?;
-    write_report(&args, &outcomes, &base.target)?;
+    write_report(&args, &outcomes, &base.target, None)?;
     if args.json {
         println!("{:#}", summary::json(&outcomes));
     } else {
@@ -336,10 +336,16 @@ where
     Ok(done)
 }
 
-/// With `--report-dir`: writes the run's report there and says where on stderr.
-fn write_report(args: &Args, outcomes: &[LoadOutcome], target: &Target) -> Result<(), CliError> {
+/// With `--report-dir`: writes the run's report there (with an LLM run's `run_id`) and says
+/// where on stderr.
+fn write_report(
+    args: &Args,
+    outcomes: &[LoadOutcome],
+    target: &Target,
+    run_id: Option<String>,
+) -> Result<(), CliError> {
     if let Some(dir) = &args.report_dir {
-        let written = agent::write(outcomes, target, args.seed, dir)?;
+        let written = agent::write(outcomes, target, args.seed, run_id, dir)?;
         eprintln!("report: {}", written.dir.display());
     }
     Ok(())
