@@ -157,6 +157,72 @@ async fn a_truncated_answer_never_sent_again_is_a_loss_saying_what_was_missing()
 }
 
 #[tokio::test(start_paused = true)]
+async fn only_a_clean_end_before_the_completion_signal_is_called_a_silent_loss() {
+    for (action, silent) in [
+        (CutAction::CleanEnd, true),
+        (CutAction::Reset, false),
+        (CutAction::Fin, false),
+    ] {
+        let a = auditor();
+        let (f, _, _, _) = wire_conversation(LlmApi::ChatCompletions, false, 6, &[]);
+        let parts: Vec<Part> = f.iter().map(|f| f.part).collect();
+        let second = index_of(&parts, Part::Delta, 1);
+        exchange(
+            &a,
+            1,
+            LlmApi::ChatCompletions,
+            false,
+            &[],
+            Ending::CutAfter(second, action),
+        );
+        a.finish();
+        let found = a.findings();
+        let l = llm(&found);
+        assert_eq!(kinds(&found), [FindingKind::LlmTruncated], "{action:?}");
+        assert_eq!(a.loss_affected(), 1, "{action:?}");
+        let summary = a.summary();
+        let text = &l[0].detail;
+        if silent {
+            assert!(text.contains("the wire cannot tell"), "{text}");
+            assert!(!text.contains("visible loss"), "{text}");
+            assert!(
+                summary.starts_with("silent loss observed: yes (1 call affected)\n"),
+                "{summary}"
+            );
+        } else {
+            assert!(text.contains("the client saw an error"), "{text}");
+            assert!(!text.contains("the wire cannot tell"), "{text}");
+            assert!(
+                summary.starts_with(
+                    "silent loss observed: no (0 calls affected); visible loss: 1 call"
+                ),
+                "{action:?}: {summary}"
+            );
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_that_got_no_answer_is_a_visible_loss_not_a_silent_one() {
+    let a = auditor();
+    exchange(
+        &a,
+        1,
+        LlmApi::Messages,
+        false,
+        &[],
+        Ending::CutBeforeResponse(CutAction::Reset),
+    );
+    a.finish();
+    assert_eq!(kinds(&a.findings()), [FindingKind::LlmUnanswered]);
+    let summary = a.summary();
+    assert!(
+        summary.starts_with("silent loss observed: no (0 calls affected); visible loss: 1 call"),
+        "{summary}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_truncated_answer_is_judged_at_the_end_of_the_run_whatever_the_wait() {
     let a = auditor();
     let (f, _, _, _) = wire_conversation(LlmApi::Messages, false, 6, &[]);

@@ -8,8 +8,12 @@
 //!   closed — before its completion signal (see `wire::llm`), and no proven re-send of its
 //!   request followed within `abandon_after` (or by the end of the run). The detail says what
 //!   was missing (how many text deltas arrived, each tool call's arguments: bytes and whether
-//!   they parse), how the stream ended, how long the rule waited, and that the wire cannot tell
-//!   whether the client failed visibly or used the partial answer. Later requests with the same
+//!   they parse), how the stream ended, how long the rule waited, and — only when the stream
+//!   ended cleanly (the body's end, the proxy's `clean-end`) — that the wire cannot tell
+//!   whether the client failed visibly or used the partial answer; a stream that broke (a
+//!   reset, a FIN inside the body, the connection closed) showed the client an error, so it
+//!   is a visible loss, and the summary does not count it (nor `llm-unanswered`) as silent
+//!   ([`Ledger::emit_visible_loss`]). Later requests with the same
 //!   API and body but no re-send marker are named as candidates: an application may ask the
 //!   same thing again, so an identical request is not proof.
 //! - `llm-retried` (info): the same, but the request was re-sent: a later request with the
@@ -294,6 +298,15 @@ impl Exchange {
                     .to_owned()
             }
             (None, None) => "it is still open".to_owned(),
+        }
+    }
+
+    /// The stream ended as a complete one would (the body's own end, or the proxy's
+    /// `clean-end`): the only ending a client can take for a whole answer without an error.
+    fn ended_cleanly(&self) -> bool {
+        match (&self.cut, self.end.as_ref().map(|e| &e.1)) {
+            (Some(c), _) => c.action == CutAction::CleanEnd,
+            (None, end) => end == Some(&End::Clean),
         }
     }
 
@@ -623,15 +636,22 @@ impl LlmRule {
                     secs(waited),
                     candidates
                 ));
-            l.emit(f);
+            l.emit_visible_loss(f);
             return;
         }
+        let clean = ex.ended_cleanly();
+        let what_client_did = if clean {
+            "the client either failed visibly or used the partial answer — the wire cannot tell \
+             which"
+        } else {
+            "the stream broke without its end, so the client saw an error (a visible loss, not \
+             a silent one) unless it ignores errors"
+        };
         let f = Self::llm_finding(l, FindingKind::LlmTruncated, ex, now)
             .ids(ids)
             .detail(format!(
                 "{} stream{} ended before its completion signal ({}): the client received {}; \
-                 ended: {}. No re-send of the request followed (waited {}): the client either \
-                 failed visibly or used the partial answer — the wire cannot tell which.{}",
+                 ended: {}. No re-send of the request followed (waited {}): {what_client_did}.{}",
                 ex.api,
                 ex.key_note(),
                 ex.signal(),
@@ -640,7 +660,11 @@ impl LlmRule {
                 secs(waited),
                 candidates
             ));
-        l.emit(f);
+        if clean {
+            l.emit(f);
+        } else {
+            l.emit_visible_loss(f);
+        }
     }
 
     /// Settles truncations that waited `abandon_after` for a re-send.
