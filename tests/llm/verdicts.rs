@@ -222,6 +222,64 @@ async fn a_request_that_got_no_answer_is_a_visible_loss_not_a_silent_one() {
     );
 }
 
+/// Runs one Chat Completions exchange whose response head says `Content-Encoding: encoding`
+/// (when given), delivered through the end of the second text delta, then the proxy's
+/// `clean-end` cut.
+fn encoded_exchange(auditor: &Arc<Auditor>, encoding: Option<&str>) {
+    let (frames, up, mut down, ends) = wire_conversation(LlmApi::ChatCompletions, false, 6, &[]);
+    let parts: Vec<Part> = frames.iter().map(|f| f.part).collect();
+    let mut at = ends[index_of(&parts, Part::Delta, 1)];
+    if let Some(e) = encoding {
+        let line_end = down
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .expect("status line")
+            + 2;
+        let header = format!("Content-Encoding: {e}\r\n");
+        down.splice(line_end..line_end, header.bytes());
+        at += header.len();
+    }
+    let sink: Arc<dyn ObservationSink> = auditor.clone();
+    let (mut u, mut d) = observer_pair(1, sink.clone());
+    u.observe(&up);
+    u.delivered_through(up.len() as u64);
+    d.observe(&down);
+    cut(&sink, &mut *d, 1, at as u64, CutAction::CleanEnd);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_encoded_stream_is_reported_unread_and_never_judged_truncated() {
+    for encoding in ["gzip", "deflate", "br"] {
+        let a = auditor();
+        encoded_exchange(&a, Some(encoding));
+        a.finish();
+        let found = a.findings();
+        let kinds: Vec<&str> = found.iter().map(|f| f.kind.as_str()).collect();
+        assert_eq!(kinds, ["observer-gave-up"], "{encoding}: {found:#?}");
+        assert!(
+            found[0]
+                .detail
+                .contains(&format!("content-encoding {encoding}")),
+            "{}",
+            found[0].detail
+        );
+        assert!(
+            found[0].detail.contains("not judged"),
+            "{}",
+            found[0].detail
+        );
+        assert_eq!(found[0].stream.request, "POST /v1/chat/completions");
+        assert_eq!(a.loss_affected(), 0);
+    }
+    // The same cut on the plain stream is judged, and nothing says the observer gave up.
+    let a = auditor();
+    encoded_exchange(&a, None);
+    a.finish();
+    let found = a.findings();
+    let kinds: Vec<&str> = found.iter().map(|f| f.kind.as_str()).collect();
+    assert_eq!(kinds, ["llm-truncated"], "{found:#?}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_truncated_answer_is_judged_at_the_end_of_the_run_whatever_the_wait() {
     let a = auditor();

@@ -26,6 +26,9 @@
 //!   (the proxy's cut, the connection closed, the body ended).
 //! - `llm-hung` (client-bug): at the end of the run a stream is still open without its
 //!   completion signal and silent for at least [`STALL_AFTER`]: nobody gave up.
+//! - `observer-gave-up` (info): the observer did not read the stream's events (a
+//!   `Content-Encoding` such as gzip, deflate or br; a line over its limit): the stream is not
+//!   judged at all, so no verdict above rests on bytes not read.
 //! - `llm-unanswered` (loss): the connection ended before any response reached the client
 //!   (e.g. a reset before the first byte) and no proven re-send followed; a proven re-send
 //!   makes it `llm-retried` instead (every SDK re-sends such a request, the Stainless ones with
@@ -433,6 +436,37 @@ impl LlmRule {
         ex.error |= f.error;
     }
 
+    /// The observer gave up on the stream of `(conn, seq)` (an encoded body it does not
+    /// decode, a line over its limit): its events were not read, so it is reported as not
+    /// judged — never a truncation, stall or re-send verdict on bytes not read.
+    pub fn on_llm_gave_up(
+        &mut self,
+        l: &mut Ledger,
+        now: Instant,
+        (conn, seq): (u64, u64),
+        raw_offset: u64,
+        reason: &str,
+    ) {
+        let Some(ex) = self.open.remove(&(conn, seq)) else {
+            return;
+        };
+        if l.legs.contains_key(&(conn, seq)) {
+            // An MCP leg's own `observer-gave-up` (the ledger's) already says so.
+            return;
+        }
+        let f = Self::llm_finding(l, FindingKind::ObserverGaveUp, &ex, now)
+            .ids(ex.key_ids())
+            .offsets(vec![raw_offset])
+            .detail(format!(
+                "{} stream{}: observer gave up at raw offset {raw_offset}: {reason}; its \
+                 events were not read, so the stream is not judged (no llm-truncated, \
+                 llm-retried, llm-stalled or llm-no-terminal from bytes not read)",
+                ex.api,
+                ex.key_note()
+            ));
+        l.emit(f);
+    }
+
     /// A body that is not a stream answered `(conn, seq)`: nothing to follow.
     pub fn on_llm_body(&mut self, _l: &mut Ledger, conn: u64, seq: u64) {
         self.open.remove(&(conn, seq));
@@ -747,6 +781,12 @@ impl Rule for LlmRule {
             }
             Observation::LlmRequest(r) => self.on_llm_request(l, now, r.clone()),
             Observation::LlmEvent(e) => self.on_llm_event(l, now, e),
+            Observation::ObserverGaveUp {
+                conn,
+                seq,
+                raw_offset,
+                reason,
+            } => self.on_llm_gave_up(l, now, (*conn, *seq), *raw_offset, reason),
             _ => {}
         }
     }
