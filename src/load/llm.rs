@@ -72,7 +72,7 @@ impl LlmLoadConfig {
     /// A configuration for `target` (whose path must name an LLM API) with `policy`.
     pub fn new(target: Target, policy: Policy) -> Result<LlmLoadConfig, LoadError> {
         let api = LlmApi::from_path(&target.path).ok_or(LoadError::Config(
-            "the target's path names no LLM API (…/v1/chat/completions, …/v1/responses, …/v1/messages)",
+            "the target's path names no LLM API (…/v1/chat/completions, …/chat/completions, …/v1/responses, …/v1/messages)",
         ))?;
         Ok(LlmLoadConfig {
             target,

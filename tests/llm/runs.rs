@@ -20,6 +20,7 @@ fn bin() -> &'static str {
 async fn runs_through_one_proxy(
     out: &Path,
     policies: &[&str],
+    path: &str,
 ) -> (Vec<serde_json::Value>, Vec<serde_json::Value>) {
     let lab = TcpListener::bind("127.0.0.1:0").await.expect("bind lab");
     let lab_addr = lab.local_addr().expect("lab addr");
@@ -46,7 +47,7 @@ async fn runs_through_one_proxy(
     for (i, policy) in policies.iter().enumerate() {
         let done = Command::new(bin())
             .args(["load", "--target"])
-            .arg(format!("http://{proxy_addr}/v1/chat/completions"))
+            .arg(format!("http://{proxy_addr}{path}"))
             .args(["--calls", "12", "--sessions", "2", "--seed", "7", "--json"])
             .args(["--policy", policy, "--report-dir"])
             .arg(out.join(format!("report-{i}")))
@@ -81,7 +82,8 @@ fn counter(summary: &serde_json::Value, name: &str) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_naive_runs_through_one_proxy_leave_every_accepted_truncation_truncated() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (summaries, findings) = runs_through_one_proxy(dir.path(), &["naive", "naive"]).await;
+    let (summaries, findings) =
+        runs_through_one_proxy(dir.path(), &["naive", "naive"], "/v1/chat/completions").await;
     let ids: Vec<&str> = summaries
         .iter()
         .filter_map(|s| s["run_id"].as_str())
@@ -115,7 +117,8 @@ async fn two_naive_runs_through_one_proxy_leave_every_accepted_truncation_trunca
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_strict_runs_own_re_sends_are_still_proven_and_a_later_phase_proves_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (summaries, findings) = runs_through_one_proxy(dir.path(), &["strict", "naive"]).await;
+    let (summaries, findings) =
+        runs_through_one_proxy(dir.path(), &["strict", "naive"], "/v1/chat/completions").await;
     let re_sends = counter(&summaries[0], "reissued");
     assert!(re_sends > 0, "no strict answer was cut: {summaries:?}");
     // Every strict re-send is a proven one (same key, same run); the naive run after it
@@ -130,4 +133,22 @@ async fn a_strict_runs_own_re_sends_are_still_proven_and_a_later_phase_proves_no
         counter(&summaries[0], "failed") + counter(&summaries[1], "silent-loss"),
         "{findings:#?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_profile_cuts_behind_a_path_prefix_and_on_azure_deployment_paths() {
+    for path in [
+        "/gateway/team-a/v1/chat/completions",
+        "/openai/deployments/gpt-4o/chat/completions?api-version=2024-10-21",
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (summaries, findings) = runs_through_one_proxy(dir.path(), &["naive"], path).await;
+        let accepted = counter(&summaries[0], "silent-loss");
+        assert!(accepted > 0, "{path}: nothing was cut: {summaries:?}");
+        assert_eq!(
+            kind_count(&findings, "llm-truncated"),
+            accepted,
+            "{path}: {findings:#?}"
+        );
+    }
 }
