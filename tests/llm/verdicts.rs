@@ -8,7 +8,8 @@ use std::time::Duration;
 use tearline::audit::{AuditConfig, Auditor, Finding, FindingClass, FindingKind};
 use tearline::lab::llm::frame::Part;
 use tearline::vocab::{CutAction, Direction, LlmApi};
-use tearline::wire::http1::observer_pair;
+use tearline::wire::http1::{observer_pair, observer_pair_routed};
+use tearline::wire::llm_routes::LlmRoutes;
 use tearline::wire::{Observation, ObservationSink, WireObserver};
 
 use crate::llm_support::wire_conversation;
@@ -278,6 +279,54 @@ async fn an_encoded_stream_is_reported_unread_and_never_judged_truncated() {
     let found = a.findings();
     let kinds: Vec<&str> = found.iter().map(|f| f.kind.as_str()).collect();
     assert_eq!(kinds, ["llm-truncated"], "{found:#?}");
+}
+
+/// A Chat Completions exchange on `/gen/stream` (a gateway path tearline does not know),
+/// cut with a clean end after the second delta, observed with `routes`.
+fn exchange_on_a_gateway_path(auditor: &Arc<Auditor>, routes: Arc<LlmRoutes>) {
+    let (frames, up, down, ends) = wire_conversation(LlmApi::ChatCompletions, false, 6, &[]);
+    let up = String::from_utf8_lossy(&up).replacen("/v1/chat/completions", "/gen/stream", 1);
+    let parts: Vec<Part> = frames.iter().map(|f| f.part).collect();
+    let at = ends[index_of(&parts, Part::Delta, 1)];
+    let sink: Arc<dyn ObservationSink> = auditor.clone();
+    let (mut u, mut d) = observer_pair_routed(1, sink.clone(), routes);
+    u.observe(up.as_bytes());
+    u.delivered_through(up.len() as u64);
+    d.observe(&down);
+    cut(&sink, &mut *d, 1, at as u64, CutAction::CleanEnd);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_declared_llm_route_is_judged_and_an_undeclared_one_is_not() {
+    let declared = Arc::new(LlmRoutes::new(vec![(
+        "/gen/*".to_owned(),
+        LlmApi::ChatCompletions,
+    )]));
+    let a = auditor();
+    exchange_on_a_gateway_path(&a, declared.clone());
+    a.finish();
+    let found = a.findings();
+    assert_eq!(kinds(&found), [FindingKind::LlmTruncated], "{found:#?}");
+    assert_eq!(llm(&found)[0].stream.request, "POST /v1/chat/completions");
+    assert!(
+        declared.noticed().is_empty(),
+        "a declared route needs no notice"
+    );
+
+    // Undeclared: not an LLM stream, and the POST answered with an event stream is noticed
+    // (once, however often it comes).
+    let routes = Arc::new(LlmRoutes::default());
+    for _ in 0..2 {
+        let a = auditor();
+        exchange_on_a_gateway_path(&a, routes.clone());
+        a.finish();
+        assert_eq!(
+            kinds(&a.findings()),
+            [],
+            "an unknown path is not an LLM stream"
+        );
+    }
+    assert_eq!(routes.noticed(), ["/gen/stream"]);
 }
 
 #[tokio::test(start_paused = true)]
