@@ -113,13 +113,28 @@ impl LlmApi {
     /// Every API, in a fixed order.
     pub const ALL: [LlmApi; 3] = [LlmApi::ChatCompletions, LlmApi::Responses, LlmApi::Messages];
 
-    /// The API a request target names: its path (query string ignored) ends with the API's
-    /// endpoint (`/v1/chat/completions`, `/openai/v1/chat/completions`, `/v1/messages?beta=true`).
+    /// The API a request target names: its path (query string ignored), after any prefix (a
+    /// gateway's base URL), ends with the API's endpoint (`/v1/chat/completions`,
+    /// `/team-a/openai/v1/chat/completions`, `/v1/messages?beta=true`), or is one of the
+    /// unversioned forms servers also use: `…/chat/completions` (Azure's
+    /// `/openai/deployments/{d}/chat/completions?api-version=…`, servers without `/v1`) and
+    /// Azure's `/openai/responses`. A bare `…/messages` or `…/responses` is not enough: MCP
+    /// servers and other APIs use those names.
     pub fn from_path(path: &str) -> Option<LlmApi> {
         let path = path.split(['?', '#']).next().unwrap_or("");
-        LlmApi::ALL
+        if let Some(api) = LlmApi::ALL
             .into_iter()
             .find(|api| path.ends_with(api.endpoint()))
+        {
+            return Some(api);
+        }
+        if path.ends_with("/chat/completions") {
+            Some(LlmApi::ChatCompletions)
+        } else if path.ends_with("/openai/responses") {
+            Some(LlmApi::Responses)
+        } else {
+            None
+        }
     }
 
     /// The endpoint path of the API (`/v1/…`).
@@ -144,5 +159,47 @@ impl LlmApi {
 impl fmt::Display for LlmApi {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LlmApi;
+
+    #[test]
+    fn llm_apis_are_recognised_after_any_prefix_and_in_azure_and_unversioned_forms() {
+        for (path, api) in [
+            ("/v1/chat/completions", LlmApi::ChatCompletions),
+            (
+                "/gw/team-a/v1/chat/completions?x=1",
+                LlmApi::ChatCompletions,
+            ),
+            (
+                "/openai/deployments/gpt-4o/chat/completions?api-version=2024-10-21",
+                LlmApi::ChatCompletions,
+            ),
+            ("/chat/completions", LlmApi::ChatCompletions),
+            ("/api/openai/chat/completions", LlmApi::ChatCompletions),
+            ("/base/v1/responses", LlmApi::Responses),
+            ("/openai/responses?api-version=preview", LlmApi::Responses),
+            ("/anthropic/v1/messages?beta=true", LlmApi::Messages),
+        ] {
+            assert_eq!(LlmApi::from_path(path), Some(api), "{path}");
+        }
+    }
+
+    #[test]
+    fn paths_that_only_resemble_an_llm_api_are_not_one() {
+        for path in [
+            "/messages",
+            "/mcp/messages",
+            "/responses",
+            "/v1/chat",
+            "/chat/completions/extra",
+            "/v1/chat/completionsx",
+            "/mcp",
+        ] {
+            assert_eq!(LlmApi::from_path(path), None, "{path}");
+        }
     }
 }

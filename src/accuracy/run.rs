@@ -111,6 +111,7 @@ fn scripted_cut(cell: &Cell, method: &str, events: (u64, u64)) -> Arc<dyn FaultF
         leg: crate::fault::sse_cut::Leg::Any,
         range: (0, 0),
         events: Some(events),
+        nth: None,
         method: Some(method.to_owned()),
         path: None,
         action: cell.action,

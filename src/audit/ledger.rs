@@ -51,19 +51,28 @@ impl Session {
     }
 }
 
-/// The calls (or, for streams without calls, the streams) that `loss` findings affect.
+/// The calls (or, for streams without calls, the streams) that `loss` findings affect, and
+/// which of them the wire shows the client could have taken silently: every MCP loss, an LLM
+/// stream that ended cleanly before its completion signal — not one that broke (a reset, a FIN
+/// inside the body) or got no answer, which the client saw as an error
+/// ([`Ledger::emit_visible_loss`]).
 #[derive(Debug, Default)]
 pub struct LossTally {
     affected: HashSet<String>,
     overflow: u64,
+    /// Of `affected`, the ones only visible losses name.
+    visible: HashSet<String>,
+    /// Of `overflow`, the ones a visible loss named.
+    visible_overflow: u64,
 }
 
 /// Affected calls remembered by name, at most; more are only counted.
 const MAX_LOSS_KEYS: usize = 100_000;
 
 impl LossTally {
-    /// Notes a finding; only `loss` findings count.
-    pub fn note(&mut self, f: &Finding) {
+    /// Notes a finding; only `loss` findings count. `silent`: the client may have taken the
+    /// loss without seeing an error (a key once noted silent stays so).
+    pub fn note(&mut self, f: &Finding, silent: bool) {
         if f.class != FindingClass::Loss {
             return;
         }
@@ -85,12 +94,26 @@ impl LossTally {
                 .collect()
         };
         for k in keys {
-            if self.affected.len() < MAX_LOSS_KEYS {
+            let known = self.affected.contains(&k);
+            if known {
+                if silent {
+                    self.visible.remove(&k);
+                }
+            } else if self.affected.len() < MAX_LOSS_KEYS {
+                if !silent {
+                    self.visible.insert(k.clone());
+                }
                 self.affected.insert(k);
-            } else if !self.affected.contains(&k) {
+            } else {
                 self.overflow += 1;
+                self.visible_overflow += u64::from(!silent);
             }
         }
+    }
+
+    /// Calls (or call-less streams) only visible losses affect: the client saw an error.
+    pub fn visible(&self) -> u64 {
+        self.visible.len() as u64 + self.visible_overflow
     }
 
     /// Affected calls remembered by name (at most `MAX_LOSS_KEYS`).
@@ -103,14 +126,25 @@ impl LossTally {
         self.affected.len() as u64 + self.overflow
     }
 
-    /// The summary's first line.
+    /// The summary's first line: the losses the client may have taken silently, then (when
+    /// any) those it saw as errors.
     pub fn headline(&self) -> String {
-        let n = self.affected();
-        format!(
+        let visible = self.visible();
+        let n = self.affected() - visible;
+        let plural = |n: u64| if n == 1 { "" } else { "s" };
+        let mut line = format!(
             "silent loss observed: {} ({n} call{} affected)",
             if n > 0 { "yes" } else { "no" },
-            if n == 1 { "" } else { "s" }
-        )
+            plural(n)
+        );
+        if visible > 0 {
+            line.push_str(&format!(
+                "; visible loss: {visible} call{} (the stream broke or no answer came: the \
+                 client saw an error)",
+                plural(visible)
+            ));
+        }
+        line
     }
 }
 
@@ -299,6 +333,16 @@ impl Ledger {
     /// then it is withheld, and the first one withheld on a stream is replaced by the stream's
     /// not-judged `unknown` (see `holes`).
     pub fn emit(&mut self, f: Finding) {
+        self.emit_noted(f, true);
+    }
+
+    /// As [`Ledger::emit`], for a loss the wire shows the client saw as an error (an LLM
+    /// stream that broke, a request that got no answer): the summary does not call it silent.
+    pub fn emit_visible_loss(&mut self, f: Finding) {
+        self.emit_noted(f, false);
+    }
+
+    fn emit_noted(&mut self, f: Finding, silent: bool) {
         if !self.holes.is_empty() {
             match self.holes.check(&f, self.clock) {
                 holes::Verdict::Emit => {}
@@ -311,17 +355,17 @@ impl Ledger {
                         f.stream.clone(),
                     );
                     unknown.detail = holes::stream_detail(f.stream.conn, dropped);
-                    return self.record(unknown);
+                    return self.record(unknown, true);
                 }
             }
         }
-        self.record(f);
+        self.record(f, silent);
     }
 
     /// Counts, logs and keeps `f`.
-    fn record(&mut self, f: Finding) {
+    fn record(&mut self, f: Finding, silent: bool) {
         *self.counts.entry(f.kind.as_str().to_string()).or_insert(0) += 1;
-        self.loss.note(&f);
+        self.loss.note(&f, silent);
         if let Some(log) = &mut self.log {
             log.write(&f);
         }

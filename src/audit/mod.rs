@@ -76,8 +76,10 @@
 //!   through `on_observation`).
 //!
 //! The summary opens with "silent loss observed: yes/no (N calls affected)", counted from the
-//! `loss` findings (`abandoned` included, `unproven-resend` not: a second line counts those);
-//! judgements still awaiting a resume or a re-send are
+//! `loss` findings (`abandoned` included, `unproven-resend` not: a second line counts those)
+//! except the LLM losses the client saw as errors (a stream that broke, a request with no
+//! answer), which follow as "; visible loss: M calls (…)" when there are any; judgements still
+//! awaiting a resume or a re-send are
 //! listed under it, and settle `abandon_after` after the cut or stream end, or at
 //! [`Auditor::finish`] (the end of a run), whatever the wait.
 

@@ -24,7 +24,11 @@
 //! LLM positions ([`LlmPos`]: `before-first-delta`, `mid-delta`, `mid-tool-args`,
 //! `before-completion`, `after-completion`) are targets like classes, on streams of a known LLM
 //! API only (see `wire::llm` for where each lies); chunk framing is never one of their cut
-//! points. A table of weights names either SSE classes or LLM positions, not both (two faults
+//! points. `mid-delta` and `mid-tool-args` aim anywhere inside the answer or the arguments:
+//! after the other draws, an occurrence index `D` uniform in `nth` (both ends included; default
+//! `[0, 7]` for deltas, `[0, 3]` for argument pieces), and the cut falls in the stream's `D`-th event (0 = first) holding that
+//! position — a text delta, an argument piece (or the gap after one while the arguments are
+//! unfinished); a stream with fewer such events is not cut. A table of weights names either SSE classes or LLM positions, not both (two faults
 //! combine them). With `stall_ms = S`, the bytes before the cut leave on time and
 //! the action follows S ms after the chunk arrived (a zero-length slice at that time, which the
 //! pump waits for before cutting). With `outage_ms = D` the cut opens a D ms proxy outage.
@@ -34,6 +38,7 @@
 //! Profile keys: `at` (required: a table of class weights such as `{ mid-value = 3,
 //! after-id = 1 }`, a single class name, or `"any-byte"`), `leg` (`any` default, `first`,
 //! `resume`), `range = [a, b]` (payload offsets; required for `any-byte`), `events = [n, m]`,
+//! `nth = [a, b]` (`mid-delta` / `mid-tool-args` only),
 //! `method`, `path`, `action` (`reset` default, `fin`, `clean-end`), `stall_ms`, `outage_ms`,
 //! `probability` (per stream, default 1), `direction` (only `downstream`).
 
@@ -135,6 +140,7 @@ struct RawConfig {
     leg: Option<Leg>,
     range: Option<[u64; 2]>,
     events: Option<[u64; 2]>,
+    nth: Option<[u64; 2]>,
     method: Option<String>,
     path: Option<String>,
     action: Option<CutAction>,
@@ -156,6 +162,10 @@ pub struct SseCutConfig {
     pub range: (u64, u64),
     /// Event indexes the cut may fall in (inclusive), if limited.
     pub events: Option<(u64, u64)>,
+    /// `mid-delta` / `mid-tool-args`: which of the stream's events at that position is cut
+    /// (0 = the first; inclusive range the index is drawn from); `None`: the position's
+    /// default ([`default_nth`]).
+    pub nth: Option<(u64, u64)>,
     /// Only streams whose request has this method.
     pub method: Option<String>,
     /// Only streams whose request path is this (or has this prefix, when it ends in `*`).
@@ -232,6 +242,10 @@ impl TryFrom<RawConfig> for SseCutConfig {
             }
             e => e.map(|[a, b]| (a, b)),
         };
+        let nth = match raw.nth {
+            Some([a, b]) if a > b => return Err(SseCutError::BadRange { key: "nth", a, b }),
+            n => n.map(|[a, b]| (a, b)),
+        };
         let probability = raw.probability.unwrap_or(1.0);
         if !(0.0..=1.0).contains(&probability) {
             return Err(SseCutError::BadProbability(probability));
@@ -241,6 +255,7 @@ impl TryFrom<RawConfig> for SseCutConfig {
             leg: raw.leg.unwrap_or_default(),
             range,
             events,
+            nth,
             method: raw.method,
             path: raw.path,
             action: raw.action.unwrap_or(CutAction::Reset),
@@ -248,6 +263,16 @@ impl TryFrom<RawConfig> for SseCutConfig {
             outage: raw.outage_ms.map(Duration::from_millis),
             probability,
         })
+    }
+}
+
+/// The occurrences a position's cut is drawn from by default: the first eight text deltas,
+/// the first four argument pieces (a short call's arguments come in a few), else the first.
+pub fn default_nth(at: LlmPos) -> (u64, u64) {
+    match at {
+        LlmPos::MidDelta => (0, 7),
+        LlmPos::MidToolArgs => (0, 3),
+        _ => (0, 0),
     }
 }
 
@@ -337,6 +362,11 @@ struct Aim {
     class: Target,
     min_payload: u64,
     events: (u64, u64),
+    /// Events at the target position to let pass before the one cut (`nth`).
+    nth: u64,
+    /// Events at the target position met so far, and the index of the last one.
+    met: u64,
+    last_event: Option<u64>,
 }
 
 /// One connection's `sse_cut`.
@@ -364,10 +394,20 @@ impl SseCut {
             Some((n, m)) => (rng.random_range(n..=m), m),
             None => (0, u64::MAX),
         };
+        let nth = match class {
+            Some(Target::Llm(p @ (LlmPos::MidDelta | LlmPos::MidToolArgs))) => {
+                let (a, b) = cfg.nth.unwrap_or_else(|| default_nth(p));
+                rng.random_range(a..=b)
+            }
+            _ => 0,
+        };
         self.aim = class.filter(|_| fire && cfg.matches(s)).map(|class| Aim {
             class,
             min_payload,
             events,
+            nth,
+            met: 0,
+            last_event: None,
         });
     }
 
@@ -379,7 +419,9 @@ impl SseCut {
             {
                 self.begin(s, rng);
             }
-            let Some(aim) = self.aim else { continue };
+            let Some(aim) = self.aim.as_mut() else {
+                continue;
+            };
             // A class is a position on every leg (the structural class); `during-replay` names
             // the tearing positions of resume legs.
             let class_ok = match aim.class {
@@ -398,6 +440,13 @@ impl SseCut {
                 run.payload_offset + (run.end - run.start - 1) as u64
             };
             if last_payload < aim.min_payload {
+                continue;
+            }
+            if aim.last_event != Some(run.event_index) {
+                aim.last_event = Some(run.event_index);
+                aim.met += 1;
+            }
+            if aim.met <= aim.nth {
                 continue;
             }
             let skip = aim.min_payload.saturating_sub(run.payload_offset);
@@ -482,6 +531,10 @@ pub const KIND: KindInfo = KindInfo {
         ),
         ("range", "[a, b]: payload offsets the cut is drawn from"),
         ("events", "[n, m]: event indexes the cut may fall in"),
+        (
+            "nth",
+            "[a, b]: mid-delta / mid-tool-args: which delta or argument piece (0 = first; default [0, 7] / [0, 3])",
+        ),
         ("method", "only streams whose request has this method"),
         (
             "path",

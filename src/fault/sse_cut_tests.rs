@@ -300,6 +300,8 @@ fn invalid_definitions_are_rejected_with_reasons() {
     assert!(err("at = \"boundary\"\nleg = \"second\"").contains("second"));
     assert!(err("at = { mid-delta = 1, mid-value = 1 }").contains("mixes"));
     assert!(err("at = { mid-delta = 0 }").contains("positive"));
+    assert!(err("at = \"mid-delta\"\nnth = [3, 1]").contains("'nth'"));
+    assert_eq!(cfg("at = \"mid-delta\"\nnth = [2, 9]").nth, Some((2, 9)));
     assert_eq!(
         cfg("at = { mid-delta = 3, before-completion = 1 }").at,
         CutTarget::Llm(vec![

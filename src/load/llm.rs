@@ -59,8 +59,11 @@ pub struct LlmLoadConfig {
     pub connect_timeout: Duration,
     /// Pause before a re-send.
     pub backoff: Duration,
-    /// Seeds the idempotency keys (runs with the same seed send the same keys).
-    pub seed: u64,
+    /// Names this run's requests: every key is `tl-llm-<run id>-<policy>-<call>` and every
+    /// prompt names its key, so no two runs (random by default) and no two phases of one run
+    /// (the policy) send the same key or body — a later run's request is never "proof" that an
+    /// earlier run's truncated answer was re-sent.
+    pub run_id: u64,
     /// Logical requests remembered for the story and the truth (at most).
     pub max_records: usize,
 }
@@ -69,7 +72,7 @@ impl LlmLoadConfig {
     /// A configuration for `target` (whose path must name an LLM API) with `policy`.
     pub fn new(target: Target, policy: Policy) -> Result<LlmLoadConfig, LoadError> {
         let api = LlmApi::from_path(&target.path).ok_or(LoadError::Config(
-            "the target's path names no LLM API (…/v1/chat/completions, …/v1/responses, …/v1/messages)",
+            "the target's path names no LLM API (…/v1/chat/completions, …/chat/completions, …/v1/responses, …/v1/messages)",
         ))?;
         Ok(LlmLoadConfig {
             target,
@@ -86,7 +89,7 @@ impl LlmLoadConfig {
             idle_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(5),
             backoff: Duration::from_millis(20),
-            seed: 0,
+            run_id: rand::random(),
             max_records: 10_000,
         })
     }
@@ -234,10 +237,16 @@ async fn user(
     u
 }
 
+/// The `Idempotency-Key` of logical request `call` of run `run_id` under `policy`: unique per
+/// run and phase, repeated only on that request's own re-sends.
+pub fn request_key(run_id: u64, policy: Policy, call: u64) -> String {
+    format!("tl-llm-{run_id:016x}-{}-{call}", policy.as_str())
+}
+
 /// One logical request under the policy.
 async fn one_call(cfg: &LlmLoadConfig, call: u64, intended: Instant, u: &mut User) -> CallRecord {
-    let key = format!("tl-llm-{:016x}-{call}", cfg.seed);
-    let body = request_body(cfg.api, &cfg.model, cfg.max_tokens, cfg.tools, call);
+    let key = request_key(cfg.run_id, cfg.policy, call);
+    let body = request_body(cfg.api, &cfg.model, cfg.max_tokens, cfg.tools, &key);
     let ask = Ask {
         target: &cfg.target,
         api: cfg.api,
@@ -314,5 +323,33 @@ async fn one_call(cfg: &LlmLoadConfig, call: u64, intended: Instant, u: &mut Use
         key,
         attempts,
         outcome,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_differ_across_runs_and_policies_and_repeat_only_for_one_request() {
+        let a = request_key(0x1f, Policy::Naive, 3);
+        assert_eq!(a, "tl-llm-000000000000001f-naive-3");
+        assert_eq!(a, request_key(0x1f, Policy::Naive, 3));
+        assert_ne!(a, request_key(0x20, Policy::Naive, 3));
+        assert_ne!(a, request_key(0x1f, Policy::Strict, 3));
+        assert_ne!(a, request_key(0x1f, Policy::Naive, 4));
+    }
+
+    #[test]
+    fn every_configuration_draws_its_own_run_id() {
+        let target = Target::parse("http://127.0.0.1:1/v1/messages").expect("target");
+        let ids: std::collections::BTreeSet<u64> = (0..8)
+            .map(|_| {
+                LlmLoadConfig::new(target.clone(), Policy::Naive)
+                    .expect("config")
+                    .run_id
+            })
+            .collect();
+        assert_eq!(ids.len(), 8);
     }
 }

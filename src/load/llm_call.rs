@@ -275,9 +275,11 @@ fn text_of(api: LlmApi, data: &[u8]) -> String {
 }
 
 /// The JSON body of one request: a user message, streaming, at most `max_tokens` tokens, and
-/// with `tool` one function tool (`get_weather`, a strict schema) the answer must call.
-pub fn request_body(api: LlmApi, model: &str, max_tokens: u32, tool: bool, call: u64) -> Vec<u8> {
-    let prompt = format!("Request {call}: tell me about tearline.");
+/// with `tool` one function tool (`get_weather`, a strict schema) the answer must call. The
+/// prompt names the request (`name`, its key), so two requests share a body only when they
+/// are one request's attempts.
+pub fn request_body(api: LlmApi, model: &str, max_tokens: u32, tool: bool, name: &str) -> Vec<u8> {
+    let prompt = format!("Request {name}: tell me about tearline.");
     let schema = serde_json::json!({
         "type": "object",
         "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]}},
@@ -324,7 +326,7 @@ mod tests {
     fn bodies_are_what_the_lab_reads_as_each_api() {
         for api in LlmApi::ALL {
             for tool in [false, true] {
-                let body = request_body(api, "m", 77, tool, 3);
+                let body = request_body(api, "m", 77, tool, "tl-llm-0-naive-3");
                 let r = LlmRequest::parse(api, &body).expect("parses");
                 assert!(r.stream && r.max_tokens == Some(77), "{api}");
                 assert_eq!(r.tools.len(), usize::from(tool), "{api}");

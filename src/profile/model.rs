@@ -26,6 +26,9 @@ pub struct Profile {
     pub faults: Vec<FaultSpec>,
     /// Timed phases; empty = every per-connection fault is always in force.
     pub phases: Vec<PhaseSpec>,
+    /// `[[llm_route]]`s: request paths (a prefix when ending in `*`) that speak an LLM API
+    /// tearline does not recognise by itself.
+    pub llm_routes: Vec<(String, crate::vocab::LlmApi)>,
 }
 
 /// A `[[phase]]`: for `duration` from its start, only the per-connection faults it names are in

@@ -28,6 +28,19 @@ pub struct RawProfile {
     /// `[[phase]]` tables.
     #[serde(default)]
     pub phase: Vec<Spanned<RawPhase>>,
+    /// `[[llm_route]]` tables.
+    #[serde(default)]
+    pub llm_route: Vec<Spanned<RawLlmRoute>>,
+}
+
+/// A `[[llm_route]]` as written: requests to `path` (a prefix when it ends in `*`) speak `api`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLlmRoute {
+    /// `path`.
+    pub path: Spanned<String>,
+    /// `api`: `chat-completions`, `responses` or `messages`.
+    pub api: Spanned<String>,
 }
 
 /// A `[[phase]]` as written.

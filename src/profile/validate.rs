@@ -16,6 +16,7 @@ use super::model::{FaultSpec, PhaseSpec, Profile, ProxyDef};
 use super::parse::{RawPhase, RawProfile, SpanError, fault_def};
 use crate::fault::keys::FaultConfigError;
 use crate::fault::registry;
+use crate::wire::llm_routes::{api_named, check_pattern};
 
 fn err(span: Range<usize>, key: &str, message: String) -> SpanError {
     SpanError {
@@ -38,7 +39,7 @@ impl From<FaultConfigError> for SpanError {
 /// Validates `raw`, parsed from `text`; `origin` is recorded in the profile.
 pub fn profile(raw: RawProfile, text: &str, origin: &str) -> Result<Profile, SpanError> {
     let line_of = |span: &Range<usize>| super::line_col(text, span.start).0;
-    if raw.proxy.is_empty() && raw.fault.is_empty() {
+    if raw.proxy.is_empty() && raw.fault.is_empty() && raw.llm_route.is_empty() {
         return Err(SpanError {
             span: None,
             key: None,
@@ -166,6 +167,13 @@ pub fn profile(raw: RawProfile, text: &str, origin: &str) -> Result<Profile, Spa
     }
     let faults: Vec<FaultSpec> = faults.into_iter().map(|(f, _)| f).collect();
     let phases = phases(&raw.phase, &faults)?;
+    let mut llm_routes = Vec::new();
+    for r in &raw.llm_route {
+        let r = r.get_ref();
+        check_pattern(r.path.get_ref()).map_err(|m| err(r.path.span(), "path", m))?;
+        let api = api_named(r.api.get_ref()).map_err(|m| err(r.api.span(), "api", m))?;
+        llm_routes.push((r.path.get_ref().clone(), api));
+    }
     Ok(Profile {
         origin: origin.to_owned(),
         description: raw.description.map(Spanned::into_inner),
@@ -173,6 +181,7 @@ pub fn profile(raw: RawProfile, text: &str, origin: &str) -> Result<Profile, Spa
         proxies: proxies.into_iter().map(|(p, _)| p).collect(),
         faults,
         phases,
+        llm_routes,
     })
 }
 

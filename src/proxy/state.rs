@@ -401,9 +401,18 @@ impl Proxy {
     /// connections and cuts, to `sink`: the one call that wires an observer and its sink
     /// (the observer factory and the sink must name the same sink, or facts and cuts part).
     pub fn observe_http(&self, sink: Arc<dyn ObservationSink>) {
+        self.observe_http_routed(sink, crate::wire::llm_routes::LlmRoutes::known());
+    }
+
+    /// [`Proxy::observe_http`], recognising LLM streams on `routes` (declared routes first).
+    pub fn observe_http_routed(
+        &self,
+        sink: Arc<dyn ObservationSink>,
+        routes: Arc<crate::wire::llm_routes::LlmRoutes>,
+    ) {
         let observer_sink = sink.clone();
         self.set_observer_factory(Arc::new(move |conn| {
-            crate::wire::http1::observer_pair(conn, observer_sink.clone())
+            crate::wire::http1::observer_pair_routed(conn, observer_sink.clone(), routes.clone())
         }));
         self.set_sink(Some(sink));
     }

@@ -28,7 +28,6 @@ pub async fn run_load(
     let mut lc = LlmLoadConfig::new(target, policy)?;
     lc.sessions = cfg.sessions;
     lc.stop = cfg.stop;
-    lc.seed = cfg.seed;
     lc.idle_timeout = cfg.call_timeout;
     lc.max_tokens = 1024;
     // Half the answers are cut: sixteen attempts make a visible failure of the strict client

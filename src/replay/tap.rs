@@ -114,7 +114,13 @@ impl ObservationSink for Tap {
         match &obs {
             Observation::Cut { action, point, .. } => {
                 let t_ms = self.since_start();
-                let class = point.class.map_or("outside-sse", |c| c.as_str()).to_owned();
+                // An LLM stream's cut is filed under its LLM position (`mid-delta`, …).
+                let class = point
+                    .llm
+                    .map(|p| p.as_str())
+                    .or(point.class.map(|c| c.as_str()))
+                    .unwrap_or("outside-sse")
+                    .to_owned();
                 let mut facts = self.lock();
                 *facts.cuts_by_class.entry(class).or_default() += 1;
                 *facts

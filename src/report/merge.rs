@@ -266,7 +266,10 @@ fn add_proxy_logs(report: &mut Report, agents: &[AgentDir], proxies: &ProxyLogs,
     let origin_ms = (origin * 1000.0).round() as u64;
     for cut in &proxies.cuts {
         let text = |k: &str| cut.get(k).and_then(Value::as_str).map(str::to_owned);
-        let class = text("class").unwrap_or_else(|| "outside-sse".to_owned());
+        // An LLM stream's cut is filed under its LLM position (`mid-delta`, …).
+        let class = text("llm_position")
+            .or_else(|| text("class"))
+            .unwrap_or_else(|| "outside-sse".to_owned());
         let action = text("action").unwrap_or_else(|| "unknown".to_owned());
         report.add_cut(&class, &action);
         // A cut record names its stream's request by `rpc_id` (JSON text of the id).

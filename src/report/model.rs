@@ -18,7 +18,7 @@ pub use super::counters::Counters;
 use super::latency::{Latency, safe_name};
 
 /// Version of the `report.json` layout; bumped on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// Examples kept per finding kind.
 pub const MAX_EXAMPLES: usize = 3;
@@ -52,6 +52,10 @@ pub struct RunFacts {
     /// Set when a signal stopped the run before it was done: what ran and what did not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interrupted: Option<Interruption>,
+    /// The run id an LLM load run names its requests with (`tl-llm-<run id>-…` keys), 16 hex
+    /// digits; absent for other runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
 }
 
 /// How a run was cut short by a signal (SIGINT, SIGTERM): the report holds what was measured
@@ -111,6 +115,7 @@ impl RunFacts {
             command_line: std::env::args().collect(),
             segment: None,
             interrupted: None,
+            run_id: None,
         }
     }
 }

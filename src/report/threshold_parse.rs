@@ -96,10 +96,11 @@ fn check_count(
     name: &str,
 ) -> Result<(), ThresholdError> {
     let classes = SseClass::ALL.map(SseClass::as_str);
+    let llm = crate::wire::LlmPos::ALL.map(crate::wire::LlmPos::as_str);
     let (ok, known) = match scope {
         Some("cut") => (
-            classes.contains(&name) || CUT_ACTIONS.contains(&name),
-            join(classes.iter().chain(CUT_ACTIONS.iter())),
+            classes.contains(&name) || llm.contains(&name) || CUT_ACTIONS.contains(&name),
+            join(classes.iter().chain(llm.iter()).chain(CUT_ACTIONS.iter())),
         ),
         Some("finding") => (FINDING_KINDS.contains(&name), join(FINDING_KINDS)),
         Some(_) => (Counters::canonical(name).is_some(), join(Counters::NAMES)),

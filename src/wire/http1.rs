@@ -36,6 +36,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use super::http1_body::{BodyDecoder, Piece};
 use super::http1_head::{Framing, HeadBuf, HeadKind, HeadStatus, RequestHead, parse_request};
+use super::llm_routes::LlmRoutes;
 use super::{CutPoint, Observation, ObservationSink, WireObserver};
 
 pub use super::http1_down::Http1Downstream;
@@ -67,6 +68,10 @@ pub(super) struct ReqInfo {
     /// The request carried `Last-Event-ID`: its response stream is a resume (its events are
     /// classified `during-replay`, see `http1_down`).
     pub resume: bool,
+    /// The LLM API its path names (a `POST` on a known or declared route).
+    pub llm: Option<crate::vocab::LlmApi>,
+    /// Routes of its proxy (for the once-per-path notice of an unrecognised event stream).
+    pub routes: Arc<LlmRoutes>,
 }
 
 /// Request facts waiting for their responses.
@@ -77,8 +82,19 @@ pub fn observer_pair(
     conn: u64,
     sink: Arc<dyn ObservationSink>,
 ) -> (Box<dyn WireObserver>, Box<dyn WireObserver>) {
+    observer_pair_routed(conn, sink, LlmRoutes::known())
+}
+
+/// [`observer_pair`], recognising LLM streams on `routes` (declared routes, then the known
+/// paths).
+pub fn observer_pair_routed(
+    conn: u64,
+    sink: Arc<dyn ObservationSink>,
+    routes: Arc<LlmRoutes>,
+) -> (Box<dyn WireObserver>, Box<dyn WireObserver>) {
     let queue: ReqQueue = Arc::default();
-    let up = Http1Upstream::new(conn, sink.clone(), queue.clone());
+    let mut up = Http1Upstream::new(conn, sink.clone(), queue.clone());
+    up.routes = routes;
     let down = Http1Downstream::new(conn, sink, queue);
     (Box::new(up), Box::new(down))
 }
@@ -212,6 +228,8 @@ enum UpState {
 pub struct Http1Upstream {
     conn: u64,
     sink: Arc<dyn ObservationSink>,
+    /// Which paths are LLM APIs.
+    routes: Arc<LlmRoutes>,
     queue: ReqQueue,
     state: UpState,
     head: HeadBuf,
@@ -232,6 +250,7 @@ impl Http1Upstream {
         Http1Upstream {
             conn,
             sink,
+            routes: LlmRoutes::known(),
             queue,
             state: UpState::Head,
             head: HeadBuf::new(HeadKind::Request),
@@ -259,6 +278,11 @@ impl Http1Upstream {
             session: req.session.clone(),
             rpc_id: OnceLock::new(),
             resume: req.last_event_id.is_some(),
+            llm: self
+                .routes
+                .api_of(&req.path)
+                .filter(|_| req.method == "POST"),
+            routes: self.routes.clone(),
         });
         self.seq += 1;
         let queued = match self.queue.lock() {
@@ -290,8 +314,8 @@ impl Http1Upstream {
         let leaves_http = req.leaves_http;
         self.body.clear();
         self.body_over = false;
-        self.llm_body = crate::vocab::LlmApi::from_path(&req.path)
-            .filter(|_| req.method == "POST")
+        self.llm_body = info
+            .llm
             .map(|api| (api, Box::new(xxhash_rust::xxh3::Xxh3::new()), 0));
         self.cur = Some((info, req));
         self.state = UpState::Body { body, leaves_http };

@@ -232,9 +232,22 @@ impl Http1Downstream {
         };
         // An LLM stream is recognised by its request path (and its SSE content type), never
         // by its bytes.
-        let llm = req
-            .as_ref()
-            .and_then(|r| crate::vocab::LlmApi::from_path(&r.path));
+        let llm = req.as_ref().and_then(|r| r.llm);
+        if let Some(r) = req.as_ref().filter(|r| {
+            is_sse
+                && llm.is_none()
+                && r.method == "POST"
+                && r.rpc_id.get().is_none_or(Option::is_none)
+        }) && r.routes.first_notice(&r.path)
+        {
+            tracing::info!(
+                conn = self.conn,
+                path = %r.path,
+                "POST answered with text/event-stream on a path that names no known LLM API; \
+                 if it is one, declare it ([[llm_route]] path = \"…\", api = \"chat-completions\" \
+                 in the profile, or --llm-route PATH=API) to get LLM positions and verdicts"
+            );
+        }
         let sse = is_sse.then(|| {
             let mut scanner = SseScanner::bounded(DATA_HEAD, LINE_LIMIT);
             if let Some(api) = llm {

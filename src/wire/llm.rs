@@ -8,8 +8,9 @@
 //! What each API's events mean (DESIGN.md; the lab's `src/lab/llm/` writes them):
 //! - Chat Completions: `data:` chunks; text at `choices[].delta.content`; tool calls at
 //!   `choices[].delta.tool_calls[]` (`index`, `function.name`, `function.arguments` pieces);
-//!   the completion signal is a non-null `choices[].finish_reason`; `usage` (an object) may
-//!   follow; the terminal event is `data: [DONE]`; a top-level `error` object is an error.
+//!   the completion signal is a non-null `choices[].finish_reason` once every choice seen
+//!   (`choices[].index`, several with `n > 1`) has one; `usage` (an object) may follow; the
+//!   terminal event is `data: [DONE]`; a top-level `error` object is an error.
 //! - Responses: typed events (the `event:` field, else the data's `type`):
 //!   `response.output_text.delta` (text), `response.output_item.added` with a
 //!   `function_call` item (a tool call at `output_index`, named `item.name`),
@@ -26,8 +27,11 @@
 //! fixed-size [`ArgsJson`]; more are counted); what an event contributes is committed only at
 //! its dispatch (a torn event contributes nothing); positions depend only on the bytes up to
 //! the cut point; data that is not the API's JSON contributes nothing and changes nothing.
-//! Known limit: within one Chat Completions chunk, argument pieces of a second tool call are
-//! not followed (providers send one call's piece per chunk).
+//! Known limits: within one Chat Completions chunk, argument pieces of a second tool call are
+//! not followed (providers send one call's piece per chunk), and a chunk's choices count as
+//! one, its last `index` (providers send one choice per chunk, `n > 1` included); a choice
+//! first seen after every earlier one finished is not awaited (OpenAI opens every choice with
+//! a role chunk first); choices from index 127 up share one slot.
 
 use std::sync::OnceLock;
 
@@ -177,6 +181,8 @@ struct Event {
     text: bool,
     /// `index` / `output_index` of the event, or of the tool-call entry in progress (chat).
     index: Option<u32>,
+    /// Chat: the `choices[].index` of the chunk (its last).
+    choice: Option<u32>,
     /// A chat `tool_calls` entry was seen.
     tool_entry: bool,
     tool_name: Option<Small>,
@@ -206,6 +212,7 @@ impl Event {
             kind,
             text,
             index,
+            choice,
             tool_entry,
             tool_name,
             args,
@@ -223,6 +230,7 @@ impl Event {
         *kind = Kind::Unknown;
         *text = false;
         *index = None;
+        *choice = None;
         *tool_entry = false;
         *tool_name = None;
         *args = None;
@@ -245,6 +253,7 @@ impl Default for Event {
             kind: Kind::Unknown,
             text: false,
             index: None,
+            choice: None,
             tool_entry: false,
             tool_name: None,
             args: None,
@@ -270,6 +279,9 @@ struct Stream {
     arg_events: u64,
     completed: bool,
     terminal: bool,
+    /// Chat: the choices seen (bit `index`, see [`choice_bit`]) and those with a finish reason.
+    choices_seen: u128,
+    choices_done: u128,
     /// Messages: the open content block is a tool call at this index.
     tool_block: Option<u32>,
     /// Messages: the open content block is text.
@@ -507,8 +519,18 @@ impl LlmTracker {
             Kind::Error => f.error = true,
             _ => {}
         }
+        if self.api == LlmApi::ChatCompletions
+            && (ev.choice.is_some() || ev.finish.is_some() || ev.text || ev.tool_entry)
+        {
+            let bit = choice_bit(ev.choice);
+            st.choices_seen |= bit;
+            if ev.finish.is_some() {
+                st.choices_done |= bit;
+            }
+        }
         if f.completion.is_none()
             && let Some(r) = &ev.finish
+            && st.choices_done == st.choices_seen
         {
             f.completion = Some(r.string());
         }
@@ -592,7 +614,17 @@ fn position(api: LlmApi, ev: &Event, st: &Stream) -> Option<LlmPos> {
         Kind::BlockDelta if st.text_block => Kind::Text,
         k => k,
     };
-    if ev.finish.is_some() || matches!(kind, Kind::Completion(_) | Kind::MessageDelta) {
+    let ends_the_answer = match api {
+        // A finish reason completes the answer only for the last unfinished choice.
+        LlmApi::ChatCompletions => {
+            let bit = choice_bit(ev.choice);
+            (st.choices_seen | bit) == (st.choices_done | bit)
+        }
+        LlmApi::Responses | LlmApi::Messages => true,
+    };
+    if (ev.finish.is_some() && ends_the_answer)
+        || matches!(kind, Kind::Completion(_) | Kind::MessageDelta)
+    {
         return Some(LlmPos::BeforeCompletion);
     }
     let args_begun = ev.args.is_some_and(|(_, a)| a.bytes() > 0);
@@ -662,6 +694,7 @@ fn wanted_paths(api: LlmApi) -> &'static [&'static [Seg]] {
                 S(K::Arguments),
             ],
             &[S(K::Choices), E, S(K::FinishReason)],
+            &[S(K::Choices), E, S(K::Index)],
             &[S(K::Usage)],
             &[S(K::Error)],
         ],
@@ -787,6 +820,11 @@ fn end_capture(api: LlmApi, ev: &mut Event, what: Capture) -> bool {
     }
 }
 
+/// The bit of chat choice `index` (absent: 0) in [`Stream::choices_seen`]; from 127 up one.
+fn choice_bit(index: Option<u32>) -> u128 {
+    1u128 << index.unwrap_or(0).min(127)
+}
+
 fn index_of(tok: Tok<'_>) -> Option<u32> {
     match tok {
         Tok::Scalar(s) => std::str::from_utf8(s).ok()?.parse().ok(),
@@ -853,6 +891,11 @@ fn read_chat(
             let before = ev.args.is_some_and(|(_, a)| a.bytes() > 0);
             args_piece(ev, st, unescape, index, s);
             !before
+        }
+        ([S(K::Choices), E, S(K::Index)], t) => {
+            ev.choice = index_of(t).or(ev.choice);
+            // The position before a finish reason depends on which choice it ends.
+            ev.finish.is_some()
         }
         ([S(K::Usage)], Tok::Open) => {
             ev.usage = true;

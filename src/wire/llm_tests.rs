@@ -406,3 +406,76 @@ fn a_finish_reason_cut_before_its_quote_is_read_alike_under_every_split() {
         assert_eq!(read(api, &ones), whole, "{api}: 1-byte pieces");
     }
 }
+
+/// A Chat Completions stream of two choices (`n = 2`), one chunk per choice as OpenAI sends
+/// them; choice 1 gets its finish reason only when `both_finish`.
+fn two_choices(both_finish: bool) -> Vec<u8> {
+    let mut s = String::new();
+    let mut chunk = |choice: u32, delta: &str, finish: &str| {
+        s.push_str(&format!(
+            "data: {{\"choices\":[{{\"index\":{choice},\"delta\":{delta},\"finish_reason\":{finish}}}]}}\n\n"
+        ));
+    };
+    chunk(0, r#"{"role":"assistant","content":""}"#, "null");
+    chunk(1, r#"{"role":"assistant","content":""}"#, "null");
+    chunk(0, r#"{"content":"a"}"#, "null");
+    chunk(1, r#"{"content":"b"}"#, "null");
+    chunk(0, "{}", r#""stop""#);
+    chunk(1, r#"{"content":"c"}"#, "null");
+    if both_finish {
+        chunk(1, "{}", r#""length""#);
+    }
+    s.push_str("data: [DONE]\n\n");
+    s.into_bytes()
+}
+
+#[test]
+fn with_several_choices_the_answer_is_complete_only_when_every_choice_finished() {
+    let api = LlmApi::ChatCompletions;
+    // Choice 1 never finishes: no completion signal, whatever the split.
+    let unfinished = two_choices(false);
+    let (facts, _) = read(api, &[&unfinished]);
+    assert!(facts.iter().all(|f| f.completion.is_none()), "{facts:?}");
+    assert_eq!(facts.iter().filter(|f| f.text).count(), 3);
+    assert!(facts.last().is_some_and(|f| f.terminal));
+    // Both finish: the completion signal is the last finish reason, and only it.
+    let whole = two_choices(true);
+    let (facts, marks) = read(api, &[&whole]);
+    let completions: Vec<(usize, &str)> = facts
+        .iter()
+        .enumerate()
+        .filter_map(|(i, f)| f.completion.as_deref().map(|c| (i, c)))
+        .collect();
+    assert_eq!(completions, [(6, "length")], "{facts:?}");
+    // Choice 0's finish reason is not "before-completion"; choice 1's is.
+    let text = String::from_utf8_lossy(&whole);
+    let stop = text.find("\"stop\"").expect("stop") + 2;
+    let length = text.find("\"length\"").expect("length") + 2;
+    assert_ne!(marks[stop], Some(LlmPos::BeforeCompletion));
+    assert_eq!(marks[length], Some(LlmPos::BeforeCompletion));
+    for bytes in [&unfinished, &whole] {
+        for k in 0..=bytes.len() {
+            assert_eq!(
+                read(api, &[&bytes[..k], &bytes[k..]]),
+                read(api, &[bytes]),
+                "split at {k}"
+            );
+            assert_eq!(
+                read_with(api, &[&bytes[..k], &bytes[k..]], true),
+                read(api, &[bytes]),
+                "every path, split at {k}"
+            );
+        }
+    }
+}
+
+#[test]
+fn one_choice_finishing_completes_the_answer_as_before() {
+    let one = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"},\"finish_reason\":null}]}\n\ndata: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n";
+    let (facts, _) = read(LlmApi::ChatCompletions, &[one]);
+    assert_eq!(facts[1].completion.as_deref(), Some("stop"));
+    // A chunk without an index is choice 0.
+    let bare = b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n";
+    let (facts, _) = read(LlmApi::ChatCompletions, &[bare]);
+    assert_eq!(facts[1].completion.as_deref(), Some("stop"));
+}

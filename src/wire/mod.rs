@@ -14,6 +14,7 @@ mod http1_view;
 pub mod llm;
 pub mod llm_args;
 pub mod llm_json;
+pub mod llm_routes;
 pub mod observe;
 pub mod position;
 pub mod record;

@@ -59,6 +59,7 @@ async fn start(
         leg: sse_cut::Leg::First,
         range: (0, 0),
         events: Some(events),
+        nth: None,
         method: Some("GET".to_owned()),
         path: None,
         action,

@@ -91,7 +91,7 @@ const BROKEN: &[(&str, &str)] = &[
     ),
     (
         "unknown-top-level-key.toml",
-        "1:1: unknown key 'descripton'; known: description, seed, proxy, fault, phase",
+        "1:1: unknown key 'descripton'; known: description, seed, proxy, fault, phase, llm_route",
     ),
     (
         "wrong-type.toml",
@@ -250,4 +250,35 @@ fn columns_count_characters_not_bytes() {
     );
     assert_eq!(profile::line_col("é = 1\nab", 4), (1, 4));
     assert_eq!(profile::line_col("é = 1\nab", 8), (2, 2));
+}
+
+#[test]
+fn llm_routes_are_read_and_a_bad_one_is_located() {
+    let text = "[[llm_route]]\npath = \"/gen/*\"\napi = \"chat-completions\"\n\n[[llm_route]]\npath = \"/claude/stream\"\napi = \"messages\"\n";
+    let p = profile::parse(text, "inline").expect("valid");
+    assert_eq!(
+        p.llm_routes,
+        vec![
+            (
+                "/gen/*".to_owned(),
+                tearline::vocab::LlmApi::ChatCompletions
+            ),
+            (
+                "/claude/stream".to_owned(),
+                tearline::vocab::LlmApi::Messages
+            ),
+        ]
+    );
+    let bad = "[[llm_route]]\npath = \"/gen\"\napi = \"chat\"\n";
+    match profile::parse(bad, "inline") {
+        Err(ProfileError::Invalid {
+            line, key, message, ..
+        }) => {
+            assert_eq!((line, key.as_deref()), (3, Some("api")));
+            assert!(message.contains("chat-completions"), "{message}");
+        }
+        other => panic!("expected an invalid-profile error, got {other:?}"),
+    }
+    let relative = "[[llm_route]]\npath = \"gen\"\napi = \"responses\"\n";
+    assert!(profile::parse(relative, "inline").is_err());
 }

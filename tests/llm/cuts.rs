@@ -226,3 +226,62 @@ async fn llm_positions_never_cut_streams_of_other_paths() {
         "the LLM stream is cut mid-delta"
     );
 }
+
+/// The deltas (or argument bytes, with `tool`) the client held after each of `asks` requests
+/// through one proxy cutting at `at` with `nth` (the default when `None`).
+async fn held_after_cuts(
+    api: LlmApi,
+    at: LlmPos,
+    nth: Option<[i64; 2]>,
+    asks: usize,
+) -> Vec<(u64, Option<(u64, ArgsStatus)>)> {
+    let mut pairs = vec![
+        ("kind", s("sse_cut")),
+        ("at", s(at.as_str())),
+        ("action", s("clean-end")),
+    ];
+    if let Some([a, b]) = nth {
+        pairs.push(("nth", toml::Value::Array(vec![i(a), i(b)])));
+    }
+    let rig = Rig::start(lab(), vec![fault(&pairs)], 11).await;
+    let tool = at == LlmPos::MidToolArgs;
+    let mut held = Vec::new();
+    for _ in 0..asks {
+        let r = rig.ask(api, &request_body(api, tool)).await;
+        assert!(
+            r.seen.completion.is_none(),
+            "{api} {at}: not cut: {:?}",
+            r.seen
+        );
+        held.push((r.seen.deltas, r.seen.args));
+    }
+    held
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mid_delta_cuts_the_drawn_delta_and_spreads_over_the_answer() {
+    for api in LlmApi::ALL {
+        let held = held_after_cuts(api, LlmPos::MidDelta, Some([3, 3]), 2).await;
+        assert!(held.iter().all(|h| h.0 == 3), "{api}: {held:?}");
+        let held = held_after_cuts(api, LlmPos::MidDelta, Some([0, 0]), 2).await;
+        assert!(held.iter().all(|h| h.0 == 0), "{api}: {held:?}");
+    }
+    // By default the delta is drawn from the first eight, both ends included.
+    let held = held_after_cuts(LlmApi::ChatCompletions, LlmPos::MidDelta, None, 40).await;
+    let deltas: std::collections::BTreeSet<u64> = held.iter().map(|h| h.0).collect();
+    assert_eq!(deltas.first(), Some(&0), "{deltas:?}");
+    assert_eq!(deltas.last(), Some(&7), "{deltas:?}");
+    assert!(deltas.len() >= 5, "{deltas:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mid_tool_args_cuts_past_the_first_piece_when_drawn_so() {
+    for api in LlmApi::ALL {
+        let first = held_after_cuts(api, LlmPos::MidToolArgs, Some([0, 0]), 1).await;
+        let later = held_after_cuts(api, LlmPos::MidToolArgs, Some([2, 2]), 1).await;
+        let bytes = |h: &[(u64, Option<(u64, ArgsStatus)>)]| h[0].1.map_or(0, |a| a.0);
+        assert_eq!(bytes(&first), 0, "{api}: {first:?}");
+        assert!(bytes(&later) > 0, "{api}: {later:?}");
+        assert_ne!(later[0].1.map(|a| a.1), Some(ArgsStatus::Complete), "{api}");
+    }
+}

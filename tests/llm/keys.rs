@@ -30,7 +30,7 @@ fn files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 }
 
 /// The first `127.0.0.1:PORT` in `path`, waiting up to 10 s for it to appear.
-async fn address_in(path: &Path) -> String {
+pub async fn address_in(path: &Path) -> String {
     for _ in 0..200 {
         let text = std::fs::read_to_string(path).unwrap_or_default();
         if let Some(i) = text.find("127.0.0.1:") {

@@ -16,6 +16,7 @@ mod lab;
 mod llm_support;
 mod observe;
 mod replay;
+mod runs;
 mod sdk;
 mod sdk_matrix;
 mod sdk_tls;

@@ -107,6 +107,16 @@ async fn naive_truncations_are_losses_strict_re_sends_are_not_and_the_story_tell
     );
     assert_eq!(rec.notes.len(), 1, "{:?}", rec.notes);
 
+    // The report files the cuts under their LLM positions, never as SSE classes.
+    let by_class = &outcome.report.cuts.by_class;
+    assert!(by_class.contains_key("mid-delta"), "{by_class:?}");
+    assert!(
+        by_class
+            .keys()
+            .all(|k| k == "mid-delta" || k == "before-completion"),
+        "{by_class:?}"
+    );
+
     let story = outcome.report.story.join("\n");
     assert!(story.contains("naive client, request"), "{story}");
     assert!(story.contains("as the complete answer"), "{story}");

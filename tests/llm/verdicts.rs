@@ -8,7 +8,8 @@ use std::time::Duration;
 use tearline::audit::{AuditConfig, Auditor, Finding, FindingClass, FindingKind};
 use tearline::lab::llm::frame::Part;
 use tearline::vocab::{CutAction, Direction, LlmApi};
-use tearline::wire::http1::observer_pair;
+use tearline::wire::http1::{observer_pair, observer_pair_routed};
+use tearline::wire::llm_routes::LlmRoutes;
 use tearline::wire::{Observation, ObservationSink, WireObserver};
 
 use crate::llm_support::wire_conversation;
@@ -154,6 +155,178 @@ async fn a_truncated_answer_never_sent_again_is_a_loss_saying_what_was_missing()
         assert_eq!(f.stream.request, format!("POST {}", api.endpoint()));
         assert_eq!(a.loss_affected(), 1);
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn only_a_clean_end_before_the_completion_signal_is_called_a_silent_loss() {
+    for (action, silent) in [
+        (CutAction::CleanEnd, true),
+        (CutAction::Reset, false),
+        (CutAction::Fin, false),
+    ] {
+        let a = auditor();
+        let (f, _, _, _) = wire_conversation(LlmApi::ChatCompletions, false, 6, &[]);
+        let parts: Vec<Part> = f.iter().map(|f| f.part).collect();
+        let second = index_of(&parts, Part::Delta, 1);
+        exchange(
+            &a,
+            1,
+            LlmApi::ChatCompletions,
+            false,
+            &[],
+            Ending::CutAfter(second, action),
+        );
+        a.finish();
+        let found = a.findings();
+        let l = llm(&found);
+        assert_eq!(kinds(&found), [FindingKind::LlmTruncated], "{action:?}");
+        assert_eq!(a.loss_affected(), 1, "{action:?}");
+        let summary = a.summary();
+        let text = &l[0].detail;
+        if silent {
+            assert!(text.contains("the wire cannot tell"), "{text}");
+            assert!(!text.contains("visible loss"), "{text}");
+            assert!(
+                summary.starts_with("silent loss observed: yes (1 call affected)\n"),
+                "{summary}"
+            );
+        } else {
+            assert!(text.contains("the client saw an error"), "{text}");
+            assert!(!text.contains("the wire cannot tell"), "{text}");
+            assert!(
+                summary.starts_with(
+                    "silent loss observed: no (0 calls affected); visible loss: 1 call"
+                ),
+                "{action:?}: {summary}"
+            );
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_that_got_no_answer_is_a_visible_loss_not_a_silent_one() {
+    let a = auditor();
+    exchange(
+        &a,
+        1,
+        LlmApi::Messages,
+        false,
+        &[],
+        Ending::CutBeforeResponse(CutAction::Reset),
+    );
+    a.finish();
+    assert_eq!(kinds(&a.findings()), [FindingKind::LlmUnanswered]);
+    let summary = a.summary();
+    assert!(
+        summary.starts_with("silent loss observed: no (0 calls affected); visible loss: 1 call"),
+        "{summary}"
+    );
+}
+
+/// Runs one Chat Completions exchange whose response head says `Content-Encoding: encoding`
+/// (when given), delivered through the end of the second text delta, then the proxy's
+/// `clean-end` cut.
+fn encoded_exchange(auditor: &Arc<Auditor>, encoding: Option<&str>) {
+    let (frames, up, mut down, ends) = wire_conversation(LlmApi::ChatCompletions, false, 6, &[]);
+    let parts: Vec<Part> = frames.iter().map(|f| f.part).collect();
+    let mut at = ends[index_of(&parts, Part::Delta, 1)];
+    if let Some(e) = encoding {
+        let line_end = down
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .expect("status line")
+            + 2;
+        let header = format!("Content-Encoding: {e}\r\n");
+        down.splice(line_end..line_end, header.bytes());
+        at += header.len();
+    }
+    let sink: Arc<dyn ObservationSink> = auditor.clone();
+    let (mut u, mut d) = observer_pair(1, sink.clone());
+    u.observe(&up);
+    u.delivered_through(up.len() as u64);
+    d.observe(&down);
+    cut(&sink, &mut *d, 1, at as u64, CutAction::CleanEnd);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_encoded_stream_is_reported_unread_and_never_judged_truncated() {
+    for encoding in ["gzip", "deflate", "br"] {
+        let a = auditor();
+        encoded_exchange(&a, Some(encoding));
+        a.finish();
+        let found = a.findings();
+        let kinds: Vec<&str> = found.iter().map(|f| f.kind.as_str()).collect();
+        assert_eq!(kinds, ["observer-gave-up"], "{encoding}: {found:#?}");
+        assert!(
+            found[0]
+                .detail
+                .contains(&format!("content-encoding {encoding}")),
+            "{}",
+            found[0].detail
+        );
+        assert!(
+            found[0].detail.contains("not judged"),
+            "{}",
+            found[0].detail
+        );
+        assert_eq!(found[0].stream.request, "POST /v1/chat/completions");
+        assert_eq!(a.loss_affected(), 0);
+    }
+    // The same cut on the plain stream is judged, and nothing says the observer gave up.
+    let a = auditor();
+    encoded_exchange(&a, None);
+    a.finish();
+    let found = a.findings();
+    let kinds: Vec<&str> = found.iter().map(|f| f.kind.as_str()).collect();
+    assert_eq!(kinds, ["llm-truncated"], "{found:#?}");
+}
+
+/// A Chat Completions exchange on `/gen/stream` (a gateway path tearline does not know),
+/// cut with a clean end after the second delta, observed with `routes`.
+fn exchange_on_a_gateway_path(auditor: &Arc<Auditor>, routes: Arc<LlmRoutes>) {
+    let (frames, up, down, ends) = wire_conversation(LlmApi::ChatCompletions, false, 6, &[]);
+    let up = String::from_utf8_lossy(&up).replacen("/v1/chat/completions", "/gen/stream", 1);
+    let parts: Vec<Part> = frames.iter().map(|f| f.part).collect();
+    let at = ends[index_of(&parts, Part::Delta, 1)];
+    let sink: Arc<dyn ObservationSink> = auditor.clone();
+    let (mut u, mut d) = observer_pair_routed(1, sink.clone(), routes);
+    u.observe(up.as_bytes());
+    u.delivered_through(up.len() as u64);
+    d.observe(&down);
+    cut(&sink, &mut *d, 1, at as u64, CutAction::CleanEnd);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_declared_llm_route_is_judged_and_an_undeclared_one_is_not() {
+    let declared = Arc::new(LlmRoutes::new(vec![(
+        "/gen/*".to_owned(),
+        LlmApi::ChatCompletions,
+    )]));
+    let a = auditor();
+    exchange_on_a_gateway_path(&a, declared.clone());
+    a.finish();
+    let found = a.findings();
+    assert_eq!(kinds(&found), [FindingKind::LlmTruncated], "{found:#?}");
+    assert_eq!(llm(&found)[0].stream.request, "POST /v1/chat/completions");
+    assert!(
+        declared.noticed().is_empty(),
+        "a declared route needs no notice"
+    );
+
+    // Undeclared: not an LLM stream, and the POST answered with an event stream is noticed
+    // (once, however often it comes).
+    let routes = Arc::new(LlmRoutes::default());
+    for _ in 0..2 {
+        let a = auditor();
+        exchange_on_a_gateway_path(&a, routes.clone());
+        a.finish();
+        assert_eq!(
+            kinds(&a.findings()),
+            [],
+            "an unknown path is not an LLM stream"
+        );
+    }
+    assert_eq!(routes.noticed(), ["/gen/stream"]);
 }
 
 #[tokio::test(start_paused = true)]

@@ -72,6 +72,7 @@ async fn eventsource_binary_resumes_a_cut_plain_feed_and_the_audit_says_only_tor
         leg: tearline::fault::sse_cut::Leg::First,
         range: (0, 0),
         events: Some((3, 12)),
+        nth: None,
         method: Some("GET".to_owned()),
         path: None,
         action: CutAction::Reset,

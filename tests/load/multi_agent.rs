@@ -135,7 +135,7 @@ async fn four_segments_run_the_plan_exactly_and_merge_into_its_report() {
     let mut dirs: Vec<PathBuf> = Vec::new();
     for o in &outcomes {
         let dir = tmp.path().join(format!("agent-{}", o.segment.index));
-        tearline::cmd::load::agent::write(std::slice::from_ref(o), &target, 7, None, &dir)
+        tearline::cmd::load::agent::write(std::slice::from_ref(o), &target, 7, None, None, &dir)
             .expect("agent report");
         dirs.push(dir);
     }

@@ -82,6 +82,9 @@ fn documented_forms_parse_to_metric_operator_and_value() {
         "cut.mid-value>0",
         "cut.reset>0",
         "finding.fresh-stream>0",
+        "cut.mid-delta>0",
+        "cut.mid-tool-args==0",
+        "cut.before-completion>0",
     ] {
         parse(form);
     }
@@ -137,6 +140,7 @@ fn unknown_metric_names_list_the_known_ones() {
         ("silent-los>0", "silent-los", "silent-loss"),
         ("naive.bogus>0", "naive.bogus", "torn-cut"),
         ("cut.sideways>0", "cut.sideways", "mid-value"),
+        ("cut.mid-deltas>0", "cut.mid-deltas", "mid-delta"),
         ("finding.torn>0", "finding.torn", "torn-cut"),
     ] {
         match reject(expr) {
@@ -179,6 +183,11 @@ fn evaluation_reads_counters_findings_cuts_and_percentiles() {
     assert_eq!(check("cuts>0").actual, 48.0);
     assert_eq!(check("cut.mid-value>0").actual, 40.0);
     assert_eq!(check("cut.reset>0").actual, 47.0);
+    assert_eq!(
+        check("cut.mid-delta>0").actual,
+        0.0,
+        "an LLM position without cuts is 0"
+    );
 
     let strict = &report.policies["strict"].histograms["call"].histogram;
     let naive = &report.policies["naive"].histograms["call"].histogram;

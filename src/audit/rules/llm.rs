@@ -8,8 +8,12 @@
 //!   closed — before its completion signal (see `wire::llm`), and no proven re-send of its
 //!   request followed within `abandon_after` (or by the end of the run). The detail says what
 //!   was missing (how many text deltas arrived, each tool call's arguments: bytes and whether
-//!   they parse), how the stream ended, how long the rule waited, and that the wire cannot tell
-//!   whether the client failed visibly or used the partial answer. Later requests with the same
+//!   they parse), how the stream ended, how long the rule waited, and — only when the stream
+//!   ended cleanly (the body's end, the proxy's `clean-end`) — that the wire cannot tell
+//!   whether the client failed visibly or used the partial answer; a stream that broke (a
+//!   reset, a FIN inside the body, the connection closed) showed the client an error, so it
+//!   is a visible loss, and the summary does not count it (nor `llm-unanswered`) as silent
+//!   ([`Ledger::emit_visible_loss`]). Later requests with the same
 //!   API and body but no re-send marker are named as candidates: an application may ask the
 //!   same thing again, so an identical request is not proof.
 //! - `llm-retried` (info): the same, but the request was re-sent: a later request with the
@@ -25,6 +29,9 @@
 //!   proxy's run is judged *before* its shutdown drain closes what is still open
 //!   (`on_closing`); a stream the proxy closes there is told as closed by the proxy at
 //!   shutdown, never as a close the wire cannot attribute.
+//! - `observer-gave-up` (info): the observer did not read the stream's events (a
+//!   `Content-Encoding` such as gzip, deflate or br; a line over its limit): the stream is not
+//!   judged at all, so no verdict above rests on bytes not read.
 //! - `llm-unanswered` (loss): the connection ended before any response reached the client
 //!   (e.g. a reset before the first byte) and no proven re-send followed; a proven re-send
 //!   makes it `llm-retried` instead (every SDK re-sends such a request, the Stainless ones with
@@ -309,6 +316,15 @@ impl Exchange {
         }
     }
 
+    /// The stream ended as a complete one would (the body's own end, or the proxy's
+    /// `clean-end`): the only ending a client can take for a whole answer without an error.
+    fn ended_cleanly(&self) -> bool {
+        match (&self.cut, self.end.as_ref().map(|e| &e.1)) {
+            (Some(c), _) => c.action == CutAction::CleanEnd,
+            (None, end) => end == Some(&End::Clean),
+        }
+    }
+
     /// The request's Idempotency-Key, as ids lead with it (empty when it had none).
     fn key_ids(&self) -> Vec<String> {
         self.key.iter().cloned().collect()
@@ -430,6 +446,37 @@ impl LlmRule {
         }
         ex.terminal |= f.terminal;
         ex.error |= f.error;
+    }
+
+    /// The observer gave up on the stream of `(conn, seq)` (an encoded body it does not
+    /// decode, a line over its limit): its events were not read, so it is reported as not
+    /// judged — never a truncation, stall or re-send verdict on bytes not read.
+    pub fn on_llm_gave_up(
+        &mut self,
+        l: &mut Ledger,
+        now: Instant,
+        (conn, seq): (u64, u64),
+        raw_offset: u64,
+        reason: &str,
+    ) {
+        let Some(ex) = self.open.remove(&(conn, seq)) else {
+            return;
+        };
+        if l.legs.contains_key(&(conn, seq)) {
+            // An MCP leg's own `observer-gave-up` (the ledger's) already says so.
+            return;
+        }
+        let f = Self::llm_finding(l, FindingKind::ObserverGaveUp, &ex, now)
+            .ids(ex.key_ids())
+            .offsets(vec![raw_offset])
+            .detail(format!(
+                "{} stream{}: observer gave up at raw offset {raw_offset}: {reason}; its \
+                 events were not read, so the stream is not judged (no llm-truncated, \
+                 llm-retried, llm-stalled or llm-no-terminal from bytes not read)",
+                ex.api,
+                ex.key_note()
+            ));
+        l.emit(f);
     }
 
     /// A body that is not a stream answered `(conn, seq)`: nothing to follow.
@@ -636,15 +683,22 @@ impl LlmRule {
                     secs(waited),
                     candidates
                 ));
-            l.emit(f);
+            l.emit_visible_loss(f);
             return;
         }
+        let clean = ex.ended_cleanly();
+        let what_client_did = if clean {
+            "the client either failed visibly or used the partial answer — the wire cannot tell \
+             which"
+        } else {
+            "the stream broke without its end, so the client saw an error (a visible loss, not \
+             a silent one) unless it ignores errors"
+        };
         let f = Self::llm_finding(l, FindingKind::LlmTruncated, ex, now)
             .ids(ids)
             .detail(format!(
                 "{} stream{} ended before its completion signal ({}): the client received {}; \
-                 ended: {}. No re-send of the request followed (waited {}): the client either \
-                 failed visibly or used the partial answer — the wire cannot tell which.{}",
+                 ended: {}. No re-send of the request followed (waited {}): {what_client_did}.{}",
                 ex.api,
                 ex.key_note(),
                 ex.signal(),
@@ -653,7 +707,11 @@ impl LlmRule {
                 secs(waited),
                 candidates
             ));
-        l.emit(f);
+        if clean {
+            l.emit(f);
+        } else {
+            l.emit_visible_loss(f);
+        }
     }
 
     /// Settles truncations that waited `abandon_after` for a re-send.
@@ -769,6 +827,12 @@ impl Rule for LlmRule {
             }
             Observation::LlmRequest(r) => self.on_llm_request(l, now, r.clone()),
             Observation::LlmEvent(e) => self.on_llm_event(l, now, e),
+            Observation::ObserverGaveUp {
+                conn,
+                seq,
+                raw_offset,
+                reason,
+            } => self.on_llm_gave_up(l, now, (*conn, *seq), *raw_offset, reason),
             _ => {}
         }
     }

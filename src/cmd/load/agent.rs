@@ -63,15 +63,18 @@ pub fn report(outcomes: &[LoadOutcome], target: &Target, seed: u64) -> Report {
 }
 
 /// Writes the report of `outcomes` (marked interrupted when a signal cut the run short) and
-/// their call stories into `dir`.
+/// their call stories into `dir`; `run_id` (an LLM run's, see
+/// `load::llm::LlmLoadConfig::run_id`) goes into the facts.
 pub fn write(
     outcomes: &[LoadOutcome],
     target: &Target,
     seed: u64,
+    run_id: Option<String>,
     interruption: Option<&report::Interruption>,
     dir: &Path,
 ) -> Result<Written, ReportError> {
     let mut r = report(outcomes, target, seed);
+    r.facts.run_id = run_id;
     r.facts.interrupted = interruption.cloned();
     let written = report::write_all(&r, dir)?;
     let mut lines = String::new();

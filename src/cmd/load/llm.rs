@@ -4,6 +4,11 @@
 //! `--rate`, `--policy`, `--max-attempts`, `--timeout`, `--backoff`, `--seed` and
 //! `--report-dir`, plus the `--llm-*` flags here.
 //!
+//! Every invocation draws a random run id (printed on stderr, in `--json` and in the report's
+//! `facts.run_id`) that every request's key and prompt carry with the phase's policy: a proxy
+//! that sees several runs, or both phases of `--policy both`, never takes one run's request
+//! for a re-send of another's.
+//!
 //! Invariant: the API key is read from the environment variable `--api-key-env` names, never
 //! from the command line (which other users may see), and never printed or written.
 
@@ -44,8 +49,13 @@ pub async fn run(args: &Args, target: Target) -> Result<ExitCode, CliError> {
             CliError::Flags("--api-key-env names an environment variable that is not set")
         })?),
     };
+    // One run id per invocation: its phases differ by policy in every key and prompt.
+    let run_id: u64 = rand::random();
     let ran = super::per_policy(policies.iter().copied(), |policy, shutdown| {
-        let cfg = config(args, &target, policy, &api_key);
+        let cfg = config(args, &target, policy, &api_key).map(|mut c| {
+            c.run_id = run_id;
+            c
+        });
         async move {
             let cfg = cfg?;
             Ok(crate::load::llm::run(cfg, shutdown).await?)
@@ -55,11 +65,21 @@ pub async fn run(args: &Args, target: Target) -> Result<ExitCode, CliError> {
     let interruption = ran.interruption(ran.done.last().map(|(o, _)| o.policy.to_string()));
     let exit = ran.exit(ExitCode::SUCCESS);
     let (outcomes, extras): (Vec<LoadOutcome>, Vec<LlmExtras>) = ran.done.into_iter().unzip();
-    super::write_report(args, &outcomes, &target, interruption.as_ref())?;
+    super::write_report(
+        args,
+        &outcomes,
+        &target,
+        Some(format!("{run_id:016x}")),
+        interruption.as_ref(),
+    )?;
+    eprintln!(
+        "tearline load: run id {run_id:016x} (every request's key is tl-llm-{run_id:016x}-<policy>-<call>)"
+    );
     if args.json {
         let mut v = summary::json(&outcomes);
+        v["run_id"] = format!("{run_id:016x}").into();
         super::mark_interrupted(&mut v, interruption.as_ref());
-        if let Some(list) = v.get_mut("policies").and_then(|p| p.as_array_mut()) {
+        if let Some(list) = v.get_mut("runs").and_then(|p| p.as_array_mut()) {
             for (p, x) in list.iter_mut().zip(&extras) {
                 p["output_tokens"] = x.tokens.into();
                 p["tokens_per_s"] = x.tokens_per_s.into();
@@ -98,7 +118,6 @@ fn config(
     cfg.idle_timeout = args.timeout;
     cfg.connect_timeout = args.connect_timeout;
     cfg.backoff = args.backoff;
-    cfg.seed = args.seed;
     Ok(cfg)
 }
 

@@ -301,7 +301,7 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
     .await?;
     let outcomes = &ran.done;
     let interruption = ran.interruption(outcomes.last().map(|o| o.policy.to_string()));
-    write_report(&args, outcomes, &base.target, interruption.as_ref())?;
+    write_report(&args, outcomes, &base.target, None, interruption.as_ref())?;
     if args.json {
         let mut v = summary::json(outcomes);
         mark_interrupted(&mut v, interruption.as_ref());
@@ -403,15 +403,17 @@ where
     Ok(Ran { done, interrupted })
 }
 
-/// With `--report-dir`: writes the run's report there and says where on stderr.
+/// With `--report-dir`: writes the run's report there (with an LLM run's `run_id`, marked
+/// interrupted if a signal cut it short) and says where on stderr.
 fn write_report(
     args: &Args,
     outcomes: &[LoadOutcome],
     target: &Target,
+    run_id: Option<String>,
     interruption: Option<&crate::report::Interruption>,
 ) -> Result<(), CliError> {
     if let Some(dir) = &args.report_dir {
-        let written = agent::write(outcomes, target, args.seed, interruption, dir)?;
+        let written = agent::write(outcomes, target, args.seed, run_id, interruption, dir)?;
         eprintln!("report: {}", written.dir.display());
     }
     Ok(())

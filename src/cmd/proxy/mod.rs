@@ -170,6 +170,11 @@ pub struct Args {
     /// discards").
     #[arg(long, value_name = "DURATION", default_value = "50ms", value_parser = parse_duration)]
     pub rst_unread: std::time::Duration,
+    /// Declare an LLM route tearline does not recognise by itself: requests to PATH (a prefix
+    /// when it ends in `*`) speak API (`chat-completions`, `responses`, `messages`), e.g.
+    /// `--llm-route '/gen/*=chat-completions'`; repeatable, before the profile's `[[llm_route]]`.
+    #[arg(long, value_name = "PATH=API", value_parser = crate::wire::llm_routes::parse_route)]
+    pub llm_route: Vec<(String, crate::vocab::LlmApi)>,
     /// TLS to the upstream and/or for the clients.
     #[command(flatten)]
     pub tls: crate::cmd::tls::ProxyTlsArgs,
@@ -341,6 +346,8 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
     for (spec, _, _) in &mut proxies {
         spec.config.tls = args.tls.build(spec.listen.ip())?;
     }
+    let mut llm_routes = args.llm_route.clone();
+    llm_routes.extend(profile.iter().flat_map(|p| p.llm_routes.iter().cloned()));
     stack::serve(stack::Stack {
         proxies,
         profile,
@@ -357,6 +364,7 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
         abandon_after: args.abandon_after,
         audit_queue: args.audit_queue,
         rst_unread: args.rst_unread,
+        llm_routes: std::sync::Arc::new(crate::wire::llm_routes::LlmRoutes::new(llm_routes)),
     })
     .await?;
     Ok(ExitCode::SUCCESS)

@@ -71,6 +71,8 @@ pub struct Stack {
     pub audit_queue: usize,
     /// The audit's `rst_unread` (`--rst-unread`).
     pub rst_unread: std::time::Duration,
+    /// Declared LLM routes (`--llm-route`, then the profile's `[[llm_route]]`).
+    pub llm_routes: Arc<crate::wire::llm_routes::LlmRoutes>,
 }
 
 /// One proxy of the stack once built: bound (enabled) or not (disabled).
@@ -142,7 +144,7 @@ pub async fn serve(stack: Stack) -> Result<(), CliError> {
         }
         if stack.observe == Observe::Http {
             sinks.push(auditor.clone());
-            proxy.observe_http(Arc::new(FanOut(sinks)));
+            proxy.observe_http_routed(Arc::new(FanOut(sinks)), stack.llm_routes.clone());
         } else {
             proxy.set_sink(Some(Arc::new(FanOut(sinks))));
         }

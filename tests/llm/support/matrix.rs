@@ -46,6 +46,8 @@ pub fn fault(kind: Kind, api: Api, l: &Layout) -> Option<String> {
         Kind::ResetBeforeResponse => {
             return Some("kind = \"reset\"\ndirection = \"downstream\"\nbytes = 0\n".into());
         }
+        // Before the first delta's event: the head and the opening events arrived, no token.
+        Kind::ResetBeforeFirstToken => ("boundary", l.deltas[0], "reset", None),
         // A `boundary` cut point with event index E lies before event E. Here: every delta
         // arrived, the signal did not.
         Kind::CleanBeforeSignal => ("boundary", l.signal, "clean-end", None),

@@ -15,6 +15,9 @@ use super::drivers::{Client, Mode, Outcome, Sdk, clients};
 pub enum Kind {
     /// RST when the response's first byte arrives: no answer began (the case SDKs retry).
     ResetBeforeResponse,
+    /// RST after the response head and the answer's opening events, before the first delta:
+    /// the answer began, the client holds no token.
+    ResetBeforeFirstToken,
     /// A clean end of the body (chunked terminator) after every delta, before the completion
     /// signal.
     CleanBeforeSignal,
@@ -35,8 +38,9 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 9] = [
         Kind::ResetBeforeResponse,
+        Kind::ResetBeforeFirstToken,
         Kind::CleanBeforeSignal,
         Kind::CleanMidData,
         Kind::Reset,
@@ -50,6 +54,7 @@ impl Kind {
     pub fn title(self) -> &'static str {
         match self {
             Kind::ResetBeforeResponse => "RST before the response",
+            Kind::ResetBeforeFirstToken => "RST after the headers, before the first token",
             Kind::CleanBeforeSignal => "clean end before the completion signal",
             Kind::CleanMidData => "clean end mid-`data:` line",
             Kind::Reset => "RST",

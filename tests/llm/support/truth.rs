@@ -37,6 +37,15 @@ pub fn truth(kind: Kind, mode: Mode, had_fault: bool, requests: u64) -> Vec<Fact
         Kind::CleanBeforeSignal => vec![Fact::Truncated {
             tool_complete: tool(true),
         }],
+        // Every request's stream began and was cut before its first token (the fault cuts
+        // every stream): a client that re-sends (Vercel's OpenAI provider, unmarked) meets one
+        // truncation per request.
+        Kind::ResetBeforeFirstToken => vec![
+            Fact::Truncated {
+                tool_complete: tool(false),
+            };
+            usize::try_from(requests.max(1)).unwrap_or(1)
+        ],
         Kind::CleanMidData | Kind::Reset | Kind::Fin | Kind::MidToolArgs => {
             vec![Fact::Truncated {
                 tool_complete: tool(false),
