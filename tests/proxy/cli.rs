@@ -309,3 +309,53 @@ fn watch_applies_a_valid_edit_to_live_connections_and_rejects_a_bad_one_keeping_
         "a bad edit changed new connections"
     );
 }
+
+/// A profile whose `[[proxy]]` tables bring their own addresses, and `--listen`/`--upstream`
+/// beside it: one of the two would be ignored, so the proxy refuses to start and says which.
+/// The same profile without the flags serves its own proxy.
+#[test]
+fn listen_and_upstream_beside_a_profiles_own_proxies_are_refused_not_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let up = echo_server().to_string();
+    let profile = dir.path().join("own.toml");
+    std::fs::write(
+        &profile,
+        format!(
+            "[[proxy]]\nname = \"own\"\nlisten = \"127.0.0.1:0\"\nupstream = \"{up}\"\n\n\
+             [[fault]]\nkind = \"latency\"\nlatency_ms = 1\n"
+        ),
+    )
+    .unwrap();
+    let path = profile.to_string_lossy().into_owned();
+    let (code, err) = run(&[
+        "proxy",
+        "--api",
+        "off",
+        "--listen",
+        "127.0.0.1:0",
+        "--upstream",
+        &up,
+        "--profile",
+        &path,
+    ]);
+    assert_eq!(code, 2, "{err}");
+    let line = error_line(&err);
+    assert!(
+        line.contains("defines 1 [[proxy]]")
+            && line.contains("--listen and --upstream would be ignored"),
+        "{err}"
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tearline"))
+        .args(["proxy", "--api", "off", "--profile", &path])
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = lines_of(child.stdout.take().unwrap());
+    let line = wait_line(&out, " listening on ");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(line.contains("own"), "{line}");
+}

@@ -223,6 +223,19 @@ pub enum CliError {
     /// The profile is unreadable or invalid.
     #[error(transparent)]
     Profile(#[from] crate::profile::ProfileError),
+    /// `--listen`/`--upstream` given with a profile that names its own proxies: one of the two
+    /// would be ignored.
+    #[error(
+        "{profile} defines {count} [[proxy]] with their own listen and upstream addresses, so \
+         --listen and --upstream would be ignored: drop them, or drop the [[proxy]] tables to \
+         apply the profile's faults to --listen → --upstream"
+    )]
+    FlagsBesideProfileProxies {
+        /// The profile's name or path.
+        profile: String,
+        /// Its proxies.
+        count: usize,
+    },
     /// A profile's proxy has an unusable listen address.
     #[error("proxy '{proxy}': listen address '{listen}' is not ip:port")]
     ProfileListen {
@@ -318,6 +331,12 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
     let mut proxies = Vec::new();
     match &profile {
         Some(p) if !p.proxies.is_empty() => {
+            if args.listen.is_some() || args.upstream.is_some() {
+                return Err(CliError::FlagsBesideProfileProxies {
+                    profile: p.origin.clone(),
+                    count: p.proxies.len(),
+                });
+            }
             for def in &p.proxies {
                 let listen = parse_addr(&def.listen).map_err(|_| CliError::ProfileListen {
                     proxy: def.name.clone(),
