@@ -15,6 +15,7 @@ use hdrhistogram::Histogram;
 
 use super::phase::PhaseOutcome;
 use super::tap::Moment;
+use crate::load::stats::{CallEnd, CallFacts};
 use crate::report::{FindingExample, Report, RunFacts, Target, TimelineKind};
 use crate::units::millis;
 
@@ -103,7 +104,14 @@ pub fn assemble(run: RunDescription, phases: &[PhaseOutcome], story: Vec<String>
             );
             report.add_proxy_histogram(&label, h);
         }
-        add_timeline(&mut report, policy, phase_start_ms, &phase.tap.moments());
+        let outcomes = call_outcomes(&phase.load.calls);
+        add_timeline(
+            &mut report,
+            policy,
+            phase_start_ms,
+            &phase.tap.moments(),
+            &outcomes,
+        );
         phase_start_ms += millis(elapsed);
     }
     report.set_cuts(by_class, by_action);
@@ -148,7 +156,40 @@ fn add_all<K: Ord>(into: &mut BTreeMap<K, u64>, from: BTreeMap<K, u64>) {
     }
 }
 
-fn add_timeline(report: &mut Report, policy: &str, offset_ms: u64, moments: &[Moment]) {
+/// How each kept call ended, by the `(Mcp-Session-Id, JSON-RPC id)` of every POST it made.
+fn call_outcomes(calls: &[CallFacts]) -> BTreeMap<(Option<String>, String), CallEnd> {
+    calls
+        .iter()
+        .flat_map(|c| {
+            c.requests
+                .iter()
+                .map(move |(session, id)| ((session.clone(), id.to_string()), c.end))
+        })
+        .collect()
+}
+
+/// The call-outcome word of a cut's timeline entry (`ok`, `failed`, `silently-lost`), when the
+/// cut names a POST of a kept call.
+fn outcome_of(
+    point: &crate::wire::CutPoint,
+    outcomes: &BTreeMap<(Option<String>, String), CallEnd>,
+) -> Option<&'static str> {
+    let id = point.rpc_id.as_deref()?;
+    let end = outcomes.get(&(point.session.clone(), id.trim_matches('"').to_owned()))?;
+    Some(match end {
+        CallEnd::Ok => "ok",
+        CallEnd::Failed => "failed",
+        CallEnd::SilentlyLost => "silently-lost",
+    })
+}
+
+fn add_timeline(
+    report: &mut Report,
+    policy: &str,
+    offset_ms: u64,
+    moments: &[Moment],
+    outcomes: &BTreeMap<(Option<String>, String), CallEnd>,
+) {
     for m in moments {
         match m {
             Moment::Cut {
@@ -158,11 +199,16 @@ fn add_timeline(report: &mut Report, policy: &str, offset_ms: u64, moments: &[Mo
                 outage,
             } => {
                 let class = point.class.map_or("outside-sse", |c| c.as_str());
-                let detail = format!(
+                let mut detail = format!(
                     "[{policy}] {action} at {class}, raw offset {}, pending id {}",
                     point.raw_offset,
                     point.pending_id.as_deref().unwrap_or("-")
                 );
+                // A resume GET names no call: its cut's call is the one whose stream it resumes,
+                // which the cut record does not carry; such cuts stay uncoloured (`-`).
+                if let Some(outcome) = outcome_of(point, outcomes) {
+                    detail.push_str(&format!(" -> call {outcome}"));
+                }
                 report.add_timeline(offset_ms + t_ms, TimelineKind::Cut, 0, &detail);
                 if let Some(d) = outage {
                     report.add_timeline(

@@ -254,6 +254,41 @@ pub fn render(report: &Report) -> Result<String, ReportError> {
         let _ = writeln!(out, "<div class=\"story\">{}</div>", lines.join("\n"));
     }
 
+    // What went wrong comes first: the findings and the clients' counts, then the charts.
+    section(&mut out, "Proxy findings");
+    let kinds: Vec<(String, u64)> = report
+        .findings
+        .iter()
+        .map(|(k, g)| (k.clone(), g.count))
+        .collect();
+    chart(&mut out, &charts::bars("Findings by kind", &kinds)?);
+    let examples: Vec<Vec<String>> = report
+        .findings
+        .iter()
+        .flat_map(|(kind, g)| {
+            g.examples.iter().map(move |e| {
+                vec![
+                    kind.clone(),
+                    e.session.clone(),
+                    e.stream.clone(),
+                    e.ids.join(", "),
+                    e.detail.clone(),
+                ]
+            })
+        })
+        .collect();
+    out.push_str(&table(
+        &["kind", "session", "stream", "ids", "detail"],
+        &examples,
+    ));
+    if let Some(note) = super::summary::unproven_note(report) {
+        let _ = writeln!(out, "<p class=\"note\">{}</p>", escape(&note));
+    }
+
+    section(&mut out, "Client outcomes per policy");
+    let (header, rows) = report.policy_counter_rows();
+    out.push_str(&table(&header, &rows));
+
     section(&mut out, "Latency");
     latency_over_time(report, &mut out)?;
     latency_charts(report, &mut out)?;
@@ -303,40 +338,6 @@ pub fn render(report: &Report) -> Result<String, ReportError> {
         .collect();
     out.push_str(&table(&["action", "cuts"], &by_action));
     cut_timeline(report, &mut out)?;
-
-    section(&mut out, "Proxy findings");
-    let kinds: Vec<(String, u64)> = report
-        .findings
-        .iter()
-        .map(|(k, g)| (k.clone(), g.count))
-        .collect();
-    chart(&mut out, &charts::bars("Findings by kind", &kinds)?);
-    let examples: Vec<Vec<String>> = report
-        .findings
-        .iter()
-        .flat_map(|(kind, g)| {
-            g.examples.iter().map(move |e| {
-                vec![
-                    kind.clone(),
-                    e.session.clone(),
-                    e.stream.clone(),
-                    e.ids.join(", "),
-                    e.detail.clone(),
-                ]
-            })
-        })
-        .collect();
-    out.push_str(&table(
-        &["kind", "session", "stream", "ids", "detail"],
-        &examples,
-    ));
-    if let Some(note) = super::summary::unproven_note(report) {
-        let _ = writeln!(out, "<p class=\"note\">{}</p>", escape(&note));
-    }
-
-    section(&mut out, "Client outcomes per policy");
-    let (header, rows) = report.policy_counter_rows();
-    out.push_str(&table(&header, &rows));
 
     section(&mut out, "Timeline");
     chart(

@@ -96,6 +96,28 @@ async fn small_replay_reproduces_the_failure_and_its_fix_and_writes_readable_rep
             phase.policy
         );
     }
+    // The cut timeline says how each first-leg cut's call ended (its colour in report.html):
+    // the naive phase's silent losses are there, and the count of coloured naive cuts
+    // that lost a call equals the client's silent losses (each lost call was cut once).
+    let cut_outcomes: Vec<&str> = report
+        .timeline
+        .iter()
+        .filter(|e| e.kind == tearline::report::TimelineKind::Cut)
+        .filter_map(|e| e.detail.split_once(" -> call ").map(|(_, o)| o))
+        .collect();
+    assert!(!cut_outcomes.is_empty(), "no cut names its call's outcome");
+    assert!(
+        cut_outcomes
+            .iter()
+            .all(|o| ["ok", "failed", "silently-lost"].contains(o)),
+        "{cut_outcomes:?}"
+    );
+    let naive_lost = report
+        .timeline
+        .iter()
+        .filter(|e| e.detail.starts_with("[naive]") && e.detail.ends_with("-> call silently-lost"))
+        .count() as u64;
+    assert_eq!(naive_lost, outcome.phases[1].load.counters.silent_loss);
     let strict = &outcome.phases[0];
     let naive = &outcome.phases[1];
     assert_eq!(strict.policy, Policy::Strict);

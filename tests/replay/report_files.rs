@@ -316,3 +316,21 @@ fn unproven_resends_are_noted_apart_from_loss_in_summary_and_html() {
     let html = tearline::report::html::render(&report).expect("renders");
     assert!(html.contains(note), "no note in the HTML");
 }
+
+#[test]
+fn report_html_puts_the_findings_and_outcomes_before_any_chart() {
+    let html = tearline::report::html::render(&common::report::report(1)).expect("renders");
+    let findings = html.find("Proxy findings").expect("a findings section");
+    let outcomes = html
+        .find("Client outcomes per policy")
+        .expect("an outcomes section");
+    let first_chart = html.find("<svg").expect("charts");
+    assert!(
+        findings < first_chart,
+        "the findings come before every chart"
+    );
+    // Before the clients' outcomes, only the findings' own chart (counts by kind).
+    assert_eq!(html[..outcomes].matches("<svg").count(), 1);
+    let latency = html.find("<h2>Latency</h2>").expect("a latency section");
+    assert!(outcomes < latency, "latency charts after the outcomes");
+}
