@@ -75,7 +75,7 @@ impl Engine {
         };
         self.rules.on_request(&mut self.l, &view);
         let reference = StreamRef {
-            request: format!("{} {}", r.method, r.path),
+            request: format!("{} {}", r.method, crate::wire::redact::target(&r.path)),
             rpc_ids: Vec::new(),
             conn: r.conn,
             seq: r.seq,
@@ -204,7 +204,10 @@ impl Engine {
             let here = if r.session.is_some() {
                 "this session".to_string()
             } else {
-                format!("a session-less stream of GET {}", r.path)
+                format!(
+                    "a session-less stream of GET {}",
+                    crate::wire::redact::target(&r.path)
+                )
             };
             let reason = if owners.len() > 1 {
                 format!("{} streams of {here} delivered id {cursor}", owners.len())

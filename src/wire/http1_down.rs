@@ -242,7 +242,7 @@ impl Http1Downstream {
         {
             tracing::info!(
                 conn = self.conn,
-                path = %r.path,
+                path = %super::redact::target(&r.path),
                 "POST answered with text/event-stream on a path that names no known LLM API; \
                  if it is one, declare it ([[llm_route]] path = \"…\", api = \"chat-completions\" \
                  in the profile, or --llm-route PATH=API) to get LLM positions and verdicts"

@@ -150,7 +150,7 @@ pub(super) fn describe(
         point.exchange = Some(owner.seq);
         point.session = owner.session.clone();
         if let Some(r) = &owner.req {
-            point.request = Some(format!("{} {}", r.method, r.path));
+            point.request = Some(format!("{} {}", r.method, super::redact::target(&r.path)));
             point.rpc_id = r.rpc_id.get().cloned().flatten();
         }
     }

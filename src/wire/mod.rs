@@ -18,6 +18,7 @@ pub mod llm_routes;
 pub mod observe;
 pub mod position;
 pub mod record;
+pub mod redact;
 mod rpc_head;
 mod rpc_scan;
 pub mod sse;

@@ -1065,3 +1065,21 @@ async fn observations_whose_request_never_comes_are_unknown() {
     w.rec(tearline::wire::Observation::ConnClosed { conn: 5 });
     assert_eq!(w.kinds(), vec![K::Unknown], "{:#?}", w.auditor.findings());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_finding_names_query_parameters_but_never_their_values() {
+    let secret = "tok-PLANTED-0123456789abcdef";
+    let mut w = Wire::new();
+    w.get_url(1, 0, &format!("/events?token={secret}&v=2"), None);
+    w.sse_ok(1, 0);
+    let body = ev(Eol::Lf, "1", &progress(1)) + &ev(Eol::Lf, "2", &progress(2));
+    w.deliver(1, 0, &body, Some(body.len() - 4), CutAction::Reset);
+    let all = w.auditor.findings();
+    let torn = all
+        .iter()
+        .find(|f| f.kind == K::TornCut)
+        .expect("a torn cut");
+    assert_eq!(torn.stream.request, "GET /events?token=…&v=…");
+    let json = serde_json::to_string(&all).expect("serializes");
+    assert!(!json.contains(secret), "{json}");
+}

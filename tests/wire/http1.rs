@@ -703,3 +703,30 @@ fn a_cut_names_its_exchange_alike_whatever_the_reads_before_it() {
         }
     }
 }
+
+/// A key in the query string (`?key=…`, Gemini's and Azure's style) never reaches a cut record:
+/// the record names the parameters, not their values; the request observation keeps the whole
+/// target for the audit's matching only (it is never written).
+#[test]
+fn a_cut_record_names_query_parameters_but_never_their_values() {
+    let secret = "AIzaPLANTEDsecret0123456789";
+    let up = format!("GET /events?alt=sse&key={secret} HTTP/1.1\r\nHost: x\r\n\r\n");
+    let down = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: a\n\ndata: b";
+    let rec = Arc::new(Recorder::default());
+    let (mut u, mut d) = observer_pair(3, rec.clone());
+    u.observe(up.as_bytes());
+    d.observe(down.as_bytes());
+    let point = d.cut_point(down.len() - 1);
+    assert_eq!(point.request.as_deref(), Some("GET /events?alt=…&key=…"));
+    let record = serde_json::to_string(&point).expect("serializes");
+    assert!(!record.contains(secret), "{record}");
+    // Without a query the target is written as it is.
+    let rec = Arc::new(Recorder::default());
+    let (mut u, mut d) = observer_pair(4, rec);
+    u.observe(b"GET /events HTTP/1.1\r\n\r\n");
+    d.observe(down.as_bytes());
+    assert_eq!(
+        d.cut_point(down.len() - 1).request.as_deref(),
+        Some("GET /events")
+    );
+}

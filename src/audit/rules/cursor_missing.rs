@@ -149,7 +149,11 @@ impl Rule for CursorMissing {
                 r.session,
                 None,
                 Some(r.path),
-                &[format!("GET {} seq {}", r.path, r.seq)],
+                &[format!(
+                    "GET {} seq {}",
+                    crate::wire::redact::target(&r.path),
+                    r.seq
+                )],
             ),
             ("POST", _) => {
                 for m in r.msgs {
