@@ -405,7 +405,7 @@ impl Engine {
             self.l.ms(now),
             p.session.clone(),
             StreamRef {
-                request: format!("{method} {}", crate::wire::redact::target(&path)),
+                request: format!("{method} {}", crate::wire::redact::target(path)),
                 rpc_ids: p.rpc_id.iter().cloned().collect(),
                 conn,
                 seq,
