@@ -151,7 +151,7 @@ impl Rule for CursorMissing {
                 Some(r.path),
                 &[format!(
                     "GET {} seq {}",
-                    crate::wire::redact::target(&r.path),
+                    crate::wire::redact::target(r.path),
                     r.seq
                 )],
             ),
