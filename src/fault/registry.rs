@@ -124,9 +124,58 @@ pub fn build(def: &FaultDef) -> Result<Built, FaultConfigError> {
     r.raw("kind");
     r.str("name")?;
     r.str("proxy")?;
-    let built = (info.read)(&mut r)?;
+    let built = (info.read)(&mut r).map_err(|e| locate(def, e))?;
     r.finish()?;
     Ok(built)
+}
+
+/// Points an error a kind's reader made about the definition as a whole at the key it is
+/// about: the key the message names (`'events'`, `idle_ms`), or the one holding the value serde
+/// calls an unknown variant (`action = "explode"`), whose message then lists what is allowed.
+/// Errors already at a key are kept.
+fn locate(def: &FaultDef, mut e: FaultConfigError) -> FaultConfigError {
+    if e.key.is_some() && e.span != def.span {
+        return e;
+    }
+    let variant = e
+        .message
+        .strip_prefix("unknown variant `")
+        .and_then(|rest| rest.split_once('`'));
+    if let Some((value, rest)) = variant {
+        let param = def
+            .params
+            .iter()
+            .find(|p| p.key != "kind" && matches!(&p.value, toml::Value::String(v) if v == value));
+        if let Some(p) = param {
+            let allowed = rest
+                .trim_start_matches(", expected one of ")
+                .trim_start_matches(", expected ")
+                .replace('`', "");
+            return FaultConfigError::at_value(
+                p,
+                format!("{} '{value}' is not allowed; allowed: {allowed}", p.key),
+            );
+        }
+    }
+    let word = |key: &str| {
+        let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+        e.message.match_indices(key).find_map(|(i, _)| {
+            let before = e.message[..i].chars().next_back();
+            let after = e.message[i + key.len()..].chars().next();
+            (!before.is_some_and(ident) && !after.is_some_and(ident)).then_some(i)
+        })
+    };
+    let named = def
+        .params
+        .iter()
+        .filter(|p| p.key != "kind")
+        .filter_map(|p| word(&p.key).map(|i| (i, p)))
+        .min_by_key(|(i, _)| *i);
+    if let Some((_, p)) = named {
+        let message = std::mem::take(&mut e.message);
+        return FaultConfigError::at_value(p, message);
+    }
+    e
 }
 
 /// Builds a factory from a Toxiproxy toxic: its `type`, `attributes` (Toxiproxy's names and

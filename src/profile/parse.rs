@@ -129,6 +129,17 @@ fn tidy(message: &str) -> String {
     if let Some(rest) = m.strip_prefix("missing field `") {
         return format!("missing required key '{}'", rest.trim_end_matches('`'));
     }
+    if m == "invalid type: map, expected a sequence" {
+        return "a single [table] where a list of tables belongs: write [[fault]], [[proxy]], \
+                [[phase]] or [[llm_route]] (double brackets), once per entry"
+            .to_owned();
+    }
+    if m.contains(" as i128") || m == "u64 value was too large" || m.contains("number too large") {
+        return format!(
+            "integer out of range: TOML integers are 64-bit, at most {}",
+            i64::MAX
+        );
+    }
     m.replace('`', "'")
 }
 

@@ -37,6 +37,35 @@ const BROKEN: &[(&str, &str)] = &[
         "2:8: unknown fault kind 'down'; known: latency, bandwidth, slicer, slow_close, timeout, reset, limit_data, stall, outage, sse_cut, idle, buffer ('down' is a proxy state: set `enabled = false` on the [[proxy]])",
     ),
     (
+        "unknown-action.toml",
+        "4:10: action 'explode' is not allowed; allowed: reset, fin, clean-end",
+    ),
+    (
+        "events-reversed.toml",
+        "4:10: sse_cut 'events' must be [a, b] with a <= b, got [9, 2]",
+    ),
+    ("idle-zero.toml", "3:11: idle_ms must be greater than 0"),
+    (
+        "direction-on-sse-cut.toml",
+        "4:13: sse_cut acts on the downstream direction only (SSE responses)",
+    ),
+    (
+        "negative-weight.toml",
+        "3:6: sse_cut 'at' needs at least one positive weight, and no negative or non-finite one",
+    ),
+    (
+        "single-bracket-fault.toml",
+        "1:1: a single [table] where a list of tables belongs: write [[fault]], [[proxy]], [[phase]] or [[llm_route]] (double brackets), once per entry",
+    ),
+    (
+        "integer-overflow.toml",
+        "3:14: integer out of range: TOML integers are 64-bit, at most 9223372036854775807",
+    ),
+    (
+        "probability-nan.toml",
+        "4:15: sse_cut 'probability' must be between 0 and 1, got NaN",
+    ),
+    (
         "duplicate-listen.toml",
         "8:10: proxy 'admin' listens on 0.0.0.0:7000, as proxy 'api' (line 2) does: two proxies cannot bind one address; give each its own port (or port 0)",
     ),
