@@ -97,6 +97,29 @@ pub enum ReplayError {
     /// TLS could not be set up.
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),
+    /// The user's server (`--upstream`) could not be reached at all.
+    #[error("cannot reach --upstream {address} (is your MCP server running and listening there?)")]
+    Unreachable {
+        /// The address as given.
+        address: String,
+        /// The connect error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The user's server answered, but not as the MCP server the run needs.
+    #[error(
+        "your server at --upstream {address} (reached through tearline's proxy) did not answer \
+         as an MCP server at {path} (--target-path)"
+    )]
+    UpstreamLoad {
+        /// The address as given.
+        address: String,
+        /// The MCP endpoint path.
+        path: String,
+        /// The load client's error.
+        #[source]
+        source: crate::load::LoadError,
+    },
     /// The load client could not run against the target.
     #[error("the load client could not run")]
     Load {
@@ -125,6 +148,9 @@ pub async fn run(
     profile_text: &str,
     shutdown: &CancellationToken,
 ) -> Result<ReplayOutcome, ReplayError> {
+    if let Some(address) = &cfg.upstream {
+        reachable(address).await?;
+    }
     let started = std::time::Instant::now();
     let started_at = std::time::SystemTime::now();
     let plans = cfg.scenario.phases(&cfg.policies, cfg.size);
@@ -152,7 +178,16 @@ pub async fn run(
                 }
             );
         }
-        let phase = phase::run_phase(cfg, profile, plan, log, shutdown).await?;
+        let phase = match phase::run_phase(cfg, profile, plan, log, shutdown).await {
+            Err(ReplayError::Load { source }) if cfg.upstream.is_some() => {
+                return Err(ReplayError::UpstreamLoad {
+                    address: cfg.upstream.clone().unwrap_or_default(),
+                    path: cfg.target_path.clone(),
+                    source,
+                });
+            }
+            r => r?,
+        };
         let c = &phase.load.counters;
         eprintln!(
             "tearline replay: {} client: {} calls in {:.1} s, {} ok, {} cuts, {} silently lost",
@@ -203,6 +238,23 @@ pub async fn run(
         during,
         not_run,
     })
+}
+
+/// Connects once to the user's server, so a wrong `--upstream` is named as such before any
+/// phase starts (not as the proxy's internal port failing later).
+async fn reachable(address: &str) -> Result<(), ReplayError> {
+    let connect = tokio::net::TcpStream::connect(address);
+    match tokio::time::timeout(Duration::from_secs(5), connect).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(source)) => Err(ReplayError::Unreachable {
+            address: address.to_owned(),
+            source,
+        }),
+        Err(_) => Err(ReplayError::Unreachable {
+            address: address.to_owned(),
+            source: std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer within 5 s"),
+        }),
+    }
 }
 
 /// The command-line spelling of a clap value (`replay-from-oldest`).

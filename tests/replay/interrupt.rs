@@ -189,3 +189,31 @@ fn sigterm_during_load_exits_143_and_a_finished_load_is_not_marked() {
     assert!(!stdout.contains("interrupted"), "{stdout}");
     stop.cancel();
 }
+
+/// A wrong `--upstream` is named as the user wrote it, before any phase: not tearline's own
+/// proxy port and a "Broken pipe" later.
+#[test]
+fn an_unreachable_upstream_is_named_before_the_run() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a port");
+    let upstream = closed.to_string();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(env!("CARGO_BIN_EXE_tearline"))
+        .args(["replay", "--upstream", &upstream, "--calls", "2", "--out"])
+        .arg(dir.path())
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run replay");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("cannot reach --upstream {upstream}")) && err.contains("refused"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("Broken pipe") && !err.contains("phase"),
+        "{err}"
+    );
+}
