@@ -118,7 +118,7 @@ pub enum ReplayError {
         path: String,
         /// The load client's error.
         #[source]
-        source: crate::load::LoadError,
+        source: Box<crate::load::LoadError>,
     },
     /// The load client could not run against the target.
     #[error("the load client could not run")]
@@ -183,7 +183,7 @@ pub async fn run(
                 return Err(ReplayError::UpstreamLoad {
                     address: cfg.upstream.clone().unwrap_or_default(),
                     path: cfg.target_path.clone(),
-                    source,
+                    source: Box::new(source),
                 });
             }
             r => r?,
