@@ -23,7 +23,9 @@
 //! [`Counters::SHARED`](super::Counters::SHARED): `torn-cut`, `reissued`, …) means the audit's
 //! findings when bare and the client's counter as `POLICY.name`.
 //! Histogram names: `NAME` (the policies' histograms of that name merged, else the proxy's),
-//! `POLICY.NAME`, or `proxy.NAME`.
+//! `POLICY.NAME`, `proxy.NAME`, or `proxy.POLICY.NAME` (replay's audit histograms, per phase).
+//! [`super::thresholds_names::Vocabulary`] checks names against a report, or against what a
+//! run will produce before it starts.
 //! Invariants: parsing checks syntax, units and the counter/finding/cut vocabulary and reports
 //! the 1-based column of the first problem with what was expected there; policy and histogram
 //! names are checked against the report when evaluating; a histogram without samples has every
