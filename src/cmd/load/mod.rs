@@ -7,6 +7,7 @@
 pub mod agent;
 pub mod eventsource;
 pub mod llm;
+pub mod verdict;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -177,6 +178,11 @@ pub struct Args {
     /// /v1/messages runs the LLM client).
     #[command(flatten)]
     pub llm: llm::LlmFlags,
+    /// Fail (exit 99) when this condition is TRUE of the load's report, e.g. 'silent-loss>0',
+    /// 'p99(strict.call)>2s'; repeatable; names are checked before the load starts (language:
+    /// `tearline report show --help`).
+    #[arg(long = "fail-on", value_name = "EXPR")]
+    pub fail_on: Vec<crate::report::Threshold>,
 }
 
 /// Parses `--start-at`: RFC 3339 UTC or Unix seconds.
@@ -232,6 +238,13 @@ pub enum CliError {
          check that --target serves text/event-stream"
     )]
     Incomplete(String),
+    /// A `--fail-on` names a policy or histogram the load does not produce, or could not be
+    /// evaluated.
+    #[error("--fail-on")]
+    Threshold(#[source] crate::report::ThresholdError),
+    /// Every call failed.
+    #[error("no call succeeded: {0}")]
+    NothingSucceeded(String),
 }
 
 /// Builds the run configuration from the flags.
@@ -272,6 +285,12 @@ pub fn config(args: &Args) -> Result<LoadConfig, CliError> {
 /// Runs `tearline load`.
 pub async fn run(args: Args) -> Result<ExitCode, CliError> {
     if args.client == ClientKind::Eventsource {
+        if !args.fail_on.is_empty() {
+            return Err(CliError::Flags(
+                "--fail-on is for the MCP and LLM clients (they write a report); drop it for \
+                 --client eventsource",
+            ));
+        }
         return eventsource::run(&args).await;
     }
     if args.side_path.is_some() {
@@ -293,6 +312,8 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
             p => p,
         })
         .collect();
+    let labels: Vec<&str> = policies.iter().map(|p| p.as_str()).collect();
+    verdict::check_before(&args, &labels, false)?;
     let ran = per_policy(policies, |policy, shutdown| {
         let mut cfg = base.clone();
         cfg.policy = policy;
@@ -312,7 +333,11 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
         }
         print!("{}", summary::text(outcomes));
     }
-    Ok(ran.exit(ExitCode::SUCCESS))
+    if ran.interrupted.is_some() {
+        verdict::not_evaluated(&args);
+        return Ok(ran.exit(ExitCode::SUCCESS));
+    }
+    verdict::judge(&args, outcomes, &base.target)
 }
 
 /// Adds `"interrupted"` to a `--json` summary when a signal cut the run short.
