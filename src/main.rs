@@ -7,6 +7,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 
+#[cfg(test)]
+mod cli_examples;
+
 /// tearline: a fault-injecting TCP chaos proxy that knows SSE.
 ///
 /// It cuts streaming HTTP (Server-Sent Events, MCP Streamable HTTP) connections at chosen

@@ -32,6 +32,9 @@ pub use crate::units::parse_duration;
   tearline load --target http://127.0.0.1:7000/mcp --sessions 100 --rate 500 --duration 60s
   # strict and naive side by side, 1,000 calls each, JSON summary
   tearline load --target http://127.0.0.1:7000/mcp --calls 1000 --policy both --json
+  # fail (exit 99) when a call was silently lost or the strict p99 passed 2 s
+  tearline load --target http://127.0.0.1:7000/mcp --calls 1000 --policy both \\
+      --fail-on 'silent-loss>0' --fail-on 'p99(strict.call)>2s'
   # agent 2 of 4 of one plan (10,000 calls over 400 sessions), started together, report kept
   tearline load --target http://proxy:8931/mcp --sessions 400 --calls 10000 --seed 7 \
       --segment 2/4 --start-at 2026-11-30T14:00:00Z --report-dir out/agent-2
@@ -73,9 +76,10 @@ Policies:
   strict and retry send a fresh `Idempotency-Key` with every call and repeat it on its re-sends
   (the re-send marker the audit reads; see the README).
 
-Exit codes: 0 ok, 2 error, 130/143 interrupted by SIGINT/SIGTERM (what ran is printed and, with
---report-dir, written, marked interrupted; calls in flight are not counted; a second signal
-stops at once).")]
+Exit codes: 0 ok, 99 a --fail-on condition is true, 2 error (also when no call succeeded: the
+first message of each error kind is shown), 130/143 interrupted by SIGINT/SIGTERM (what ran is
+printed and, with --report-dir, written, marked interrupted; calls in flight are not counted;
+thresholds are not evaluated; a second signal stops at once).")]
 pub struct Args {
     /// MCP endpoint URL (http:// or https://).
     #[arg(long, default_value = "http://127.0.0.1:8931/mcp")]
