@@ -339,3 +339,37 @@ fn the_profiles_examples_run_for_real() {
     }
     assert!(ran >= 4, "only {ran} profiles examples ran");
 }
+
+#[test]
+fn every_documented_fail_on_names_what_a_default_replay_reports() {
+    use tearline::load::Policy;
+    let replay = tearline::cmd::replay::vocabulary(
+        tearline::replay::scenario::Scenario::default(),
+        &[Policy::Strict, Policy::Naive],
+        1,
+    );
+    let lines = readme_lines()
+        .into_iter()
+        .chain(help_lines().into_iter().map(|(_, l)| l));
+    let mut checked = 0;
+    for line in lines {
+        let words = shell_words(&line);
+        for pair in words.windows(2).filter(|w| w[0] == "--fail-on") {
+            let Ok(t) = pair[1].parse::<tearline::report::Threshold>() else {
+                panic!("`{line}`: `{}` does not parse", pair[1]);
+            };
+            if let Err(e) = replay.check(&t) {
+                panic!("`{line}`: {e}");
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 10, "only {checked} documented thresholds found");
+    let old: tearline::report::Threshold = "max(proxy.client-reconnect)>1s"
+        .parse()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        replay.check(&old).is_err(),
+        "the old example named no replay histogram"
+    );
+}
