@@ -8,6 +8,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[cfg(test)]
+#[path = "cli_examples.rs"]
 mod cli_examples;
 
 /// tearline: a fault-injecting TCP chaos proxy that knows SSE.
