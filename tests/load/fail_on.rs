@@ -103,6 +103,17 @@ async fn an_unknown_name_exits_2_before_any_connection() {
     .await;
     let stderr = text(&out.stderr);
     assert!(stderr.contains("policies: strict"), "{stderr}");
+    let out = load(
+        &target,
+        &["--client", "eventsource", "--fail-on", "calls>0"],
+    )
+    .await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--fail-on is for the MCP and LLM clients"),
+        "{stderr}"
+    );
     let out = load(&target, &["--fail-on", "p99(strict.call)>1s"]).await;
     let stderr = text(&out.stderr);
     assert!(
