@@ -138,8 +138,11 @@ pub enum CliError {
     /// The reports could not be written or evaluated.
     #[error(transparent)]
     Report(#[from] ReportError),
-    /// A threshold names a policy or histogram the run does not produce (checked before the
-    /// run), or could not be evaluated against the report.
+    /// A threshold names a policy or histogram the run will not produce (checked before it
+    /// starts).
+    #[error("--fail-on names what this run does not report (checked before it starts)")]
+    Names(#[source] ThresholdError),
+    /// A threshold could not be evaluated against the report.
     #[error("cannot evaluate a --fail-on threshold")]
     Evaluate(#[source] ThresholdError),
     /// `--sessions 0` or similar.
@@ -162,7 +165,7 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
         .collect::<Result<Vec<_>, _>>()?;
     vocabulary(args.scenario, &args.policy.0, args.size)
         .check_all(&thresholds)
-        .map_err(CliError::Evaluate)?;
+        .map_err(CliError::Names)?;
     if args.sessions == 0 {
         return Err(CliError::Usage("--sessions must be at least 1"));
     }

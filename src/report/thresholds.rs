@@ -99,7 +99,9 @@ pub enum ThresholdError {
         known: String,
     },
     /// The report has no such policy.
-    #[error("threshold `{expr}`: the report has no policy `{policy}`; policies: {known}")]
+    #[error(
+        "threshold `{expr}`: no policy `{policy}` in the report (or the run); policies: {known}"
+    )]
     UnknownPolicy {
         /// The threshold text.
         expr: String,
@@ -109,7 +111,9 @@ pub enum ThresholdError {
         known: String,
     },
     /// The report has no such histogram.
-    #[error("threshold `{expr}`: the report has no histogram `{name}`; histograms: {known}")]
+    #[error(
+        "threshold `{expr}`: no histogram `{name}` in the report (or the run); histograms: {known}"
+    )]
     UnknownHistogram {
         /// The threshold text.
         expr: String,

@@ -242,9 +242,12 @@ pub enum CliError {
          check that --target serves text/event-stream"
     )]
     Incomplete(String),
-    /// A `--fail-on` names a policy or histogram the load does not produce, or could not be
-    /// evaluated.
-    #[error("--fail-on")]
+    /// A `--fail-on` names a policy or histogram the load will not produce (checked before it
+    /// starts).
+    #[error("--fail-on names what this load does not report (checked before it starts)")]
+    Names(#[source] crate::report::ThresholdError),
+    /// A `--fail-on` could not be evaluated against the load's report.
+    #[error("cannot evaluate a --fail-on threshold")]
     Threshold(#[source] crate::report::ThresholdError),
     /// Every call failed.
     #[error("no call succeeded: {0}")]

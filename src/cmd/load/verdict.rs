@@ -29,7 +29,7 @@ pub fn vocabulary(policies: &[&str], llm: bool) -> Vocabulary {
 pub fn check_before(args: &Args, policies: &[&str], llm: bool) -> Result<(), CliError> {
     vocabulary(policies, llm)
         .check_all(&args.fail_on)
-        .map_err(CliError::Threshold)
+        .map_err(CliError::Names)
 }
 
 /// Why no call succeeded: each error kind with its count and first message.
