@@ -7,6 +7,10 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 
+#[cfg(test)]
+#[path = "cli_examples.rs"]
+mod cli_examples;
+
 /// tearline: a fault-injecting TCP chaos proxy that knows SSE.
 ///
 /// It cuts streaming HTTP (Server-Sent Events, MCP Streamable HTTP) connections at chosen

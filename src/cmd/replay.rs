@@ -18,6 +18,7 @@ use crate::load::Stop;
 use crate::load::config::PolicyList;
 use crate::profile::{self, Profile, ProfileError};
 use crate::replay::{BUILTIN_PROFILE, DEFAULT_PROFILE_PATH, ReplayConfig, ReplayError};
+use crate::report::thresholds_names::Vocabulary;
 use crate::report::{self, ReportError, Threshold, ThresholdError};
 
 /// Arguments of `tearline replay`.
@@ -95,7 +96,9 @@ pub struct Args {
     /// Report directory (default: ./tearline-report/<UTC timestamp>).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Threshold that must hold, e.g. 'naive.silent-loss>0', 'p99(strict.call)>2s'; repeatable.
+    /// Fail the run (exit 99) when this condition is TRUE, e.g. 'naive.silent-loss>0',
+    /// 'p99(strict.call)>2s'; repeatable. Every name is checked before the run starts; the
+    /// language is in `tearline report show --help`.
     #[arg(long = "fail-on", value_name = "EXPR")]
     pub fail_on: Vec<String>,
     /// Run every leg over TLS (load client → proxy → lab), with certificates from the local CA.
@@ -135,6 +138,10 @@ pub enum CliError {
     /// The reports could not be written or evaluated.
     #[error(transparent)]
     Report(#[from] ReportError),
+    /// A threshold names a policy or histogram the run will not produce (checked before it
+    /// starts).
+    #[error("--fail-on names what this run does not report (checked before it starts)")]
+    Names(#[source] ThresholdError),
     /// A threshold could not be evaluated against the report.
     #[error("cannot evaluate a --fail-on threshold")]
     Evaluate(#[source] ThresholdError),
@@ -156,6 +163,9 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
                 })
         })
         .collect::<Result<Vec<_>, _>>()?;
+    vocabulary(args.scenario, &args.policy.0, args.size)
+        .check_all(&thresholds)
+        .map_err(CliError::Names)?;
     if args.sessions == 0 {
         return Err(CliError::Usage("--sessions must be at least 1"));
     }
@@ -218,6 +228,24 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
         println!("{v}");
     }
     Ok(ExitCode::from(report::thresholds::exit_code(&verdicts)))
+}
+
+/// The policies and histograms a replay of `policies` in `scenario` will report, known before it starts: one
+/// phase per policy (as the scenario plans them), each with the client's histograms (the LLM
+/// client's in `llm-truncation`) and the audit's per-phase proxy histograms.
+pub fn vocabulary(
+    scenario: crate::replay::scenario::Scenario,
+    policies: &[crate::load::Policy],
+    size: u64,
+) -> Vocabulary {
+    let phases = scenario.phases(policies, size);
+    let labels: Vec<&str> = phases.iter().map(|p| p.label).collect();
+    let client: &[&str] = if scenario.is_llm() {
+        &report::names::LLM_NAMES
+    } else {
+        &report::names::NAMES
+    };
+    Vocabulary::of_run(&labels, client, &crate::audit::histo::NAMES)
 }
 
 fn config(args: &Args, seed: u64, out: &std::path::Path) -> ReplayConfig {

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::report::thresholds::{self, Threshold};
+use crate::report::thresholds_names::Vocabulary;
 use crate::report::{Report, ReportError, hlog, json, merge, summary};
 
 /// Arguments of `tearline report`.
@@ -80,7 +81,8 @@ struct ShowArgs {
 }
 
 const SHOW_LONG_HELP: &str =
-    "Print the summary of a saved report.json and check --fail-on thresholds.
+    "Print the summary of a saved report.json, the metric names --fail-on can use on it
+(counters, POLICY.COUNTER, finding.KIND, cut.CLASS, the histograms), and check --fail-on.
 
 Exit status: 0 when every threshold holds, 99 when one fails (k6's convention), 2 on errors
 (unreadable report, malformed threshold, a policy or histogram the report does not have).";
@@ -99,22 +101,26 @@ pub const FAIL_ON_HELP: &str =
                                           fresh-stream explicit-loss reissued abandoned
     torn-cut cursor-ahead abandoned …     proxy findings by kind (also finding.KIND); a name
                                           both count means the findings without a POLICY.
-    cuts  cut.CLASS  cut.ACTION           e.g. cut.mid-value, cut.reset
+    cuts  cut.CLASS  cut.ACTION           e.g. cut.mid-value, cut.mid-delta, cut.reset
   latencies (VALUE needs a unit: us, ms or s):
     pNN(H) max(H) min(H) mean(H)          NN in (0, 100], e.g. p50 p99 p99.9
-    H := NAME | POLICY.NAME | proxy.NAME  NAME alone merges that histogram of every policy
-  A histogram without samples reads 0.
+    H := NAME | POLICY.NAME | proxy.NAME  NAME alone merges that histogram of every policy;
+         | proxy.POLICY.NAME              replay's proxy histograms are per phase
+  A histogram without samples reads 0. `tearline report show` lists a report's names; replay
+  and load check every name before the run starts (exit 2 with the valid ones).
 
 Examples:
   --fail-on 'silent-loss>0' --fail-on 'torn-cut>=1'
   --fail-on 'naive.silent-loss>0' --fail-on 'p99(call)>2s' --fail-on 'p99.9(strict.call)>=500ms'
-  --fail-on 'max(proxy.client-reconnect)>1s'";
+  --fail-on 'max(proxy.naive.client-reconnect)>1s' --fail-on 'finding.llm-truncated>0'";
 
 /// Prints `report`'s summary, evaluates `fail_on` on it, prints the verdicts, and returns the
 /// exit code: 0 when all hold, 99 when one fails. Unknown policies or histograms are errors.
 pub fn show(report: &Report, fail_on: &[Threshold]) -> Result<ExitCode, ReportError> {
     let verdicts = thresholds::evaluate_all(fail_on, report)?;
     print!("{}", summary::render(report));
+    println!("\nMetric names for --fail-on");
+    print!("{}", Vocabulary::of_report(report).listing());
     Ok(print_verdicts(&verdicts))
 }
 

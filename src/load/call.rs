@@ -60,6 +60,9 @@ pub struct Worker {
     pub traces: Vec<CallTrace>,
     /// Failures by kind (HTTP error kinds, statuses, verification failures).
     pub errors: BTreeMap<&'static str, u64>,
+    /// The first message of each failure kind that had one (the server's JSON-RPC error
+    /// message, the connection error), so a run where nothing succeeded can say why.
+    pub error_messages: BTreeMap<&'static str, String>,
     /// Added to every request id (see [`super::segment::Segment::request_id_base`]).
     pub id_base: u64,
     /// Calls started by this worker (the index of the next one).
@@ -96,6 +99,7 @@ impl Worker {
             histos: Histograms::default(),
             traces: Vec::new(),
             errors: BTreeMap::new(),
+            error_messages: BTreeMap::new(),
             id_base: 0,
             calls_started: 0,
             key_nonce: rand::random(),
@@ -107,6 +111,12 @@ impl Worker {
 
     fn error(&mut self, kind: &'static str) {
         *self.errors.entry(kind).or_insert(0) += 1;
+    }
+
+    /// Counts a failure of `kind` and keeps `message` if it is the kind's first.
+    fn error_said(&mut self, kind: &'static str, message: String) {
+        self.error(kind);
+        self.error_messages.entry(kind).or_insert(message);
     }
 
     /// Runs one call intended to start at `intended` and records how it ended.
@@ -206,7 +216,7 @@ impl Worker {
                 match Session::open(&cfg, deadline).await {
                     Ok(s) => self.session = Some(s),
                     Err(e) => {
-                        self.error(e.kind());
+                        self.error_said(e.kind(), e.to_string());
                         self.backoff(cfg.backoff, deadline).await;
                         continue;
                     }
@@ -299,7 +309,7 @@ impl Worker {
                 }
                 Err(e) => {
                     record(&cfg, leg, e.kind());
-                    self.error(e.kind());
+                    self.error_said(e.kind(), e.to_string());
                     if resuming {
                         self.answer(open_trace, ResumeAnswer::NoResponse { error: e.kind() });
                     } else {
@@ -313,7 +323,7 @@ impl Worker {
             if resp.status != 200 || (resuming && !resp.is_event_stream()) {
                 record(&cfg, leg, "refused");
                 self.counters.explicit_errors += 1;
-                self.error(status_kind(resp.status));
+                self.error_said(status_kind(resp.status), format!("HTTP {}", resp.status));
                 if resuming {
                     self.counters.explicit_loss += 1;
                     self.answer(
@@ -363,7 +373,7 @@ impl Worker {
                     }
                     return end;
                 }
-                match self.settle(policy, judged, &clock) {
+                match self.settle(policy, judged, rq.error_message(), &clock) {
                     Some(end) => return end,
                     None => continue,
                 }
@@ -411,7 +421,7 @@ impl Worker {
             match got.stop {
                 Stop::Answered => {
                     let judged = rq.judge(&args);
-                    match self.settle(policy, judged, &clock) {
+                    match self.settle(policy, judged, rq.error_message(), &clock) {
                         Some(end) => return end,
                         None => continue,
                     }
@@ -470,7 +480,14 @@ impl Worker {
     }
 
     /// Ends the call on an answer, or returns None to re-issue (strict, invalid answer).
-    fn settle(&mut self, policy: Policy, judged: Judgement, clock: &Clock) -> Option<CallEnd> {
+    /// `rpc_error` is the server's JSON-RPC error, if the answer was one.
+    fn settle(
+        &mut self,
+        policy: Policy,
+        judged: Judgement,
+        rpc_error: Option<String>,
+        clock: &Clock,
+    ) -> Option<CallEnd> {
         match (judged, policy) {
             (Judgement::Valid, _) => {
                 self.histos
@@ -482,7 +499,10 @@ impl Worker {
             }
             (Judgement::RpcError, _) => {
                 self.counters.explicit_errors += 1;
-                self.error("jsonrpc-error");
+                match rpc_error {
+                    Some(m) => self.error_said("jsonrpc-error", m),
+                    None => self.error("jsonrpc-error"),
+                }
                 Some(CallEnd::Failed)
             }
             (Judgement::Invalid(why), Policy::Strict | Policy::Retry) => {

@@ -173,6 +173,8 @@ pub async fn run(
         traces: Vec::new(),
         calls: Vec::new(),
         errors,
+        // The LLM client counts statuses and broken streams; it keeps no server message.
+        error_messages: BTreeMap::new(),
         elapsed,
         started_at,
         per_second: series.snapshot(),

@@ -84,6 +84,9 @@ pub struct LoadOutcome {
     pub calls: Vec<CallFacts>,
     /// Failures by kind.
     pub errors: BTreeMap<&'static str, u64>,
+    /// The first message of each failure kind that had one (the server's JSON-RPC error, the
+    /// connection error).
+    pub error_messages: BTreeMap<&'static str, String>,
     /// Wall time of the run.
     pub elapsed: Duration,
     /// Wall-clock time at which the load started (second 0 of `per_second`).
@@ -184,6 +187,7 @@ pub async fn run(
     let mut traces = Vec::new();
     let mut calls = Vec::new();
     let mut errors: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let mut error_messages: BTreeMap<&'static str, String> = BTreeMap::new();
     while let Some(joined) = tasks.join_next().await {
         let Ok(w) = joined else {
             *errors.entry("task-panicked").or_insert(0) += 1;
@@ -201,6 +205,9 @@ pub async fn run(
         for (k, v) in w.errors {
             *errors.entry(k).or_insert(0) += v;
         }
+        for (k, m) in w.error_messages {
+            error_messages.entry(k).or_insert(m);
+        }
     }
     bar_stop.cancel();
     if let Some(bar) = bar {
@@ -213,6 +220,7 @@ pub async fn run(
         traces,
         calls,
         errors,
+        error_messages,
         elapsed: start.elapsed(),
         started_at,
         per_second: series.snapshot(),

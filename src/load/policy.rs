@@ -230,6 +230,16 @@ impl RequestStream {
         self.progress_total = params.get("total").and_then(Value::as_f64);
     }
 
+    /// The JSON-RPC error of the response, as `code: message`, if the response is one.
+    pub fn error_message(&self) -> Option<String> {
+        let e = self.response.as_ref()?.get("error")?;
+        let message = e.get("message").and_then(Value::as_str).unwrap_or("");
+        Some(match e.get("code") {
+            Some(code) => format!("{code}: {message}"),
+            None => message.to_owned(),
+        })
+    }
+
     /// Judges the answer of the request for `args`.
     pub fn judge(&self, args: &Value) -> Judgement {
         let Some(resp) = &self.response else {

@@ -60,6 +60,9 @@ pub fn text(outcomes: &[LoadOutcome]) -> String {
                 let _ = write!(out, " {k}={v}");
             }
             out.push('\n');
+            for (k, m) in &o.error_messages {
+                let _ = writeln!(out, "  first {k}: {m}");
+            }
         }
     }
     out
@@ -88,6 +91,7 @@ pub fn json(outcomes: &[LoadOutcome]) -> Value {
                 "elapsed_s": o.elapsed.as_secs_f64(),
                 "counters": o.counters,
                 "errors": o.errors,
+                "error_messages": o.error_messages,
                 "histograms_us": histograms,
                 "traces": o.traces,
             })

@@ -51,6 +51,7 @@ pub mod names;
 pub mod summary;
 mod threshold_parse;
 pub mod thresholds;
+pub mod thresholds_names;
 pub mod time_charts;
 
 use std::path::{Path, PathBuf};

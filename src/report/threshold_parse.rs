@@ -162,12 +162,18 @@ impl FromStr for Threshold {
             c.pos += 1;
             c.skip_ws();
             let (scope, name, _) = c.name("a histogram name (e.g. call, strict.call)")?;
+            let mut histogram = scope.map_or(name.clone(), |s| format!("{s}.{name}"));
+            // A replay's proxy histograms are per phase: `proxy.POLICY.NAME`.
+            if histogram.starts_with("proxy.") && c.peek() == Some('.') {
+                c.pos += 1;
+                let third = c.word("a histogram name after `proxy.POLICY.`")?;
+                histogram = format!("{histogram}.{third}");
+            }
             c.skip_ws();
             if c.peek() != Some(')') {
                 return Err(c.syntax("`)`"));
             }
             c.pos += 1;
-            let histogram = scope.map_or(name.clone(), |s| format!("{s}.{name}"));
             Metric::Latency { stat, histogram }
         } else {
             c.pos = stat_start;

@@ -23,7 +23,9 @@
 //! [`Counters::SHARED`](super::Counters::SHARED): `torn-cut`, `reissued`, …) means the audit's
 //! findings when bare and the client's counter as `POLICY.name`.
 //! Histogram names: `NAME` (the policies' histograms of that name merged, else the proxy's),
-//! `POLICY.NAME`, or `proxy.NAME`.
+//! `POLICY.NAME`, `proxy.NAME`, or `proxy.POLICY.NAME` (replay's audit histograms, per phase).
+//! [`super::thresholds_names::Vocabulary`] checks names against a report, or against what a
+//! run will produce before it starts.
 //! Invariants: parsing checks syntax, units and the counter/finding/cut vocabulary and reports
 //! the 1-based column of the first problem with what was expected there; policy and histogram
 //! names are checked against the report when evaluating; a histogram without samples has every
@@ -97,7 +99,9 @@ pub enum ThresholdError {
         known: String,
     },
     /// The report has no such policy.
-    #[error("threshold `{expr}`: the report has no policy `{policy}`; policies: {known}")]
+    #[error(
+        "threshold `{expr}`: no policy `{policy}` in the report (or the run); policies: {known}"
+    )]
     UnknownPolicy {
         /// The threshold text.
         expr: String,
@@ -107,7 +111,9 @@ pub enum ThresholdError {
         known: String,
     },
     /// The report has no such histogram.
-    #[error("threshold `{expr}`: the report has no histogram `{name}`; histograms: {known}")]
+    #[error(
+        "threshold `{expr}`: no histogram `{name}` in the report (or the run); histograms: {known}"
+    )]
     UnknownHistogram {
         /// The threshold text.
         expr: String,

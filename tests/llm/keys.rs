@@ -90,7 +90,8 @@ async fn a_planted_api_key_is_sent_and_never_written_anywhere() {
         .stderr(Stdio::null())
         .status()
         .expect("run load");
-    assert!(probe.success(), "{probe:?}");
+    // The only call got a 500: no call succeeded, which `load` reports with exit 2.
+    assert_eq!(probe.code(), Some(2), "{probe:?}");
     let head = tokio::time::timeout(Duration::from_secs(10), seen)
         .await
         .expect("request seen")

@@ -7,6 +7,7 @@ mod common;
 mod abandon;
 mod bad_target;
 mod client_modes;
+mod fail_on;
 mod http;
 mod interop_load;
 mod lab;

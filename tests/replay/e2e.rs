@@ -85,6 +85,12 @@ async fn small_replay_reproduces_the_failure_and_its_fix_and_writes_readable_rep
     let report = &outcome.report;
     assert_eq!(report.facts.seed, 7);
     assert!(report.cuts.total > 0, "no cut was made");
+    crate::fail_on_names::assert_names_known_before_the_run(
+        report,
+        Default::default(),
+        &[Policy::Strict, Policy::Naive],
+        256 * 1024,
+    );
 
     for phase in &outcome.phases {
         let c = &phase.load.counters;

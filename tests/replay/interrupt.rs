@@ -161,11 +161,17 @@ fn sigterm_during_load_exits_143_and_a_finished_load_is_not_marked() {
             &report_arg,
             "--policy",
             "both",
+            "--fail-on",
+            "calls>0",
         ],
         Ready::When(&under_way),
         "-TERM",
     );
     assert_eq!(code, 143, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(
+        stdout.contains("FAIL --fail-on 'calls>0': not evaluated, the run was interrupted"),
+        "{stdout}"
+    );
     assert!(
         stdout.contains("INTERRUPTED by SIGTERM") && stdout.contains("phases not run: naive"),
         "{stdout}"

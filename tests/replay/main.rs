@@ -6,6 +6,7 @@ mod common;
 
 mod audience;
 mod e2e;
+mod fail_on_names;
 mod interrupt;
 mod report_cli;
 mod report_files;

@@ -147,3 +147,55 @@ fn merge_writes_one_log_holding_every_interval_of_its_inputs() {
     let call = &totals["strict.call"];
     assert_eq!(call.len(), 4_000, "2,000 values from each input");
 }
+
+#[test]
+fn show_lists_the_reports_metric_names_and_takes_per_phase_proxy_histograms() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut report = common::report::report(1);
+    // What replay records: the audit's histograms per phase.
+    let h = report.proxy_histograms["client-reconnect"]
+        .histogram
+        .clone();
+    report.add_proxy_histogram("naive.client-reconnect", h);
+    let json = write_all(&report, dir.path()).expect("write_all").json;
+    let json = json.to_str().expect("utf-8 path");
+
+    let out = tearline(&[
+        "report",
+        "show",
+        json,
+        "--fail-on",
+        "max(proxy.naive.client-reconnect)>3600s",
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    let names = stdout
+        .split("Metric names for --fail-on")
+        .nth(1)
+        .unwrap_or_default();
+    for name in [
+        "proxy.naive.client-reconnect",
+        "proxy.client-reconnect",
+        "strict.call",
+        "naive.COUNTER",
+        "finding.llm-truncated",
+        "cut.mid-delta",
+    ] {
+        assert!(names.contains(name), "{name} not listed:\n{stdout}");
+    }
+    assert!(
+        !names.contains("retry."),
+        "a policy the report lacks:\n{names}"
+    );
+
+    let out = tearline(&[
+        "report",
+        "show",
+        json,
+        "--fail-on",
+        "max(proxy.strict.client-reconnect)>1s",
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("proxy.naive.client-reconnect"), "{stderr}");
+}

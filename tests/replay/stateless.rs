@@ -62,6 +62,12 @@ async fn stateless_scenario_strict_reissues_naive_loses_silently_without_reissue
     .expect("replay finishes within 60 s")
     .expect("replay runs");
     assert!(outcome.report.cuts.total > 0, "no cut was made");
+    crate::fail_on_names::assert_names_known_before_the_run(
+        &outcome.report,
+        Scenario::Stateless,
+        &cfg.policies,
+        cfg.size,
+    );
     let strict = &outcome.phases[0];
     let naive = &outcome.phases[1];
     assert_eq!(strict.policy, Policy::Strict);

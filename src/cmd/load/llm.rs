@@ -43,6 +43,8 @@ pub struct LlmFlags {
 pub async fn run(args: &Args, target: Target) -> Result<ExitCode, CliError> {
     // `retry` (or `--reissue-unsafe`) is `strict` here: LLM requests carry no annotations.
     let policies = &args.policy.0;
+    let labels: Vec<&str> = policies.iter().map(|p| p.as_str()).collect();
+    super::verdict::check_before(args, &labels, true)?;
     let api_key = match &args.llm.api_key_env {
         None => None,
         Some(var) => Some(std::env::var(var).map_err(|_| {
@@ -63,6 +65,7 @@ pub async fn run(args: &Args, target: Target) -> Result<ExitCode, CliError> {
     })
     .await?;
     let interruption = ran.interruption(ran.done.last().map(|(o, _)| o.policy.to_string()));
+    let interrupted = ran.interrupted.is_some();
     let exit = ran.exit(ExitCode::SUCCESS);
     let (outcomes, extras): (Vec<LoadOutcome>, Vec<LlmExtras>) = ran.done.into_iter().unzip();
     super::write_report(
@@ -92,7 +95,11 @@ pub async fn run(args: &Args, target: Target) -> Result<ExitCode, CliError> {
         }
         print!("{}", text(&outcomes, &extras));
     }
-    Ok(exit)
+    if interrupted {
+        super::verdict::not_evaluated(args);
+        return Ok(exit);
+    }
+    super::verdict::judge(args, &outcomes, &target)
 }
 
 /// The LLM load client's configuration for `policy` from the flags.

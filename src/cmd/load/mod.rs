@@ -7,6 +7,7 @@
 pub mod agent;
 pub mod eventsource;
 pub mod llm;
+pub mod verdict;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -31,6 +32,9 @@ pub use crate::units::parse_duration;
   tearline load --target http://127.0.0.1:7000/mcp --sessions 100 --rate 500 --duration 60s
   # strict and naive side by side, 1,000 calls each, JSON summary
   tearline load --target http://127.0.0.1:7000/mcp --calls 1000 --policy both --json
+  # fail (exit 99) when a call was silently lost or the strict p99 passed 2 s
+  tearline load --target http://127.0.0.1:7000/mcp --calls 1000 --policy both \\
+      --fail-on 'silent-loss>0' --fail-on 'p99(strict.call)>2s'
   # agent 2 of 4 of one plan (10,000 calls over 400 sessions), started together, report kept
   tearline load --target http://proxy:8931/mcp --sessions 400 --calls 10000 --seed 7 \
       --segment 2/4 --start-at 2026-11-30T14:00:00Z --report-dir out/agent-2
@@ -72,9 +76,10 @@ Policies:
   strict and retry send a fresh `Idempotency-Key` with every call and repeat it on its re-sends
   (the re-send marker the audit reads; see the README).
 
-Exit codes: 0 ok, 2 error, 130/143 interrupted by SIGINT/SIGTERM (what ran is printed and, with
---report-dir, written, marked interrupted; calls in flight are not counted; a second signal
-stops at once).")]
+Exit codes: 0 ok, 99 a --fail-on condition is true, 2 error (also when no call succeeded: the
+first message of each error kind is shown), 130/143 interrupted by SIGINT/SIGTERM (what ran is
+printed and, with --report-dir, written, marked interrupted; calls in flight are not counted;
+thresholds are not evaluated; a second signal stops at once).")]
 pub struct Args {
     /// MCP endpoint URL (http:// or https://).
     #[arg(long, default_value = "http://127.0.0.1:8931/mcp")]
@@ -177,6 +182,11 @@ pub struct Args {
     /// /v1/messages runs the LLM client).
     #[command(flatten)]
     pub llm: llm::LlmFlags,
+    /// Fail (exit 99) when this condition is TRUE of the load's report, e.g. 'silent-loss>0',
+    /// 'p99(strict.call)>2s'; repeatable; names are checked before the load starts (language:
+    /// `tearline report show --help`).
+    #[arg(long = "fail-on", value_name = "EXPR")]
+    pub fail_on: Vec<crate::report::Threshold>,
 }
 
 /// Parses `--start-at`: RFC 3339 UTC or Unix seconds.
@@ -232,6 +242,16 @@ pub enum CliError {
          check that --target serves text/event-stream"
     )]
     Incomplete(String),
+    /// A `--fail-on` names a policy or histogram the load will not produce (checked before it
+    /// starts).
+    #[error("--fail-on names what this load does not report (checked before it starts)")]
+    Names(#[source] crate::report::ThresholdError),
+    /// A `--fail-on` could not be evaluated against the load's report.
+    #[error("cannot evaluate a --fail-on threshold")]
+    Threshold(#[source] crate::report::ThresholdError),
+    /// Every call failed.
+    #[error("no call succeeded: {0}")]
+    NothingSucceeded(String),
 }
 
 /// Builds the run configuration from the flags.
@@ -272,6 +292,12 @@ pub fn config(args: &Args) -> Result<LoadConfig, CliError> {
 /// Runs `tearline load`.
 pub async fn run(args: Args) -> Result<ExitCode, CliError> {
     if args.client == ClientKind::Eventsource {
+        if !args.fail_on.is_empty() {
+            return Err(CliError::Flags(
+                "--fail-on is for the MCP and LLM clients (they write a report); drop it for \
+                 --client eventsource",
+            ));
+        }
         return eventsource::run(&args).await;
     }
     if args.side_path.is_some() {
@@ -293,6 +319,8 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
             p => p,
         })
         .collect();
+    let labels: Vec<&str> = policies.iter().map(|p| p.as_str()).collect();
+    verdict::check_before(&args, &labels, false)?;
     let ran = per_policy(policies, |policy, shutdown| {
         let mut cfg = base.clone();
         cfg.policy = policy;
@@ -312,7 +340,11 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
         }
         print!("{}", summary::text(outcomes));
     }
-    Ok(ran.exit(ExitCode::SUCCESS))
+    if ran.interrupted.is_some() {
+        verdict::not_evaluated(&args);
+        return Ok(ran.exit(ExitCode::SUCCESS));
+    }
+    verdict::judge(&args, outcomes, &base.target)
 }
 
 /// Adds `"interrupted"` to a `--json` summary when a signal cut the run short.
