@@ -165,6 +165,9 @@ impl Inner {
             l.maybe_sweep(at);
         }
         self.intake.recycle(batch);
+        // Whatever is received from now on has a later receipt time: the re-send links held
+        // until now are settled (a query sees them made once their hold ended).
+        l.settle_held(Instant::now(), false);
         l
     }
 }
@@ -349,6 +352,8 @@ impl Auditor {
         let now = Instant::now();
         let mut e = self.lock();
         e.settle_order();
+        // Nothing more will come: every re-send link held is decided now.
+        e.settle_held(now, true);
         let open: Vec<(u64, u64)> =
             e.l.legs
                 .iter()
