@@ -153,7 +153,16 @@ impl Engine {
 
     /// Settles the rules' waits that are due (all of them when `finish`).
     pub fn settle(&mut self, now: Instant, finish: bool) {
+        self.settle_held(now, finish);
         self.rules.on_sweep(&mut self.l, now, finish);
+    }
+
+    /// Settles the re-send links held until `now` (every one when `finish`), unless a cut
+    /// is held (`order`): what waits behind it may settle them otherwise, so they wait for it.
+    pub fn settle_held(&mut self, now: Instant, finish: bool) {
+        if finish || self.held.is_none() {
+            self.rules.settle_held(&mut self.l, now, finish);
+        }
     }
 
     /// Forgets stream `key` now (after settling what it deferred and what waits on it).

@@ -182,6 +182,20 @@ pub struct Resent {
     pub stateless: bool,
 }
 
+/// A new call, owned: one whose re-send link the re-send rule holds for a moment (a
+/// `NewCall` that outlives its request).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldCall {
+    pub now: Instant,
+    pub session: Option<String>,
+    pub id: String,
+    pub method: String,
+    pub params_hash: u64,
+    pub key: Option<String>,
+    pub conn: u64,
+    pub seq: u64,
+}
+
 /// What the replay verdict of the leg that just ended signalled (set by rule `replay`, read by
 /// the engine right after: a signalled loss is no `pending-call`, an explicit one makes the
 /// resume a failed one for rule `abandoned`).
@@ -242,6 +256,14 @@ pub struct Ledger {
     pub replay_signal: ReplaySignal,
     /// Re-sends proven since the registry last dispatched them (see [`Resent`]).
     pub resent: Vec<Resent>,
+    /// When the earliest re-send link the re-send rule holds falls due (see `rules/reissue`);
+    /// `None` while it holds none.
+    pub held_due: Option<Instant>,
+    /// Set by the re-send rule in `on_call` when it holds the new call's link: the call is
+    /// neither proven nor unproven yet (the registry skips `on_unproven`).
+    pub call_held: bool,
+    /// Calls whose held link was dropped since the registry last dispatched them: unproven.
+    pub unproven: Vec<HeldCall>,
     /// Why session-less JSON-RPC ids prove nothing any more (the re-send rule found them shared
     /// by several clients); `None` while they still identify a client.
     pub ids_shared: Option<String>,
@@ -285,6 +307,9 @@ impl Ledger {
             deferring: FxHashSet::default(),
             replay_signal: ReplaySignal::default(),
             resent: Vec::new(),
+            held_due: None,
+            call_held: false,
+            unproven: Vec::new(),
             ids_shared: None,
             ended: Default::default(),
             clock: now,

@@ -32,7 +32,9 @@
 //! the registry [`rules`] in a fixed order). A rule owns its state, reads the ledger, emits
 //! findings through it, and imports nothing of another rule; where one rule's conclusion
 //! matters to another, it records a fact in the ledger (a proven re-send: the call is marked
-//! replaced and a `Resent` event is queued, which the registry hands to every rule). The unit
+//! replaced and a `Resent` event is queued, which the registry hands to every rule; a link the
+//! re-send rule holds for a moment is made or dropped before anything received later is
+//! applied, and a dropped one's call is handed on as unproven). The unit
 //! test in `imports.rs` fails on an import circle among these files or a rule importing
 //! another.
 //!
@@ -165,6 +167,9 @@ impl Inner {
             l.maybe_sweep(at);
         }
         self.intake.recycle(batch);
+        // Whatever is received from now on has a later receipt time: the re-send links held
+        // until now are settled (a query sees them made once their hold ended).
+        l.settle_held(Instant::now(), false);
         l
     }
 }
@@ -349,6 +354,8 @@ impl Auditor {
         let now = Instant::now();
         let mut e = self.lock();
         e.settle_order();
+        // Nothing more will come: every re-send link held is decided now.
+        e.settle_held(now, true);
         let open: Vec<(u64, u64)> =
             e.l.legs
                 .iter()

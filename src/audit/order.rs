@@ -152,6 +152,8 @@ impl Engine {
     /// Takes one observation at `now`, holding it if its request was not seen yet, or, for
     /// a request, until the response before it ended.
     fn take(&mut self, now: Instant, obs: Observation) {
+        // A re-send link held past its time is settled before anything later is applied.
+        self.settle_held(now, false);
         if let Some((conn, seq)) = request_of(&obs) {
             let c = self.order.entry(conn).or_default();
             if seq > c.answered && c.waiting.len() < MAX_EARLY_PER_CONN {

@@ -13,7 +13,7 @@
 //! doc and before the engine goes on.
 
 use super::judge::{LegEnd, Resume};
-use super::ledger::{Ledger, Resent};
+use super::ledger::{HeldCall, Ledger, Resent};
 use super::rpc::RpcMessage;
 use super::stream::StreamKey;
 use crate::vocab::CutAction;
@@ -57,6 +57,37 @@ pub struct NewCall<'a> {
     /// Its exchange.
     pub conn: u64,
     pub seq: u64,
+}
+
+impl<'a> From<&'a HeldCall> for NewCall<'a> {
+    fn from(h: &'a HeldCall) -> Self {
+        NewCall {
+            now: h.now,
+            session: &h.session,
+            id: &h.id,
+            method: &h.method,
+            params_hash: h.params_hash,
+            key: h.key.as_deref(),
+            conn: h.conn,
+            seq: h.seq,
+        }
+    }
+}
+
+impl NewCall<'_> {
+    /// The call, owned.
+    pub fn to_held(&self) -> HeldCall {
+        HeldCall {
+            now: self.now,
+            session: self.session.clone(),
+            id: self.id.to_owned(),
+            method: self.method.to_owned(),
+            params_hash: self.params_hash,
+            key: self.key.map(str::to_owned),
+            conn: self.conn,
+            seq: self.seq,
+        }
+    }
 }
 
 /// A proxy cut that ends a leg of stream `key` (the ledger's torn event already updated).
@@ -236,6 +267,10 @@ pub trait Rule: std::fmt::Debug + Send {
     /// The proxy is about to close every connection still open (its shutdown drain ended):
     /// judge what is open now; the closes that follow are the proxy's.
     fn on_closing(&mut self, _l: &mut Ledger, _now: Instant) {}
+
+    /// Settle the re-send links held until `now` (every one when `finish`); runs before any
+    /// other hook at or after `now` once `l.held_due` passed, and first in every sweep.
+    fn on_held_due(&mut self, _l: &mut Ledger, _now: Instant, _finish: bool) {}
 
     /// Settle what is due at `now` (everything when `finish`: the end of the run).
     fn on_sweep(&mut self, _l: &mut Ledger, _now: Instant, _finish: bool) {}

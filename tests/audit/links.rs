@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::common::audit::{Eol, Wire, call_with_token, event, progress_of, result};
+use tearline::audit::rules::RESEND_HOLD;
 use tearline::audit::{AuditConfig, FindingKind as K};
 use tearline::vocab::CutAction;
 
@@ -261,7 +262,7 @@ async fn a_new_sessions_identical_call_without_a_key_makes_the_refused_call_an_u
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_keyed_reissue_seen_while_the_resume_is_open_is_linked_at_once() {
+async fn a_keyed_reissue_seen_while_the_resume_is_open_is_linked_once_its_hold_ends() {
     for eol in [Eol::Lf, Eol::CrLf] {
         // The client gave up on the resume and renegotiated; the proxy sees its new session's
         // call before the resume's clean end (two connections, either order).
@@ -278,8 +279,13 @@ async fn a_keyed_reissue_seen_while_the_resume_is_open_is_linked_at_once() {
         w.sse_ok(3, 0);
         w.stream_clean(3, 0, &msg(eol, "1-1", &result("2", "big")));
         assert!(
+            !w.kinds().contains(&K::Reissued),
+            "the link is held: the old call's answer may still be recorded"
+        );
+        tokio::time::advance(RESEND_HOLD).await;
+        assert!(
             w.kinds().contains(&K::Reissued),
-            "the key proves the re-send at once"
+            "the key proves the re-send once the hold ended"
         );
         w.stream_clean(
             2,

@@ -23,6 +23,7 @@ mod judge;
 mod ledger;
 mod links;
 mod not_judged;
+mod reissue_race;
 mod reset_window;
 mod sent_after_cancel;
 mod sessionless;

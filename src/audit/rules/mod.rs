@@ -17,6 +17,8 @@ mod stateless;
 mod torn;
 mod truncation;
 
+pub use reissue::HOLD as RESEND_HOLD;
+
 use crate::audit::ledger::Ledger;
 use crate::audit::rule::{
     AnswerSeen, CrossEvent, CutSeen, LegEnded, NewCall, ReplayEnded, RequestView, ResumeAnswered,
@@ -76,22 +78,50 @@ impl Rules {
     }
 
     /// A new call: the rules that prove re-sends run; then each re-send proven is handed to
-    /// every rule (`on_resent`), or, if none was, the call is `on_unproven`.
+    /// every rule (`on_resent`), or, if none was and no rule holds the call's link (see
+    /// `reissue`), the call is `on_unproven`.
     pub fn on_call(&mut self, l: &mut Ledger, c: &NewCall<'_>) {
         for rule in &mut self.rules {
             rule.on_call(l, c);
         }
-        let resent = std::mem::take(&mut l.resent);
-        if resent.is_empty() {
+        let held = std::mem::take(&mut l.call_held);
+        if l.resent.is_empty() && !held {
             for rule in &mut self.rules {
                 rule.on_unproven(l, c);
             }
         }
+        self.dispatch(l);
+    }
+
+    /// Hands every re-send proven, and every call whose held link was dropped, to every rule.
+    fn dispatch(&mut self, l: &mut Ledger) {
+        if l.resent.is_empty() && l.unproven.is_empty() {
+            return;
+        }
+        let resent = std::mem::take(&mut l.resent);
         for r in &resent {
             for rule in &mut self.rules {
                 rule.on_resent(l, r);
             }
         }
+        let unproven = std::mem::take(&mut l.unproven);
+        for h in &unproven {
+            let c = NewCall::from(h);
+            for rule in &mut self.rules {
+                rule.on_unproven(l, &c);
+            }
+        }
+    }
+
+    /// Settles the held re-send links due at `now` (every one when `finish`), if any is.
+    pub fn settle_held(&mut self, l: &mut Ledger, now: Instant, finish: bool) {
+        if !l.held_due.is_some_and(|t| finish || now >= t) {
+            return;
+        }
+        for rule in &mut self.rules {
+            rule.on_held_due(l, now, finish);
+        }
+        self.dispatch(l);
     }
 
     pub fn on_stream_opened(&mut self, l: &mut Ledger, key: StreamKey, r: &RequestView<'_>) {
@@ -143,6 +173,7 @@ impl Rules {
         for rule in &mut self.rules {
             rule.on_answer(l, a);
         }
+        self.dispatch(l);
     }
 
     pub fn on_cross_event(&mut self, l: &mut Ledger, c: &CrossEvent<'_>) {
@@ -191,6 +222,7 @@ impl Rules {
         for rule in &mut self.rules {
             rule.on_forget(l, now, key);
         }
+        self.dispatch(l);
     }
 
     /// True if any rule still waits on something of `session`.

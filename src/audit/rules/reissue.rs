@@ -34,21 +34,50 @@
 //! rule judges whether the first execution was visible: `reexecuted`). Ids found shared are
 //! recorded in the ledger (`ids_shared`) for the detail of `unproven-resend`.
 //!
+//! When the link is made (why it is held). The answer that makes C answered may reach the audit
+//! after R although the client read it before sending R: the two travel on different
+//! connections, and a pump records what it wrote right after the write, so a pump preempted
+//! between the two is late by a millisecond or more (measured: 1.1 ms, a resume's answer behind
+//! the client's re-send in a new session). Linking when R arrives made that order a false
+//! `reissued`. So a link proven when R arrives is *held* for [`HOLD`] (of receipt time): if C
+//! is answered meanwhile the link is dropped and R is an unproven call (as it is when the
+//! answer comes first); else it is made when the hold ends, with R's time, before any later
+//! observation is applied (and at once at the end of the run, or when C's stream is forgotten).
+//! While held, C counts as re-sent for the next re-send (the next one links to R, as it would
+//! after the link), and R is neither proven nor unproven (the registry hands R to
+//! `on_unproven` only if its link is dropped). An answer that reaches the audit more than
+//! [`HOLD`] after a re-send the client sent on having read it is still a false `reissued`.
+//!
 //! Invariants: at most [`MAX_KEYS`] idempotency keys are remembered (a key is forgotten with its
 //! stream, the oldest first beyond the cap); the same-id lookup uses the session's call index
 //! before the new request replaces it there, so no scan over streams is made per request.
 
 use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
 
 use crate::audit::finding::{Finding, FindingKind};
-use crate::audit::ledger::{Ledger, Proof, Resent};
+use crate::audit::ledger::{HeldCall, Ledger, Proof, Resent};
 use crate::audit::rpc::is_stateless_version;
-use crate::audit::rule::{NewCall, RequestView, Rule};
+use crate::audit::rule::{AnswerSeen, NewCall, RequestView, Rule};
 use crate::audit::stream::StreamKey;
 use tokio::time::Instant;
 
 /// Idempotency keys remembered, at most (oldest forgotten first).
 pub const MAX_KEYS: usize = 65_536;
+
+/// How long a re-send link is held before it is made (receipt time; see the module doc): at
+/// least how late a pump's record of a write can reach the audit behind another connection's.
+pub const HOLD: Duration = Duration::from_millis(10);
+
+/// A re-send link proven and held: call `old_id` of stream `key` re-sent by `new`.
+#[derive(Debug)]
+struct HeldLink {
+    key: StreamKey,
+    old_id: String,
+    new: HeldCall,
+    proof: Proof,
+    due: Instant,
+}
 
 /// The re-send rule: what it remembers between requests.
 #[derive(Debug, Default)]
@@ -56,6 +85,8 @@ pub struct Reissue {
     /// Idempotency key → the stream and id of the call that carried it last.
     keys: HashMap<String, (StreamKey, String)>,
     order: VecDeque<String>,
+    /// Links proven and not yet made, in the order of their re-sends.
+    held: Vec<HeldLink>,
 }
 
 impl Reissue {
@@ -83,7 +114,7 @@ impl Reissue {
         let by_key = new
             .key
             .and_then(|k| self.keys.get(k).cloned())
-            .filter(|(key, id)| unanswered_call(l, *key, id));
+            .filter(|(key, id)| unanswered_call(l, *key, id) && !self.holds(*key, id));
         let (key, old_id, proof) = match by_key {
             Some((key, id)) => (key, id, Proof::IdempotencyKey),
             None => {
@@ -105,13 +136,46 @@ impl Reissue {
                 let after_cut = stream.cut_at.is_some() || stream.open_legs == 0;
                 let same = call.method == new.method && call.params_hash == new.params_hash;
                 let client_known = new.session.is_some() || l.ids_shared.is_none();
-                if !(same && after_cut && client_known && unanswered_call(l, key, new.id)) {
+                let open = unanswered_call(l, key, new.id) && !self.holds(key, new.id);
+                if !(same && after_cut && client_known && open) {
                     return;
                 }
                 (key, new.id.to_owned(), Proof::SameId)
             }
         };
-        link(l, key, &old_id, new, proof);
+        let due = new.now + HOLD;
+        self.held.push(HeldLink {
+            key,
+            old_id,
+            new: new.to_held(),
+            proof,
+            due,
+        });
+        l.call_held = true;
+        l.held_due = Some(l.held_due.map_or(due, |t| t.min(due)));
+        l.deadlines.arm_after(new.now, HOLD);
+    }
+
+    /// True if a held link re-sends call `id` of stream `key`.
+    fn holds(&self, key: StreamKey, id: &str) -> bool {
+        self.held.iter().any(|h| h.key == key && h.old_id == id)
+    }
+
+    /// Makes (or, its call answered meanwhile, drops) every held link `settle` selects, in the
+    /// order of their re-sends; a dropped link's re-send is queued as unproven.
+    fn settle(&mut self, l: &mut Ledger, settle: impl Fn(&HeldLink) -> bool) {
+        let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|h| settle(h));
+        self.held = later;
+        l.held_due = self.held.iter().map(|h| h.due).min();
+        for h in now {
+            if unanswered_call(l, h.key, &h.old_id) {
+                link(l, h.key, &h.old_id, &NewCall::from(&h.new), h.proof);
+            } else {
+                l.unproven.push(h.new);
+            }
+        }
     }
 }
 
@@ -240,6 +304,17 @@ impl Rule for Reissue {
         self.link_reissue(l, c);
     }
 
+    /// The call a held link re-sends was answered: the link is dropped.
+    fn on_answer(&mut self, l: &mut Ledger, a: &AnswerSeen<'_>) {
+        if self.holds(a.key, a.id) {
+            self.settle(l, |h| h.key == a.key && h.old_id == a.id);
+        }
+    }
+
+    fn on_held_due(&mut self, l: &mut Ledger, now: Instant, finish: bool) {
+        self.settle(l, |h| finish || h.due <= now);
+    }
+
     fn on_stream_opened(&mut self, l: &mut Ledger, key: StreamKey, r: &RequestView<'_>) {
         let (Some(k), Some(stream)) = (r.idempotency_key, l.streams.get(&key)) else {
             return;
@@ -249,8 +324,11 @@ impl Rule for Reissue {
         }
     }
 
-    /// Forgets the keys of the stream's calls.
+    /// Makes the held links of the stream's calls, then forgets the keys of its calls.
     fn on_forget(&mut self, l: &mut Ledger, _now: Instant, key: StreamKey) {
+        if self.held.iter().any(|h| h.key == key) {
+            self.settle(l, |h| h.key == key);
+        }
         let Some(stream) = l.streams.get(&key) else {
             return;
         };
@@ -272,9 +350,15 @@ impl Rule for Reissue {
     }
 
     fn sizes(&self) -> Vec<(&'static str, u64)> {
-        vec![(
-            "idempotency_keys",
-            u64::try_from(self.keys.len()).unwrap_or(u64::MAX),
-        )]
+        vec![
+            (
+                "idempotency_keys",
+                u64::try_from(self.keys.len()).unwrap_or(u64::MAX),
+            ),
+            (
+                "held_links",
+                u64::try_from(self.held.len()).unwrap_or(u64::MAX),
+            ),
+        ]
     }
 }
