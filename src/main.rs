@@ -111,6 +111,24 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// The error's chain on one line, outermost first, joined by ": "; a cause whose text the
+/// message before it already ends with (an error that prints its source, as many library
+/// errors do for their logs) is not said twice.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.ends_with(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
 /// True if and only if `e` comes from writing into a pipe nobody reads any more.
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
@@ -158,9 +176,29 @@ async fn main() -> ExitCode {
         // The reader went away (`| head`): what it wanted it has; end quietly.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            // One line: the context chain, outermost first.
-            eprintln!("tearline: {e:#}");
+            // One line: the context chain, outermost first, each cause said once.
+            eprintln!("tearline: {}", one_line(&e));
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod one_line_tests {
+    use super::one_line;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("TLS configuration: {0}")]
+    struct Says(#[source] std::io::Error);
+
+    #[test]
+    fn a_cause_the_message_already_says_is_said_once() {
+        let io = || std::io::Error::other("no such file");
+        let e = anyhow::Error::new(Says(io())).context("proxy");
+        assert_eq!(one_line(&e), "proxy: TLS configuration: no such file");
+        let e = anyhow::Error::new(io())
+            .context("cannot list x")
+            .context("profiles");
+        assert_eq!(one_line(&e), "profiles: cannot list x: no such file");
     }
 }
