@@ -1,7 +1,8 @@
 //! API keys never reach an output: a key planted in the load client's environment travels on
 //! every request (checked first against a server that records what it gets), and after a run
 //! of `tearline load` through `tearline proxy` with cuts, verdicts, logs at debug level, a
-//! findings log, a cuts log and a report directory, no file the run wrote holds it.
+//! findings log, a cuts log and a report directory, no file the run wrote holds it — nor when
+//! the key travels in the URL's query string (`?key=…`), which records name without values.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -161,6 +162,28 @@ async fn a_planted_api_key_is_sent_and_never_written_anywhere() {
             .expect("run load");
         assert!(status.success(), "load {api}: {status:?}");
     }
+    // 3. A key in the URL's query string (Gemini's `?key=`, Azure's `?sig=`): requests through
+    //    the proxy until one is cut (half are), so a cut record and findings name the request.
+    let body = r#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    let mut cut = false;
+    for _ in 0..40 {
+        let mut s = tokio::net::TcpStream::connect(&proxy_addr)
+            .await
+            .expect("connect to the proxy");
+        let req = format!(
+            "POST /v1/chat/completions?alt=sse&key={KEY} HTTP/1.1\r\nHost: x\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        s.write_all(req.as_bytes()).await.expect("request");
+        let mut got = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut got)).await;
+        if !String::from_utf8_lossy(&got).contains("[DONE]") {
+            cut = true;
+            break;
+        }
+    }
+    assert!(cut, "no request with a key in its URL was cut in 40");
     // SIGTERM: the proxy prints its summary and flushes its logs.
     let _ = Command::new("kill")
         .args(["-TERM", &proxy.id().to_string()])
@@ -168,6 +191,11 @@ async fn a_planted_api_key_is_sent_and_never_written_anywhere() {
     let _ = tokio::task::spawn_blocking(move || proxy.wait()).await;
     stop.cancel();
 
+    let cuts = std::fs::read_to_string(out.join("cuts.jsonl")).unwrap_or_default();
+    assert!(
+        cuts.contains("/v1/chat/completions?alt=…&key=…"),
+        "the cut of a keyed URL names its parameters: {cuts}"
+    );
     let findings = std::fs::read_to_string(out.join("findings.jsonl")).unwrap_or_default();
     assert!(
         findings.contains("llm-truncated") || findings.contains("llm-retried"),
