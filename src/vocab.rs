@@ -10,6 +10,29 @@
 
 use std::fmt;
 
+/// The protocol a connection speaks, when it is not HTTP/1.1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WireProtocol {
+    /// HTTP/1.1 (the default; not announced).
+    Http1,
+    /// HTTP/2 over cleartext TCP, with prior knowledge (the connection preface).
+    H2c,
+    /// HTTP/2 over TLS (ALPN `h2`).
+    H2,
+}
+
+impl WireProtocol {
+    /// `http1`, `h2c` or `h2`, as reports write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WireProtocol::Http1 => "http1",
+            WireProtocol::H2c => "h2c",
+            WireProtocol::H2 => "h2",
+        }
+    }
+}
+
 /// The direction of a pump. `Upstream` carries client→server bytes, `Downstream` server→client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -64,19 +64,7 @@ fn request_of(obs: &Observation) -> Option<(u64, u64)> {
 
 /// The connection of an observation.
 fn conn_of(obs: &Observation) -> u64 {
-    match obs {
-        Observation::ConnOpened { conn, .. }
-        | Observation::ConnClosed { conn }
-        | Observation::Request { conn, .. }
-        | Observation::Response { conn, .. }
-        | Observation::ResponseBody { conn, .. }
-        | Observation::SseEvent { conn, .. }
-        | Observation::ObserverGaveUp { conn, .. }
-        | Observation::StreamEnd { conn, .. }
-        | Observation::Cut { conn, .. } => *conn,
-        Observation::LlmRequest(r) => r.conn,
-        Observation::LlmEvent(e) => e.conn,
-    }
+    obs.conn()
 }
 
 impl Engine {

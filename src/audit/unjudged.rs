@@ -102,11 +102,14 @@ fn exchange_of(obs: &Observation) -> Option<u64> {
         | Observation::ResponseBody { seq, .. }
         | Observation::SseEvent { seq, .. }
         | Observation::StreamEnd { seq, .. }
-        | Observation::ObserverGaveUp { seq, .. } => Some(*seq),
+        | Observation::ObserverGaveUp { seq, .. }
+        | Observation::StreamReset { seq, .. } => Some(*seq),
         Observation::LlmRequest(r) => Some(r.seq),
         Observation::LlmEvent(e) => Some(e.seq),
         Observation::ConnOpened { .. }
         | Observation::ConnClosed { .. }
+        | Observation::Protocol { .. }
+        | Observation::GoAway { .. }
         | Observation::Cut { .. } => None,
     }
 }

@@ -5,6 +5,7 @@
 //! cannot parse (not HTTP, TLS, HTTP/2, upgrades) makes it opaque from there on; opaque bytes
 //! pass through untouched and carry no positions.
 
+pub mod h2;
 pub mod http1;
 pub mod http1_body;
 mod http1_clean;

@@ -128,16 +128,54 @@ pub struct CutPoint {
     pub llm: Option<super::LlmPos>,
     /// The fault kind that decided the cut (set by the pump).
     pub by: Option<&'static str>,
+    /// On an HTTP/2 connection, the stream the cut ended (stream scope: `RST_STREAM` or an
+    /// `END_STREAM` the proxy wrote; the connection and its other streams live on). `None`: the
+    /// whole connection ended (HTTP/1.1, or `scope = "connection"` on h2).
+    pub h2_stream: Option<u64>,
 }
 
 /// One thing an observer learned, for the audit. Additive: consumers ignore what they do not
 /// need.
+///
+/// On an HTTP/2 connection (announced by [`Observation::Protocol`]), an exchange is a stream:
+/// every `seq` below is the stream id (odd, increasing with the order the client opened them,
+/// not contiguous), exchanges interleave, and a [`Observation::Cut`] whose point names an
+/// `h2_stream` ends that stream only.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Observation {
     /// A connection was accepted.
     ConnOpened { conn: u64, proxy: String },
     /// A connection ended (both directions closed or cut).
     ConnClosed { conn: u64 },
+    /// The connection speaks a protocol other than HTTP/1.1, found before its first request
+    /// (absent: HTTP/1.1, or opaque).
+    Protocol {
+        conn: u64,
+        protocol: crate::vocab::WireProtocol,
+    },
+    /// An HTTP/2 stream was reset (`RST_STREAM`), by an endpoint or by the proxy.
+    StreamReset {
+        conn: u64,
+        /// The stream id.
+        seq: u64,
+        /// Where the frame went: `Upstream` = sent by the client (or by the proxy towards the
+        /// server), `Downstream` = sent by the server (or by the proxy towards the client).
+        direction: Direction,
+        /// The RFC 9113 error code (`0x8` = `CANCEL`).
+        code: u32,
+        /// The proxy wrote it (a fault), rather than relaying an endpoint's.
+        by_proxy: bool,
+    },
+    /// An HTTP/2 `GOAWAY`: streams above `last_stream` were not and will not be processed by
+    /// the endpoint that sent it; streams at or below it may still complete.
+    GoAway {
+        conn: u64,
+        /// As in [`Observation::StreamReset`].
+        direction: Direction,
+        last_stream: u64,
+        code: u32,
+        by_proxy: bool,
+    },
     /// A request head (and body, when small) was seen upstream.
     Request {
         conn: u64,
@@ -234,6 +272,9 @@ impl Observation {
         match self {
             Observation::ConnOpened { conn, .. }
             | Observation::ConnClosed { conn }
+            | Observation::Protocol { conn, .. }
+            | Observation::StreamReset { conn, .. }
+            | Observation::GoAway { conn, .. }
             | Observation::Request { conn, .. }
             | Observation::Response { conn, .. }
             | Observation::ResponseBody { conn, .. }

@@ -245,6 +245,7 @@ mod tests {
                 outage_ms: Some(250),
                 llm: None,
                 by: Some("sse_cut"),
+                h2_stream: None,
             },
         }
     }
@@ -288,7 +289,7 @@ mod tests {
             "class": "mid-value", "event_index": 41, "pending_id": "42",
             "last_committed_id": "41", "torn_bytes": 77, "body_bytes": null,
             "data_line": 1, "tls_end": null, "outage_ms": 250,
-            "llm_position": null, "by": "sse_cut"
+            "llm_position": null, "by": "sse_cut", "h2_stream": null
         });
         assert_eq!(json, expected);
     }

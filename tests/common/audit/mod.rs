@@ -408,6 +408,7 @@ impl Wire {
                 outage_ms: None,
                 by: None,
                 llm: None,
+                h2_stream: None,
             },
         });
         self.rec(Observation::ConnClosed { conn });
