@@ -201,7 +201,7 @@ pub fn data_body(header: &FrameHeader, p: &[u8]) -> Option<std::ops::Range<usize
         return Some(0..p.len());
     }
     let pad = *p.first()? as usize;
-    (1 + pad <= p.len()).then(|| 1..p.len() - pad)
+    (pad < p.len()).then(|| 1..p.len() - pad)
 }
 
 /// The header block fragment of a `HEADERS` frame's payload `p` (padding and priority removed).
