@@ -28,6 +28,9 @@ pub(crate) async fn handshakes(
     addr: &str,
 ) -> Option<(Stream, Stream)> {
     let tls = &proxy.config().tls;
+    if tls.is_plain() {
+        return Some((Stream::Plain(client), Stream::Plain(upstream)));
+    }
     let pin = tls.upstream_alpn.as_slice();
     // 1. The client's ClientHello, and what the upstream is offered.
     let (client, offer) = match tls.client.clone() {
