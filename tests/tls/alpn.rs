@@ -21,7 +21,8 @@ use http_body_util::Full;
 use hyper::service::service_fn;
 use hyper::{Request, Response, body::Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use tearline::tls::{AlpnProtocol, ProxyTls, Terminator, Upstream, UpstreamOptions};
+use tearline::tls::{AlpnProtocol, ProxyTls, Stream, Terminator, Upstream, UpstreamOptions};
+use tearline::vocab::WireProtocol;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
@@ -289,6 +290,33 @@ async fn an_upstream_refusing_the_offered_alpn_is_named_with_the_offer_and_the_f
         "{text}"
     );
     assert!(text.contains("--upstream-alpn"), "{text}");
+}
+
+#[tokio::test]
+async fn a_connection_names_the_protocol_its_alpn_negotiated_on_either_side() {
+    let origin_ca = tempfile::tempdir().unwrap();
+    let origin = tls_origin(terminator(origin_ca.path()), &[H2, H1]).await;
+    let ca = origin_ca.path().join("ca.pem");
+    let h2 = Stream::from(tls_connect_offering(origin, &ca, &[H2, H1]).await.unwrap());
+    assert_eq!(h2.alpn(), Some(H2));
+    assert_eq!(h2.protocol(), Some(WireProtocol::H2));
+    let h1 = Stream::from(tls_connect_offering(origin, &ca, &[H1]).await.unwrap());
+    assert_eq!(h1.protocol(), Some(WireProtocol::Http1));
+    let none = Stream::from(tls_connect_offering(origin, &ca, &[]).await.unwrap());
+    assert_eq!(none.alpn(), None);
+    let plain = Stream::from(TcpStream::connect(origin).await.unwrap());
+    assert_eq!(plain.protocol(), None);
+    assert_eq!(
+        tearline::tls::negotiated(&plain, &h2),
+        Some(WireProtocol::H2),
+        "a plain client before an h2 upstream"
+    );
+    assert_eq!(
+        tearline::tls::negotiated(&h1, &h2),
+        Some(WireProtocol::Http1),
+        "the client side first"
+    );
+    assert_eq!(tearline::tls::negotiated(&plain, &none), None);
 }
 
 /// Connects to the proxy over TLS trusting `ca`, offering `alpn`.
