@@ -14,16 +14,16 @@
 # A round whose h2load run did not succeed on every request counts as 0 and is reported.
 #
 # Usage: bench/h2_relay.sh
-#   env: ROUNDS=3 BIG_MIB=256 MULTI_N=1000 MULTI_KIB=256 SMALL_N=50000 SMALL_C=4 TLS=0
+#   env: ROUNDS=3 BIG_MIB=1024 MULTI_N=4000 MULTI_KIB=256 SMALL_N=200000 SMALL_C=4 TLS=0
 #        TEARLINE_BIN=path (skip the release build) REFS="nghttpx haproxy"
 # Needs h2load, nghttpd, nghttpx, haproxy, openssl: installed with apt-get when missing (root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
-BIG_MIB=${BIG_MIB:-256}
-MULTI_N=${MULTI_N:-1000}
+BIG_MIB=${BIG_MIB:-1024}
+MULTI_N=${MULTI_N:-4000}
 MULTI_KIB=${MULTI_KIB:-256}
-SMALL_N=${SMALL_N:-50000}
+SMALL_N=${SMALL_N:-200000}
 SMALL_C=${SMALL_C:-4}
 TLS=${TLS:-0}
 REFS=${REFS:-nghttpx haproxy}
