@@ -17,172 +17,34 @@ mod text;
 
 mod process;
 mod standins;
+mod world;
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use process::{Launch, Listener, Running};
-use standins::{StandIn, command_of, exits, rewrite};
+use process::Listener;
+use standins::{command_of, exits, rewrite};
 use text::Example;
+use world::{StandIns, World};
 
 /// Examples run at once: most wait on timers and sockets (a replay's outages), few on CPU.
 const PARALLEL: usize = 10;
 /// Longest a command that ends may run (the longest replay scenario takes ~25 s here).
-const RUN_LIMIT: Duration = Duration::from_secs(150);
+pub const RUN_LIMIT: Duration = Duration::from_secs(150);
 /// Longest a server may take to announce its addresses.
-const START_LIMIT: Duration = Duration::from_secs(30);
+pub const START_LIMIT: Duration = Duration::from_secs(30);
 /// Longest a server may take to exit after SIGINT (no connection is left open to drain).
-const STOP_LIMIT: Duration = Duration::from_secs(20);
+pub const STOP_LIMIT: Duration = Duration::from_secs(20);
 
-fn bin() -> &'static str {
+pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_tearline")
 }
 
-fn checkout() -> PathBuf {
+pub fn checkout() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The stand-ins, the fixture files and the environment every example runs in.
-struct World {
-    root: tempfile::TempDir,
-    skel: PathBuf,
-    ca: PathBuf,
-    env: Vec<(String, String)>,
-    /// The lab the written files (my-proxies.toml, toxiproxy.json) name as upstream.
-    _lab: Running,
-}
-
-impl World {
-    fn launch(&self, line: &str, dir: &Path) -> Launch {
-        Launch {
-            line: line.to_owned(),
-            dir: dir.to_path_buf(),
-            env: self.env.clone(),
-        }
-    }
-
-    fn start() -> World {
-        let root = tempfile::tempdir().expect("a temp dir");
-        let home = root.path().join("home");
-        let skel = root.path().join("skel");
-        std::fs::create_dir_all(&home).expect("mkdir home");
-        std::fs::create_dir_all(skel.join("proxy-a")).expect("mkdir skel");
-        std::os::unix::fs::symlink(checkout().join("profiles"), skel.join("profiles"))
-            .expect("link profiles");
-        let ca = home.join(".local/share/tearline/ca/ca.pem");
-        let bin_dir = Path::new(bin()).parent().expect("the binary's directory");
-        let path = format!(
-            "{}:{}",
-            bin_dir.display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
-        let mut env: Vec<(String, String)> = standins::ENV
-            .iter()
-            .map(|(k, v, _)| {
-                let v = v
-                    .replace("{home}", &home.display().to_string())
-                    .replace("{ca}", &ca.display().to_string());
-                ((*k).to_owned(), v)
-            })
-            .collect();
-        env.push(("PATH".to_owned(), path));
-        let launch = |line: &str| Launch {
-            line: line.to_owned(),
-            dir: skel.clone(),
-            env: env.clone(),
-        };
-        let serve = |line: &str| -> (Running, SocketAddr) {
-            let mut r = launch(line).spawn();
-            let found = r
-                .listening(&[Listener::Service], START_LIMIT)
-                .unwrap_or_else(|e| panic!("stand-in: {e}"));
-            (r, found[0].1)
-        };
-        // The first HTTPS lab creates the local CA in the test's home (every later one uses it).
-        let (mut tls_lab, _) = serve("tearline serve --listen 127.0.0.1:0 --tls-self-signed");
-        assert_eq!(tls_lab.interrupt(STOP_LIMIT), Ok(0), "the HTTPS lab stops");
-        let (lab_run, lab) = serve("tearline serve --listen 127.0.0.1:0");
-        standins::write_static_files(&skel, &checkout(), lab, &ca);
-        // The saved reports: a short real replay, and four load agents through a proxy.
-        let (mut proxy_run, proxy) = serve(&format!(
-            "tearline proxy --listen 127.0.0.1:0 --upstream {lab} --api off \
-             --profile profiles/reset-250ms.toml \
-             --cuts-log proxy-a/cuts.jsonl --findings-log proxy-a/findings.jsonl"
-        ));
-        let mut runs: Vec<Running> =
-            std::iter::once("tearline replay --seed 1 --out out".to_owned())
-                .chain((1..=4).map(|k| {
-                    format!(
-                        "tearline load --target http://{proxy}/mcp --calls 40 --seed 7 \
-                         --segment {k}/4 --report-dir out/agent-{k}"
-                    )
-                }))
-                .map(|l| launch(&l).spawn())
-                .collect();
-        for r in &mut runs {
-            assert_eq!(r.wait(RUN_LIMIT), Ok(0), "a fixture run failed");
-        }
-        // Stopped, the proxy has written every finding.
-        assert_eq!(
-            proxy_run.interrupt(STOP_LIMIT),
-            Ok(0),
-            "the agents' proxy stops"
-        );
-        for (from, to) in [
-            ("out/report.json", "report.json"),
-            (
-                "out/report.json",
-                "tearline-report/20261130T030405Z/report.json",
-            ),
-            ("out/agent-1/report.hlog", "A.hlog"),
-            ("out/agent-2/report.hlog", "B.hlog"),
-            ("out/agent-1/report.hlog", "load-a/report.hlog"),
-            ("out/agent-2/report.hlog", "load-b/report.hlog"),
-            ("proxy-a/cuts.jsonl", "cuts.jsonl"),
-            ("proxy-a/findings.jsonl", "findings.jsonl"),
-        ] {
-            let to = skel.join(to);
-            std::fs::create_dir_all(to.parent().expect("a parent")).expect("mkdir");
-            std::fs::copy(skel.join(from), &to).unwrap_or_else(|e| panic!("copy {from}: {e}"));
-        }
-        World {
-            root,
-            skel,
-            ca,
-            env,
-            _lab: lab_run,
-        }
-    }
-
-    /// A fresh directory for one example, with the files its lines name.
-    fn dir_for(&self, n: usize, lines: &[&str]) -> PathBuf {
-        let dir = self.root.path().join("runs").join(n.to_string());
-        std::fs::create_dir_all(&dir).expect("mkdir run");
-        std::os::unix::fs::symlink(checkout().join("profiles"), dir.join("profiles"))
-            .expect("link profiles");
-        for (name, _) in standins::FILES {
-            if lines.iter().any(|l| l.contains(name)) {
-                copy_all(&self.skel.join(name), &dir.join(name));
-            }
-        }
-        dir
-    }
-}
-
-fn copy_all(from: &Path, to: &Path) {
-    if from.is_dir() {
-        std::fs::create_dir_all(to).expect("mkdir");
-        for e in std::fs::read_dir(from).expect("read dir") {
-            let e = e.expect("a dir entry");
-            copy_all(&e.path(), &to.join(e.file_name()));
-        }
-    } else {
-        std::fs::copy(from, to).unwrap_or_else(|e| panic!("copy {}: {e}", from.display()));
-    }
 }
 
 /// Every example of every command's help, as the binary prints it (`tearline help …`).
@@ -220,43 +82,6 @@ fn help_examples() -> Vec<Example> {
     let mut out = Vec::new();
     walk(&[], &mut out);
     out
-}
-
-/// The stand-ins one example talks to, started on first use and killed with it.
-#[derive(Default)]
-struct StandIns {
-    at: BTreeMap<u8, SocketAddr>,
-    running: Vec<Running>,
-}
-
-impl StandIns {
-    fn address(&mut self, world: &World, dir: &Path, s: StandIn) -> Result<SocketAddr, String> {
-        let key = s as u8;
-        if let Some(a) = self.at.get(&key) {
-            return Ok(*a);
-        }
-        let line = match s {
-            StandIn::Lab => "tearline serve --listen 127.0.0.1:0".to_owned(),
-            StandIn::TlsLab => "tearline serve --listen 127.0.0.1:0 --tls-self-signed".to_owned(),
-            StandIn::Proxy => format!(
-                "tearline proxy --listen 127.0.0.1:0 --upstream {} --api off",
-                self.address(world, dir, StandIn::Lab)?
-            ),
-            StandIn::TlsProxy => format!(
-                "tearline proxy --listen 127.0.0.1:0 --upstream localhost:{} --upstream-tls \
-                 --tls-self-signed --api off",
-                self.address(world, dir, StandIn::TlsLab)?.port()
-            ),
-        };
-        let mut run = world.launch(&line, dir).spawn();
-        let addr = run
-            .listening(&[Listener::Service], START_LIMIT)
-            .map_err(|e| format!("stand-in {s:?}: {e}"))?[0]
-            .1;
-        self.running.push(run);
-        self.at.insert(key, addr);
-        Ok(addr)
-    }
 }
 
 /// Starts a server line, probes what it announced, stops it with SIGINT.
@@ -312,7 +137,7 @@ fn run_example(world: &World, n: usize, ex: &Example) -> Result<String, String> 
         .map(String::as_str)
         .chain([ex.line.as_str()])
         .collect();
-    let dir = world.dir_for(n, &lines);
+    let dir = world.dir_for(n, &lines)?;
     let mut own = StandIns::default();
     let mut at = |s| own.address(world, &dir, s);
     let mut started = Vec::new();
@@ -349,6 +174,9 @@ fn run_example(world: &World, n: usize, ex: &Example) -> Result<String, String> 
     }
     result.map(|r| format!("`{line}`: {r}"))
 }
+
+/// One case's index, how long it took, and what happened (or what failed).
+type Outcome = (usize, Duration, Result<String, String>);
 
 /// Scheduling order: replays that run longest, other replays, load runs, the rest.
 fn weight(line: &str) -> u8 {
@@ -405,8 +233,9 @@ fn every_readme_and_help_command_line_runs_as_written() {
     let world = World::start();
     let setup = t0.elapsed();
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<(usize, Duration, Result<String, String>)>> = Mutex::new(Vec::new());
+    let results: Mutex<Vec<Outcome>> = Mutex::new(Vec::new());
     std::thread::scope(|s| {
+        s.spawn(|| world.save_reports());
         for _ in 0..PARALLEL {
             s.spawn(|| {
                 loop {
@@ -439,7 +268,7 @@ fn every_readme_and_help_command_line_runs_as_written() {
         }
     }
     eprintln!(
-        "{} examples listed, {} distinct command lines run in {:.1}s (stand-ins and saved reports: {:.1}s)",
+        "{} examples listed, {} distinct command lines run in {:.1}s (home, CA and written files: {:.1}s)",
         listed.len(),
         cases.len(),
         t0.elapsed().as_secs_f64(),
@@ -452,4 +281,88 @@ fn every_readme_and_help_command_line_runs_as_written() {
     );
     assert_eq!(checked, listed.len(), "every listed example was run");
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn a_line_binds_port_zero_and_talks_to_stand_ins_only() {
+    let fake = |s| -> Result<std::net::SocketAddr, String> {
+        Ok(match s {
+            standins::StandIn::Lab => "127.0.0.1:1001",
+            standins::StandIn::Proxy => "127.0.0.1:1002",
+            standins::StandIn::TlsLab => "127.0.0.1:1003",
+            standins::StandIn::TlsProxy => "127.0.0.1:1004",
+        }
+        .parse()
+        .expect("an address"))
+    };
+    let cases = [
+        (
+            "tearline proxy --listen 127.0.0.1:7000 --upstream api.example.com:443 --upstream-tls",
+            "tearline proxy --listen 127.0.0.1:0 --upstream localhost:1003 --upstream-tls --api 127.0.0.1:0",
+        ),
+        (
+            "tearline load --target http://127.0.0.1:7000/mcp --duration 60s   # a minute",
+            "tearline load --target http://127.0.0.1:1002/mcp --duration 2s",
+        ),
+        (
+            "tearline profiles show gateway-idle-kill > my.toml",
+            "tearline profiles show gateway-idle-kill > my.toml",
+        ),
+        (
+            "tearline serve --auth &",
+            "tearline serve --auth --listen 127.0.0.1:0",
+        ),
+        (
+            "tearline toxiproxy-server -host 0.0.0.0 -config toxiproxy.json",
+            "tearline toxiproxy-server -host 127.0.0.1 -config toxiproxy.json -port 0",
+        ),
+        (
+            "tearline load --era auto",
+            "tearline load --era auto --target http://127.0.0.1:1001/mcp",
+        ),
+    ];
+    for (line, want) in cases {
+        let got = rewrite(line, fake, None).expect("rewrites");
+        assert_eq!(text::shell_words(&got), text::shell_words(want), "{line}");
+    }
+    let started = "127.0.0.1:2000".parse().ok();
+    let got = rewrite(
+        "tearline load --target http://127.0.0.1:8931/mcp",
+        fake,
+        started,
+    );
+    assert_eq!(
+        got.as_deref(),
+        Ok("tearline load --target http://127.0.0.1:2000/mcp")
+    );
+}
+
+#[test]
+fn a_changed_flag_or_a_wrong_exit_fails_its_example() {
+    let world = World::start();
+    let example = |line: &str| Example {
+        source: "test".to_owned(),
+        started: Vec::new(),
+        line: line.to_owned(),
+    };
+    let bad_flag = run_example(&world, 0, &example("tearline profiles list --no-such-flag"));
+    assert!(
+        bad_flag.as_ref().is_err_and(|e| e.contains("exited 2")),
+        "{bad_flag:?}"
+    );
+    let no_file = run_example(&world, 1, &example("tearline profiles validate gone.toml"));
+    assert!(no_file.is_err(), "{no_file:?}");
+    let good = run_example(&world, 2, &example("tearline profiles list"));
+    assert!(good.is_ok(), "{good:?}");
+    let server = run_example(
+        &world,
+        3,
+        &example("tearline serve --listen 127.0.0.1:8931"),
+    );
+    assert!(
+        server
+            .as_ref()
+            .is_ok_and(|s| s.contains("exit 0 on SIGINT")),
+        "{server:?}"
+    );
 }

@@ -24,58 +24,19 @@ pub enum StandIn {
 }
 
 /// Addresses in example lines (outside a bind flag), the stand-in for each, and why.
+#[rustfmt::skip]
 pub const ADDRESSES: [(&str, StandIn, &str); 11] = [
-    (
-        "//PROXY:8931/",
-        StandIn::Proxy,
-        "the README's agents name their proxy PROXY",
-    ),
-    (
-        "//proxy:8931/",
-        StandIn::Proxy,
-        "`load --help`'s agent names its proxy `proxy`",
-    ),
-    (
-        "//PROXY/",
-        StandIn::Proxy,
-        "the README's LLM section names the proxy PROXY",
-    ),
-    (
-        "127.0.0.1:7000",
-        StandIn::Proxy,
-        "the examples' proxy listens on 7000",
-    ),
-    (
-        "localhost:7443",
-        StandIn::TlsProxy,
-        "the HTTPS proxy of `proxy --help` listens on 7443",
-    ),
-    (
-        "127.0.0.1:8080",
-        StandIn::Lab,
-        "\"a service on 8080\", \"your own MCP server\"",
-    ),
+    ("//PROXY:8931/", StandIn::Proxy, "the README's agents name their proxy PROXY"),
+    ("//proxy:8931/", StandIn::Proxy, "`load --help`'s agent names its proxy `proxy`"),
+    ("//PROXY/", StandIn::Proxy, "the README's LLM section names the proxy PROXY"),
+    ("127.0.0.1:7000", StandIn::Proxy, "the examples' proxy listens on 7000"),
+    ("localhost:7443", StandIn::TlsProxy, "the HTTPS proxy of `proxy --help` listens on 7443"),
+    ("127.0.0.1:8080", StandIn::Lab, "\"a service on 8080\", \"your own MCP server\""),
     ("localhost:8080", StandIn::Lab, "the same service by name"),
-    (
-        "127.0.0.1:8931",
-        StandIn::Lab,
-        "the lab's default address (or the server the example started with `&`)",
-    ),
-    (
-        "127.0.0.1:8443",
-        StandIn::TlsLab,
-        "the HTTPS lab of `serve --help`",
-    ),
-    (
-        "api.example.com:443",
-        StandIn::TlsLab,
-        "an HTTPS origin on the internet: no internet in tests; the stand-in's certificate names localhost, trusted through SSL_CERT_FILE as a system root would be",
-    ),
-    (
-        "api.openai.com:443",
-        StandIn::TlsLab,
-        "the same, for the README's LLM provider",
-    ),
+    ("127.0.0.1:8931", StandIn::Lab, "the lab's default address (or the server the example started with `&`)"),
+    ("127.0.0.1:8443", StandIn::TlsLab, "the HTTPS lab of `serve --help`"),
+    ("api.example.com:443", StandIn::TlsLab, "an HTTPS origin on the internet: no internet in tests; the stand-in's certificate names localhost, trusted through SSL_CERT_FILE as a system root would be"),
+    ("api.openai.com:443", StandIn::TlsLab, "the same, for the README's LLM provider"),
 ];
 
 /// Flags whose value is an address the example binds: rewritten to 127.0.0.1 port 0 (tests
@@ -84,31 +45,12 @@ pub const BIND_FLAGS: [&str; 3] = ["--listen", "--api", "-host"];
 
 /// Commands whose defaults bind a fixed port or talk to one, and what is appended when the
 /// example leaves the default: `(command, flag it lacks, appended, why)`.
+#[rustfmt::skip]
 pub const DEFAULTS: [(&str, &str, &str, &str); 4] = [
-    (
-        "serve",
-        "--listen",
-        "--listen 127.0.0.1:0",
-        "the lab's default address is 127.0.0.1:8931",
-    ),
-    (
-        "proxy",
-        "--api",
-        "--api 127.0.0.1:0",
-        "the control API's default address is 127.0.0.1:8474",
-    ),
-    (
-        "toxiproxy-server",
-        "-port",
-        "-port 0",
-        "toxiproxy-server's default port is 8474",
-    ),
-    (
-        "load",
-        "--target",
-        "--target http://{lab}/mcp",
-        "the default target is the lab's default address",
-    ),
+    ("serve", "--listen", "--listen 127.0.0.1:0", "the lab's default address is 127.0.0.1:8931"),
+    ("proxy", "--api", "--api 127.0.0.1:0", "the control API's default address is 127.0.0.1:8474"),
+    ("toxiproxy-server", "-port", "-port 0", "toxiproxy-server's default port is 8474"),
+    ("load", "--target", "--target http://{lab}/mcp", "the default target is the lab's default address"),
 ];
 
 /// Durations above this are shortened to [`SHORT_DURATION`]: `--duration 20s|30s|60s` would
@@ -120,101 +62,51 @@ pub const SHORT_DURATION: &str = "2s";
 
 /// Environment every example gets: `(name, value, why)`; `{home}` and `{ca}` are this test's
 /// directories.
+#[rustfmt::skip]
 pub const ENV: [(&str, &str, &str); 5] = [
-    (
-        "HOME",
-        "{home}",
-        "the local CA lives in ~/.local/share/tearline/ca: a fresh home, never the user's",
-    ),
-    (
-        "SSL_CERT_FILE",
-        "{ca}",
-        "the system roots the HTTPS stand-in is trusted by (rustls-native-certs reads it)",
-    ),
-    (
-        "K",
-        "1",
-        "the README's agents run on machines K=1 … 4: this is machine 1",
-    ),
-    (
-        "OPENAI_API_KEY",
-        "sk-stand-in",
-        "`--api-key-env OPENAI_API_KEY`: the lab accepts any key",
-    ),
+    ("HOME", "{home}", "the local CA lives in ~/.local/share/tearline/ca: a fresh home, never the user's"),
+    ("SSL_CERT_FILE", "{ca}", "the system roots the HTTPS stand-in is trusted by (rustls-native-certs reads it)"),
+    ("K", "1", "the README's agents run on machines K=1 … 4: this is machine 1"),
+    ("OPENAI_API_KEY", "sk-stand-in", "`--api-key-env OPENAI_API_KEY`: the lab accepts any key"),
     ("NO_COLOR", "1", "plain output to parse"),
 ];
 
-/// Files examples name, made before any runs (`name`, how): copied into an example's
-/// directory when its line names them. `profiles/` is the checkout's (the README's commands
-/// run from a checkout).
-pub const FILES: [(&str, &str); 15] = [
-    (
-        "my.toml",
-        "the user's own profile: a copy of profiles/reset-250ms.toml",
-    ),
-    (
-        "my-llm-cuts.toml",
-        "the user's LLM profile: a copy of profiles/llm-truncation.toml",
-    ),
-    (
-        "my-proxies.toml",
-        "two named [[proxy]] on port 0 in front of the lab",
-    ),
-    (
-        "toxiproxy.json",
-        "a Toxiproxy config: one proxy on port 0 in front of the lab",
-    ),
-    (
-        "server-ca.pem",
-        "the CA of the HTTPS lab (tearline's local CA)",
-    ),
-    (
-        "out",
-        "short real runs: `tearline replay --seed 1 --out out`, and four load agents (out/agent-1 … 4) through a proxy with the reset-250ms profile",
-    ),
+/// Files examples name, written before any example runs (`name`, what it is): copied into an
+/// example's directory when its line names them. `profiles/` is the checkout's (the README's
+/// commands run from a checkout).
+#[rustfmt::skip]
+pub const WRITTEN_FILES: [(&str, &str); 5] = [
+    ("my.toml", "the user's own profile: a copy of profiles/reset-250ms.toml"),
+    ("my-llm-cuts.toml", "the user's LLM profile: a copy of profiles/llm-truncation.toml"),
+    ("my-proxies.toml", "two named [[proxy]] on port 0 in front of a lab"),
+    ("toxiproxy.json", "a Toxiproxy config: one proxy on port 0 in front of a lab"),
+    ("server-ca.pem", "the CA of the HTTPS lab (tearline's local CA)"),
+];
+
+/// Files examples name that short real runs make (while the first examples run; an example
+/// naming one waits for them): `out` is `tearline replay --seed 1 --out out` plus four load
+/// agents (out/agent-1 … 4) through a proxy with the reset-250ms profile.
+#[rustfmt::skip]
+pub const SAVED_FILES: [(&str, &str); 10] = [
+    ("out", "the replay's report directory, and the agents' in out/agent-1 … 4"),
     ("report.json", "out/report.json"),
-    (
-        "tearline-report",
-        "tearline-report/20261130T030405Z/report.json: out/report.json",
-    ),
+    ("tearline-report", "tearline-report/20261130T030405Z/report.json: out/report.json"),
     ("A.hlog", "out/agent-1/report.hlog"),
     ("B.hlog", "out/agent-2/report.hlog"),
     ("load-a", "load-a/report.hlog: out/agent-1/report.hlog"),
     ("load-b", "load-b/report.hlog: out/agent-2/report.hlog"),
-    (
-        "proxy-a",
-        "proxy-a/cuts.jsonl and findings.jsonl: the logs of the proxy the agents ran through",
-    ),
+    ("proxy-a", "proxy-a/cuts.jsonl and findings.jsonl: the logs of the proxy the agents ran through"),
     ("cuts.jsonl", "proxy-a/cuts.jsonl"),
     ("findings.jsonl", "proxy-a/findings.jsonl"),
 ];
 
 /// Exit codes other than 0: `(command, text in the line, codes, why)`; the first match wins.
+#[rustfmt::skip]
 pub const EXITS: [(&str, &str, &[i32], &str); 4] = [
-    (
-        "replay",
-        "silent-loss>0",
-        &[99],
-        "the lab's seed-004 server makes the naive client lose calls silently: the threshold fails, the README's story",
-    ),
-    (
-        "report show",
-        "silent-loss>0",
-        &[99],
-        "the saved report is a replay's: its naive client lost calls silently",
-    ),
-    (
-        "",
-        "max(",
-        &[0, 99],
-        "a latency threshold: its verdict is this machine's; it must be evaluated (never 2)",
-    ),
-    (
-        "",
-        "p99",
-        &[0, 99],
-        "a latency threshold: its verdict is this machine's; it must be evaluated (never 2)",
-    ),
+    ("replay", "silent-loss>0", &[99], "the lab's seed-004 server makes the naive client lose calls silently: the threshold fails, the README's story"),
+    ("report show", "silent-loss>0", &[99], "the saved report is a replay's: its naive client lost calls silently"),
+    ("", "max(", &[0, 99], "a latency threshold: its verdict is this machine's; it must be evaluated (never 2)"),
+    ("", "p99", &[0, 99], "a latency threshold: its verdict is this machine's; it must be evaluated (never 2)"),
 ];
 
 /// The subcommand of a `tearline …` line (`report show` for report's), or "".
@@ -311,7 +203,7 @@ pub fn exits(line: &str) -> &'static [i32] {
         .map_or(&[0], |(_, _, codes, _)| codes)
 }
 
-/// Writes the files of [`FILES`] that need no run (the rest come from the runs in main.rs).
+/// Writes [`WRITTEN_FILES`].
 pub fn write_static_files(skel: &Path, checkout: &Path, lab: SocketAddr, ca: &Path) {
     let copy = |from: PathBuf, to: &str| {
         std::fs::copy(&from, skel.join(to))
