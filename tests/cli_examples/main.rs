@@ -325,6 +325,15 @@ fn a_line_binds_port_zero_and_talks_to_stand_ins_only() {
         let got = rewrite(line, fake, None).expect("rewrites");
         assert_eq!(text::shell_words(&got), text::shell_words(want), "{line}");
     }
+    let tls = rewrite(
+        "tearline load --target https://localhost:8931/mcp",
+        fake,
+        None,
+    );
+    assert_eq!(
+        tls.as_deref(),
+        Ok("tearline load --target https://localhost:1003/mcp")
+    );
     let started = "127.0.0.1:2000".parse().ok();
     let got = rewrite(
         "tearline load --target http://127.0.0.1:8931/mcp",

@@ -25,7 +25,7 @@ pub enum StandIn {
 
 /// Addresses in example lines (outside a bind flag), the stand-in for each, and why.
 #[rustfmt::skip]
-pub const ADDRESSES: [(&str, StandIn, &str); 11] = [
+pub const ADDRESSES: [(&str, StandIn, &str); 12] = [
     ("//PROXY:8931/", StandIn::Proxy, "the README's agents name their proxy PROXY"),
     ("//proxy:8931/", StandIn::Proxy, "`load --help`'s agent names its proxy `proxy`"),
     ("//PROXY/", StandIn::Proxy, "the README's LLM section names the proxy PROXY"),
@@ -35,6 +35,7 @@ pub const ADDRESSES: [(&str, StandIn, &str); 11] = [
     ("localhost:8080", StandIn::Lab, "the same service by name"),
     ("127.0.0.1:8931", StandIn::Lab, "the lab's default address (or the server the example started with `&`)"),
     ("127.0.0.1:8443", StandIn::TlsLab, "the HTTPS lab of `serve --help`"),
+    ("https://localhost:8931/", StandIn::TlsLab, "an HTTPS lab (`serve --tls-self-signed`) on the lab's default port"),
     ("api.example.com:443", StandIn::TlsLab, "an HTTPS origin on the internet: no internet in tests; the stand-in's certificate names localhost, trusted through SSL_CERT_FILE as a system root would be"),
     ("api.openai.com:443", StandIn::TlsLab, "the same, for the README's LLM provider"),
 ];
@@ -109,6 +110,23 @@ pub const EXITS: [(&str, &str, &[i32], &str); 4] = [
     ("", "p99", &[0, 99], "a latency threshold: its verdict is this machine's; it must be evaluated (never 2)"),
 ];
 
+/// The `host[:port]` inside an [`ADDRESSES`] key (`//PROXY/` → `PROXY`).
+fn host_port(from: &str) -> &str {
+    let rest = from.split_once("//").map_or(from, |(_, r)| r);
+    rest.trim_end_matches('/')
+}
+
+/// What stands for `from`'s host and port: the stand-in's address, by name (`localhost`) where
+/// the example names a host (its certificate names localhost, not the IP).
+fn stand_in_host_port(from: &str, to: SocketAddr) -> String {
+    let host = host_port(from).split(':').next().unwrap_or("");
+    if host.parse::<std::net::IpAddr>().is_ok() || host.eq_ignore_ascii_case("proxy") {
+        to.to_string()
+    } else {
+        format!("localhost:{}", to.port())
+    }
+}
+
 /// The subcommand of a `tearline …` line (`report show` for report's), or "".
 pub fn command_of(words: &[String]) -> String {
     let mut it = words
@@ -162,13 +180,7 @@ pub fn rewrite(
                     (StandIn::Lab, Some(s)) if from == "127.0.0.1:8931" => s,
                     _ => at(stand_in)?,
                 };
-                let to = if from.starts_with("//") {
-                    format!("//{to}/")
-                } else if from.starts_with("localhost") || from.starts_with("api.") {
-                    format!("localhost:{}", to.port())
-                } else {
-                    to.to_string()
-                };
+                let to = from.replace(host_port(from), &stand_in_host_port(from, to));
                 *w = w.replace(from, &to);
             }
         }
