@@ -30,6 +30,7 @@ pub struct Launch {
 pub struct Running {
     child: Child,
     output: Arc<Mutex<String>>,
+    readers: Vec<std::thread::JoinHandle<()>>,
     line: String,
 }
 
@@ -61,6 +62,7 @@ impl Launch {
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start `{}`: {e}", self.line));
         let output = Arc::new(Mutex::new(String::new()));
+        let mut readers = Vec::new();
         for stream in [
             child
                 .stdout
@@ -75,18 +77,19 @@ impl Launch {
         .flatten()
         {
             let output = output.clone();
-            std::thread::spawn(move || {
+            readers.push(std::thread::spawn(move || {
                 for line in BufReader::new(stream).lines() {
                     let Ok(line) = line else { break };
                     let mut out = output.lock().unwrap_or_else(|e| e.into_inner());
                     out.push_str(&line);
                     out.push('\n');
                 }
-            });
+            }));
         }
         Running {
             child,
             output,
+            readers,
             line: self.line.clone(),
         }
     }
@@ -108,9 +111,10 @@ impl Running {
         loop {
             match self.child.try_wait() {
                 Ok(Some(status)) => {
-                    // The readers finish once the pipes close; give them a bounded moment.
-                    let end = Instant::now() + Duration::from_secs(2);
-                    while Instant::now() < end && !self.output().ends_with('\n') {
+                    // The readers end when the pipes close (the process is gone): wait for them,
+                    // bounded, so the output is whole.
+                    let end = Instant::now() + Duration::from_secs(5);
+                    while Instant::now() < end && !self.readers.iter().all(|r| r.is_finished()) {
                         std::thread::sleep(Duration::from_millis(10));
                     }
                     return status.code().ok_or_else(|| {
