@@ -169,13 +169,13 @@ fn call_outcomes(calls: &[CallFacts]) -> BTreeMap<(Option<String>, String), Call
 }
 
 /// The call-outcome word of a cut's timeline entry (`ok`, `failed`, `silently-lost`), when the
-/// cut names a POST of a kept call.
+/// cut leg carried a kept call (`call`: its JSON-RPC id as JSON text) of `session`.
 fn outcome_of(
-    point: &crate::wire::CutPoint,
+    session: Option<&String>,
+    call: &str,
     outcomes: &BTreeMap<(Option<String>, String), CallEnd>,
 ) -> Option<&'static str> {
-    let id = point.rpc_id.as_deref()?;
-    let end = outcomes.get(&(point.session.clone(), id.trim_matches('"').to_owned()))?;
+    let end = outcomes.get(&(session.cloned(), call.trim_matches('"').to_owned()))?;
     Some(match end {
         CallEnd::Ok => "ok",
         CallEnd::Failed => "failed",
@@ -197,6 +197,7 @@ fn add_timeline(
                 action,
                 point,
                 outage,
+                call,
             } => {
                 let class = point.class.map_or("outside-sse", |c| c.as_str());
                 let mut detail = format!(
@@ -204,10 +205,18 @@ fn add_timeline(
                     point.raw_offset,
                     point.pending_id.as_deref().unwrap_or("-")
                 );
-                // A resume GET names no call: its cut's call is the one whose stream it resumes,
-                // which the cut record does not carry; such cuts stay uncoloured (`-`).
-                if let Some(outcome) = outcome_of(point, outcomes) {
-                    detail.push_str(&format!(" -> call {outcome}"));
+                // A resume leg's cut is filed under the call whose stream it resumed (the
+                // tap followed its `Last-Event-ID`), coloured by that call's outcome too.
+                if let Some(call) = call {
+                    let leg = if point.rpc_id.is_none() {
+                        " (resume leg)"
+                    } else {
+                        ""
+                    };
+                    detail.push_str(&format!(", request {call}{leg}"));
+                    if let Some(outcome) = outcome_of(point.session.as_ref(), call, outcomes) {
+                        detail.push_str(&format!(" -> call {outcome}"));
+                    }
                 }
                 report.add_timeline(offset_ms + t_ms, TimelineKind::Cut, 0, &detail);
                 if let Some(d) = outage {
@@ -231,5 +240,124 @@ fn add_timeline(
                 report.add_timeline(offset_ms + t_ms, TimelineKind::Resume, 0, &detail);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::audit::{AuditConfig, Auditor};
+    use crate::replay::tap::Tap;
+    use crate::report::time_charts::cut_marks;
+    use crate::vocab::{CutAction, Direction};
+    use crate::wire::{CutPoint, Observation, ObservationSink};
+
+    fn request(conn: u64, method: &str, cursor: Option<&str>, body: &str) -> Observation {
+        Observation::Request {
+            conn,
+            seq: 0,
+            method: method.to_owned(),
+            path: "/mcp".to_owned(),
+            session: Some("s1".to_owned()),
+            last_event_id: cursor.map(str::to_owned),
+            protocol_version: None,
+            has_authorization: false,
+            idempotency_key: None,
+            accepts_event_stream: true,
+            body: Some(bytes::Bytes::copy_from_slice(body.as_bytes())),
+        }
+    }
+
+    fn event(conn: u64, id: &str) -> Observation {
+        Observation::SseEvent {
+            conn,
+            seq: 0,
+            index: 0,
+            id: Some(id.to_owned()),
+            last_event_id: Some(id.to_owned()),
+            event_type: None,
+            data_hash: 0,
+            data_len: 0,
+            data: None,
+            data_lines: 1,
+            raw_start: 0,
+            raw_end: 0,
+        }
+    }
+
+    fn cut(conn: u64, rpc_id: Option<&str>) -> Observation {
+        Observation::Cut {
+            conn,
+            direction: Direction::Downstream,
+            action: CutAction::Reset,
+            point: CutPoint {
+                class: Some(crate::wire::SseClass::MidValue),
+                session: Some("s1".to_owned()),
+                rpc_id: rpc_id.map(str::to_owned),
+                exchange: Some(0),
+                ..CutPoint::default()
+            },
+        }
+    }
+
+    #[test]
+    fn a_resume_leg_cut_is_coloured_by_the_call_it_resumed() {
+        let tap = Tap::new(Arc::new(Auditor::new(AuditConfig::default())));
+        // Call 7's POST is cut after event s-3, its resume GET (on another connection) is cut
+        // too, and a second resume ends the call well.
+        for obs in [
+            request(
+                1,
+                "POST",
+                None,
+                r#"{"jsonrpc":"2.0","id":7,"method":"tools/call"}"#,
+            ),
+            event(1, "s-3"),
+            cut(1, Some("7")),
+            Observation::ConnClosed { conn: 1 },
+            request(2, "GET", Some("s-3"), ""),
+            event(2, "s-4"),
+            cut(2, None),
+            // A resume whose cursor was never delivered names no call.
+            request(3, "GET", Some("x-9"), ""),
+            cut(3, None),
+        ] {
+            tap.record(obs);
+        }
+        let calls = [CallFacts {
+            requests: vec![(Some("s1".to_owned()), 7)],
+            counts: Default::default(),
+            end: CallEnd::Ok,
+        }];
+        let mut report = Report::new(RunFacts::new(
+            1,
+            "p",
+            Target::User {
+                address: "a".to_owned(),
+                path: "/mcp".to_owned(),
+            },
+        ));
+        add_timeline(
+            &mut report,
+            "strict",
+            0,
+            &tap.moments(),
+            &call_outcomes(&calls),
+        );
+        let cuts: Vec<(String, String)> = report
+            .timeline
+            .iter()
+            .filter(|e| e.kind == TimelineKind::Cut)
+            .map(|e| e.detail.clone())
+            .zip(cut_marks(&report.timeline).into_iter().map(|m| m.outcome))
+            .collect();
+        assert_eq!(cuts.len(), 3, "{cuts:?}");
+        assert!(!cuts[0].0.contains("resume leg"), "{cuts:?}");
+        assert_eq!(cuts[0].1, "ok");
+        assert!(cuts[1].0.contains("request 7 (resume leg)"), "{cuts:?}");
+        assert_eq!(cuts[1].1, "ok", "the resume leg's cut is coloured");
+        assert_eq!(cuts[2].1, "-", "an unknown cursor names no call");
     }
 }

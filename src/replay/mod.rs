@@ -12,6 +12,7 @@
 //! same decisions) and is recorded in the report with the profile's text.
 
 pub mod assemble;
+pub mod legs;
 pub mod llm;
 pub mod phase;
 pub mod reconcile;

@@ -1,7 +1,8 @@
 //! The replay's observation tap: forwards every observation to the auditor and keeps the few
 //! facts the report needs that the auditor does not keep (cuts by class and action, the
 //! timeline of cuts, outages and resumes, and how many `data` lines each torn event had when it
-//! later came through whole).
+//! later came through whole), and which call each cut leg carried ([`super::legs`]), resume
+//! legs included.
 //!
 //! Invariant: it never blocks the data path for long (one short critical section per cut or
 //! request head) and keeps at most [`MAX_TIMELINE`] timeline entries.
@@ -12,6 +13,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::legs::LegCalls;
 use crate::audit::Auditor;
 use crate::wire::{CutPoint, Observation, ObservationSink};
 
@@ -34,6 +36,9 @@ pub enum Moment {
         point: CutPoint,
         /// The outage the cut opened, if any.
         outage: Option<Duration>,
+        /// The call the cut leg carried, as JSON text of its JSON-RPC id: its `POST`'s, or for
+        /// a resume leg the call whose stream it resumed; `None` when not known.
+        call: Option<String>,
     },
     /// A client asked to resume a stream (`GET` with `Last-Event-ID`).
     Resume {
@@ -54,6 +59,7 @@ struct Facts {
     /// Data lines of events torn by a cut (by pending id), from their first whole delivery;
     /// `None` until one is seen. At most [`MAX_TIMELINE`] ids.
     torn_lines: BTreeMap<String, Option<u32>>,
+    legs: LegCalls,
 }
 
 /// Forwards to an [`Auditor`] and records cuts and resumes.
@@ -112,7 +118,12 @@ impl Tap {
 impl ObservationSink for Tap {
     fn record(&self, obs: Observation) {
         match &obs {
-            Observation::Cut { action, point, .. } => {
+            Observation::Cut {
+                conn,
+                action,
+                point,
+                ..
+            } => {
                 let t_ms = self.since_start();
                 // An LLM stream's cut is filed under its LLM position (`mid-delta`, …).
                 let class = point
@@ -133,23 +144,40 @@ impl ObservationSink for Tap {
                     facts.torn_lines.entry(id.clone()).or_insert(None);
                 }
                 if facts.moments.len() < MAX_TIMELINE {
+                    let call = point.rpc_id.clone().or_else(|| {
+                        let seq = point.exchange?;
+                        facts.legs.call_of((*conn, seq)).map(str::to_owned)
+                    });
                     facts.moments.push(Moment::Cut {
                         t_ms,
                         action: action.as_str(),
                         point: point.clone(),
                         outage: point.outage_ms.map(Duration::from_millis),
+                        call,
                     });
                 }
             }
             Observation::Request {
+                conn,
+                seq,
                 method,
-                last_event_id: Some(id),
+                last_event_id,
                 session,
+                body,
                 ..
-            } if method == "GET" => {
+            } => {
                 let t_ms = self.since_start();
                 let mut facts = self.lock();
-                if facts.moments.len() < MAX_TIMELINE {
+                facts.legs.request(
+                    (*conn, *seq),
+                    method,
+                    session.as_ref(),
+                    last_event_id.as_ref(),
+                    body.as_deref(),
+                );
+                if let Some(id) = last_event_id.as_ref().filter(|_| method == "GET")
+                    && facts.moments.len() < MAX_TIMELINE
+                {
                     facts.moments.push(Moment::Resume {
                         t_ms,
                         last_event_id: id.clone(),
@@ -158,15 +186,19 @@ impl ObservationSink for Tap {
                 }
             }
             Observation::SseEvent {
+                conn,
+                seq,
                 id: Some(id),
                 data_lines,
                 ..
             } => {
                 let mut facts = self.lock();
+                facts.legs.event((*conn, *seq), id);
                 if let Some(slot @ None) = facts.torn_lines.get_mut(id) {
                     *slot = Some(*data_lines);
                 }
             }
+            Observation::ConnClosed { conn } => self.lock().legs.closed(*conn),
             _ => {}
         }
         self.auditor.record(obs);

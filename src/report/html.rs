@@ -193,7 +193,7 @@ fn cut_timeline(report: &Report, out: &mut String) -> Result<(), ReportError> {
         &marks,
         (
             "cut timeline: ",
-            "cuts (outcome of the affected call: ok, failed, silently-lost, or - when not traced)",
+            "cuts (outcome of the affected call: ok, failed, silently-lost, or - when the cut leg's call is not known)",
         ),
         ["class", "action", "call outcome"],
         |m| {

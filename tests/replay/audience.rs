@@ -99,6 +99,21 @@ async fn audience_narrowing_strict_reauthorizes_and_loses_nothing_naive_loses_si
     assert!(pending > 0, "{}", naive.auditor.summary());
     assert!(naive.auditor.loss_affected() > 0);
 
+    // The narrowed resumes are cut too: each resume leg's cut is filed under the call whose
+    // stream it resumed and coloured by that call's outcome, as first-leg cuts are.
+    let cuts: Vec<&str> = outcome
+        .report
+        .timeline
+        .iter()
+        .filter(|e| e.kind == tearline::report::TimelineKind::Cut)
+        .map(|e| e.detail.as_str())
+        .collect();
+    assert!(
+        cuts.iter().any(|c| c.contains("(resume leg) -> call ")),
+        "no resume-leg cut is coloured: {cuts:#?}"
+    );
+    assert!(cuts.iter().all(|c| c.contains(" -> call ")), "{cuts:#?}");
+
     let story = outcome.report.story.join("\n");
     assert!(story.contains("minted for `search` only"), "{story}");
     assert!(story.contains("re-authorized"), "{story}");

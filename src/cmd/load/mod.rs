@@ -38,7 +38,8 @@ pub use crate::units::parse_duration;
   # agent 2 of 4 of one plan (10,000 calls over 400 sessions), started together, report kept
   tearline load --target http://proxy:8931/mcp --sessions 400 --calls 10000 --seed 7 \
       --segment 2/4 --start-at 2026-11-30T14:00:00Z --report-dir out/agent-2
-  # then, anywhere: tearline report merge out/agent-* -o out/merged --fail-on 'p99(call)>2s'
+  # then, with every agent's directory copied into out/ on one machine:
+  tearline report merge out/agent-* -o out/merged --fail-on 'p99(call)>2s'
 
   # Seed 000 by hand: per-tool audiences, a resume under a narrowed refresh token
   tearline serve --auth --on-unauthorized silent-end &
@@ -55,7 +56,8 @@ pub use crate::units::parse_duration;
 
   # What a browser's EventSource does (no MCP, no session): GET the URL, resume with
   # Last-Event-ID after every cut, plus a /favicon.ico side request on the same connection pool;
-  # e.g. against `tearline serve --plain-path /events` behind `tearline proxy`
+  # here against the lab's plain SSE feed (put `tearline proxy` in between for cuts)
+  tearline serve --plain-path /events &
   tearline load --client eventsource --target http://127.0.0.1:8931/events \
       --side-path /favicon.ico --max-attempts 8 --timeout 30s
 

@@ -30,7 +30,6 @@ pub use crate::units::{parse_duration, parse_size};
   tearline proxy --listen 127.0.0.1:7000 --upstream 127.0.0.1:8080 \\
       --buffer-size 4KiB --drain-timeout 500ms
 
-Sizes accept B, KiB, MiB (and K, M, KB, MB); durations accept ms, s, m.
   # The documents' test (one SSE cut per stream, 250 ms outage) in front of your server
   tearline proxy --listen 127.0.0.1:7000 --upstream 127.0.0.1:8080 \\
       --profile profiles/reset-250ms.toml --cuts-log cuts.jsonl --findings-log findings.jsonl
