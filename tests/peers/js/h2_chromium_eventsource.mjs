@@ -35,9 +35,15 @@ function finish(code, reason) {
   if (exiting) return;
   exiting = true;
   if (reason) log('done', { complete: code === 0, reason });
-  try { browser.kill('SIGKILL'); } catch { /* already gone */ }
-  fs.rmSync(profile, { recursive: true, force: true });
-  process.exit(code);
+  // Browser.close lets Chromium end its connections itself; SIGKILL if it lingers.
+  const gone = () => {
+    try { browser.kill('SIGKILL'); } catch { /* already gone */ }
+    fs.rmSync(profile, { recursive: true, force: true });
+    process.exit(code);
+  };
+  browser.once('exit', gone);
+  setTimeout(gone, 3000);
+  try { toBrowser.write(JSON.stringify({ id: 0, method: 'Browser.close' }) + '\0'); } catch { gone(); }
 }
 browser.on('error', (e) => { log('error', { message: `cannot start ${binary}: ${e.message}` }); finish(1, 'no-browser'); });
 browser.on('exit', (code) => { if (!exiting) { log('error', { message: `chromium exited (${code}): ${stderr}` }); finish(1, 'browser-exit'); } });

@@ -9,7 +9,7 @@ reset (h2 stream id and RST_STREAM code, from h2's own StreamReset event), goawa
 stream id, from h2's ConnectionTerminated), resume, end, error, done.
 
 Usage: python3 h2_sse_client.py URL --streams a,b --n N [--query Q] [--ca CA] [--resume K]
-       [--timeout S]
+       [--timeout MS]
 """
 
 import argparse
@@ -131,15 +131,15 @@ async def main() -> int:
     p.add_argument("--query", default="")
     p.add_argument("--ca")
     p.add_argument("--resume", type=int, default=0)
-    p.add_argument("--timeout", type=float, default=20.0)
+    p.add_argument("--timeout", type=float, default=20000.0, help="milliseconds")
     args = p.parse_args()
     verify = ssl.create_default_context(cafile=args.ca) if args.ca else True
     prior_knowledge = args.url.startswith("http://")
     results: dict = {}
     try:
-        with anyio.fail_after(args.timeout):
+        with anyio.fail_after(args.timeout / 1000):
             async with httpx.AsyncClient(http1=not prior_knowledge, http2=True, verify=verify,
-                                         timeout=args.timeout, trust_env=False) as client:
+                                         timeout=args.timeout / 1000, trust_env=False) as client:
                 # Each stream starts once the one before it has its response: the first request
                 # establishes the HTTP/2 connection, and httpcore then multiplexes the others on
                 # it (requests queued before it is up each wait for the one ahead).
