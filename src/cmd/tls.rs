@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::tls::{FinEnd, ProxyTls, Terminator, TlsError, Upstream, UpstreamOptions};
+use crate::tls::{AlpnProtocol, FinEnd, ProxyTls, Terminator, TlsError, Upstream, UpstreamOptions};
 
 /// TLS for clients of a server tearline runs (termination).
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -63,7 +63,8 @@ impl ServerTlsArgs {
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ProxyTlsArgs {
     /// Speak TLS to the upstream (SNI: the upstream's host, or --upstream-sni). ALPN offers
-    /// http/1.1 only.
+    /// what a TLS client offered (so h2 reaches the client only if the upstream picks it),
+    /// else --upstream-alpn.
     #[arg(long)]
     pub upstream_tls: bool,
     /// Server name to send and verify instead of the upstream's host.
@@ -90,6 +91,12 @@ pub struct ProxyTlsArgs {
     /// Client-side TLS (termination).
     #[command(flatten)]
     pub server: ServerTlsArgs,
+    /// The protocols the upstream speaks, in preference order (h2, http/1.1 or both, comma
+    /// separated): a TLS client's ALPN offer is cut to these before it goes upstream; a plain
+    /// upstream given h2 speaks h2c; a plain client's TLS upstream is offered these (default
+    /// http/1.1). Needs TLS on a side.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "PROTOCOLS")]
+    pub upstream_alpn: Vec<AlpnProtocol>,
     /// How a `fin` cut ends a TLS client session: without close_notify (truncate) or with it.
     #[arg(long, value_enum, value_name = "HOW", default_value_t = FinEnd::Truncate)]
     pub tls_fin: FinEnd,
@@ -121,10 +128,66 @@ impl ProxyTlsArgs {
         } else {
             None
         };
+        let client = self.server.build(listen)?;
+        if !self.upstream_alpn.is_empty() && client.is_none() && upstream.is_none() {
+            return Err(TlsError::AlpnWithoutTls);
+        }
         Ok(ProxyTls {
-            client: self.server.build(listen)?,
+            client,
             upstream,
             fin: self.tls_fin,
+            upstream_alpn: self.upstream_alpn.clone(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        tls: ProxyTlsArgs,
+    }
+
+    fn parse(argv: &[&str]) -> Result<ProxyTlsArgs, clap::Error> {
+        let mut all = vec!["proxy"];
+        all.extend_from_slice(argv);
+        Cli::try_parse_from(all).map(|c| c.tls)
+    }
+
+    #[test]
+    fn upstream_alpn_takes_h2_and_http1_comma_separated_in_order() {
+        let args = parse(&["--upstream-alpn", "h2,http/1.1"]).unwrap();
+        assert_eq!(
+            args.upstream_alpn,
+            vec![AlpnProtocol::H2, AlpnProtocol::Http1]
+        );
+        let args = parse(&["--upstream-alpn", "http/1.1"]).unwrap();
+        assert_eq!(args.upstream_alpn, vec![AlpnProtocol::Http1]);
+        assert!(parse(&[]).unwrap().upstream_alpn.is_empty());
+    }
+
+    #[test]
+    fn an_unknown_alpn_protocol_is_refused_naming_the_allowed_ones() {
+        let e = parse(&["--upstream-alpn", "h3"]).expect_err("h3 is refused");
+        let text = e.to_string();
+        assert!(text.contains("h3"), "{text}");
+        assert!(text.contains("h2") && text.contains("http/1.1"), "{text}");
+    }
+
+    #[test]
+    fn upstream_alpn_without_tls_on_a_side_is_refused_and_with_it_is_kept() {
+        let plain = parse(&["--upstream-alpn", "h2"]).unwrap();
+        let e = plain
+            .build(std::net::Ipv4Addr::LOCALHOST.into())
+            .unwrap_err();
+        assert!(matches!(e, TlsError::AlpnWithoutTls), "{e}");
+        assert!(e.to_string().contains("--upstream-tls"), "{e}");
+        let tls = parse(&["--upstream-tls", "--upstream-alpn", "h2"]).unwrap();
+        let built = tls.build(std::net::Ipv4Addr::LOCALHOST.into()).unwrap();
+        assert_eq!(built.upstream_alpn, vec![AlpnProtocol::H2]);
     }
 }

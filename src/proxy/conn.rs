@@ -111,17 +111,8 @@ pub(crate) async fn serve(proxy: Arc<Proxy>, client: TcpStream, id: u64, kill: A
         }
         return;
     };
-    // --- TLS hook: handshakes (no-ops for a plain proxy) ---
-    let tls = async {
-        let client = super::tls_hook::client_side(&proxy, client).await?;
-        match super::tls_hook::upstream_side(&proxy, upstream, &upstream_addr).await {
-            Some(u) => Some((client, u)),
-            None => {
-                reset(client.into_tcp());
-                None
-            }
-        }
-    };
+    // --- TLS hook: handshakes agreeing on ALPN (no-ops for a plain proxy) ---
+    let tls = super::tls_hook::handshakes(&proxy, client, upstream, &upstream_addr);
     let streams = tokio::select! {
         biased;
         () = kill.token.cancelled() => None,

@@ -1,5 +1,5 @@
-//! TLS on either side of the relay, so the observer sees plaintext HTTP/1.1 while the wire on
-//! each side stays encrypted.
+//! TLS on either side of the relay, so the observer sees plaintext HTTP (HTTP/1.1 or h2) while
+//! the wire on each side stays encrypted.
 //!
 //! - Origination ([`Upstream`]): tearline is a TLS client of the upstream. SNI is the upstream
 //!   host name unless overridden; roots are the system's plus `--upstream-ca`, whose
@@ -10,12 +10,21 @@
 //!   certificate and key or one issued by a local CA ([`ca`]) created once in a user directory.
 //!
 //! Invariants:
-//! - ALPN offers and accepts `http/1.1` only: neither peer can pick HTTP/2, which the observer
-//!   does not parse.
+//! - ALPN through the proxy ([`alpn`]): the client is offered what the upstream speaks and the
+//!   upstream is spoken to in the same protocol. With TLS on both sides the client's ClientHello
+//!   is read first, the upstream is offered the client's list (cut to `--upstream-alpn` when
+//!   pinned), and the client's handshake selects exactly what the upstream picked (none if it
+//!   picked none). A plain side has no ALPN: before a plain upstream the client may pick from
+//!   the pin (default `http/1.1`; `h2` means h2c), a plain client's TLS upstream is offered the
+//!   pin (default `http/1.1`). The negotiated protocol is each [`Stream`]'s
+//!   [`alpn`](Stream::alpn); [`negotiated`] names it for a connection.
+//! - Servers and clients outside the proxy (the lab, `load`) offer and accept `http/1.1` unless
+//!   they ask for another list.
 //! - The ring provider is used everywhere (no process-wide default is installed or required).
 //! - A [`TlsEnd`] is recorded for every cut of a TLS-terminated client side: `close-notify` if
 //!   and only if the alert was sent before the TCP close, else `truncated`.
 
+pub mod alpn;
 pub mod ca;
 mod origin;
 mod pem;
@@ -27,12 +36,13 @@ mod validity;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub use alpn::AlpnProtocol;
 pub use origin::{Upstream, UpstreamOptions};
 pub use pem::{load_certs, load_key};
-pub use stream::Stream;
-pub use terminate::Terminator;
+pub use stream::{Stream, negotiated};
+pub use terminate::{Hello, Terminator};
 
-/// The protocol tearline offers and accepts in ALPN.
+/// The ALPN id of HTTP/1.1, what tearline offers and accepts unless told otherwise.
 pub const ALPN_HTTP1: &[u8] = b"http/1.1";
 
 /// How a TLS session to the client ended at a cut.
@@ -76,6 +86,9 @@ pub struct ProxyTls {
     pub upstream: Option<Arc<Upstream>>,
     /// How a `fin` cut ends a TLS client session.
     pub fin: FinEnd,
+    /// `--upstream-alpn`: the protocols the upstream speaks, in preference order (empty: not
+    /// pinned; see [`alpn`]).
+    pub upstream_alpn: Vec<AlpnProtocol>,
 }
 
 impl ProxyTls {
@@ -101,6 +114,7 @@ impl std::fmt::Debug for ProxyTls {
             .field("client", &self.client.is_some())
             .field("upstream", &self.upstream.as_ref().map(|u| u.sni()))
             .field("fin", &self.fin)
+            .field("upstream_alpn", &self.upstream_alpn)
             .finish()
     }
 }
@@ -117,6 +131,7 @@ impl PartialEq for ProxyTls {
         same(&self.client, &other.client)
             && same(&self.upstream, &other.upstream)
             && self.fin == other.fin
+            && self.upstream_alpn == other.upstream_alpn
     }
 }
 
@@ -159,6 +174,12 @@ pub enum TlsError {
         reason: String,
         hint: String,
     },
+    /// `--upstream-alpn` was given to a proxy with no TLS side, where no ALPN is exchanged.
+    #[error(
+        "--upstream-alpn needs TLS on a side: --upstream-tls, or --tls-cert/--tls-self-signed \
+         for the clients (a plain proxy relays h2c and HTTP/1.1 as they come)"
+    )]
+    AlpnWithoutTls,
     /// The handshake with a client failed.
     #[error("TLS handshake with the client failed: {0}")]
     ClientHandshake(#[source] std::io::Error),

@@ -6,7 +6,9 @@
 //! [`super::pin`]), and is skipped if and only if `insecure` was asked for (then every
 //! connection logs a warning). A failed handshake is one [`TlsError::UpstreamHandshake`]
 //! naming the upstream, the SNI and rustls' reason, with the flags that could fix it: never a
-//! flag already given as the remedy.
+//! flag already given as the remedy. [`Upstream::connect`] offers ALPN `http/1.1`, as an
+//! HTTP/1.1 client must; the proxy offers the list [`super::alpn`] decides
+//! ([`Upstream::connect_offering`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -19,6 +21,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
+use super::alpn::ByAlpn;
 use super::pin::Pinning;
 use super::{ALPN_HTTP1, TlsError, load_certs, load_key, provider};
 
@@ -40,6 +43,8 @@ pub struct UpstreamOptions {
 /// A ready TLS client configuration for one proxy's upstream.
 pub struct Upstream {
     connector: TlsConnector,
+    /// The same configuration offering each ALPN list the proxy may need.
+    by_alpn: ByAlpn<ClientConfig>,
     sni: Option<String>,
     insecure: bool,
     /// `--upstream-ca` was given: a refused certificate is then not fixed by "pass one".
@@ -73,9 +78,11 @@ impl Upstream {
             }
             None => builder.with_no_client_auth(),
         };
+        let by_alpn = ByAlpn::new(config.clone(), |c, l| c.alpn_protocols = l);
         config.alpn_protocols = vec![ALPN_HTTP1.to_vec()];
         Ok(Upstream {
             connector: TlsConnector::from(Arc::new(config)),
+            by_alpn,
             sni: opts.sni.clone(),
             insecure: opts.insecure,
             has_ca: !opts.ca.is_empty(),
@@ -100,11 +107,34 @@ impl Upstream {
         }
     }
 
-    /// Runs the handshake on a connected socket.
+    /// Runs the handshake on a connected socket, offering ALPN `http/1.1`.
     pub async fn connect(
         &self,
         tcp: TcpStream,
         upstream: &str,
+    ) -> Result<TlsStream<TcpStream>, TlsError> {
+        self.handshake(&self.connector, tcp, upstream, &[ALPN_HTTP1.to_vec()])
+            .await
+    }
+
+    /// Runs the handshake on a connected socket offering ALPN `alpn` (none if empty); what the
+    /// server picked is the stream's `alpn_protocol()`.
+    pub async fn connect_offering(
+        &self,
+        tcp: TcpStream,
+        upstream: &str,
+        alpn: &[Vec<u8>],
+    ) -> Result<TlsStream<TcpStream>, TlsError> {
+        let connector = TlsConnector::from(self.by_alpn.get(alpn));
+        self.handshake(&connector, tcp, upstream, alpn).await
+    }
+
+    async fn handshake(
+        &self,
+        connector: &TlsConnector,
+        tcp: TcpStream,
+        upstream: &str,
+        alpn: &[Vec<u8>],
     ) -> Result<TlsStream<TcpStream>, TlsError> {
         let sni = self.server_name(upstream);
         let name =
@@ -112,10 +142,10 @@ impl Upstream {
         if self.insecure {
             tracing::warn!(%upstream, %sni, "upstream certificate NOT verified (--upstream-insecure)");
         }
-        self.connector
+        connector
             .connect(name, tcp)
             .await
-            .map_err(|e| self.handshake_error(upstream, &sni, &e))
+            .map_err(|e| self.handshake_error(upstream, &sni, alpn, &e))
     }
 }
 
@@ -158,7 +188,13 @@ fn host_of(upstream: &str) -> &str {
 }
 
 impl Upstream {
-    fn handshake_error(&self, upstream: &str, sni: &str, e: &std::io::Error) -> TlsError {
+    fn handshake_error(
+        &self,
+        upstream: &str,
+        sni: &str,
+        alpn: &[Vec<u8>],
+        e: &std::io::Error,
+    ) -> TlsError {
         const NOT_TLS: &str =
             "; is the upstream speaking TLS? (drop --upstream-tls for a plain upstream)";
         let inner = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>());
@@ -170,6 +206,15 @@ impl Upstream {
                 ),
                 certificate_hint(c, self.has_ca, self.sni.is_some()),
             ),
+            Some(rustls::Error::AlertReceived(rustls::AlertDescription::NoApplicationProtocol)) => {
+                (
+                    format!(
+                        "it speaks none of the ALPN protocols offered ({})",
+                        super::alpn::names(alpn)
+                    ),
+                    "; pin one it speaks with --upstream-alpn (h2 or http/1.1)".to_owned(),
+                )
+            }
             Some(rustls::Error::InvalidMessage(_))
             | Some(rustls::Error::InappropriateMessage { .. }) => (
                 inner.map(ToString::to_string).unwrap_or_default(),

@@ -2,7 +2,9 @@
 //!
 //! Invariants: the TCP socket underneath is always reachable ([`Stream::tcp`]) so the relay
 //! can set options, check the send queue and reset it; [`Stream::end`] ends the write side
-//! with or without `close_notify`, as asked, and never with a RST.
+//! with or without `close_notify`, as asked, and never with a RST; [`Stream::alpn`] is what
+//! the TLS handshake negotiated (never anything on plain TCP), so the relay and the observer
+//! can pick HTTP/2 from it ([`negotiated`]).
 
 use std::io;
 use std::pin::Pin;
@@ -12,6 +14,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
 use super::TlsEnd;
+use crate::vocab::WireProtocol;
 
 /// A relay socket.
 #[derive(Debug)]
@@ -26,6 +29,19 @@ impl Stream {
     /// True if this socket speaks TLS.
     pub fn is_tls(&self) -> bool {
         matches!(self, Stream::Tls(_))
+    }
+
+    /// The ALPN protocol the TLS handshake selected (`None` on plain TCP or if none was).
+    pub fn alpn(&self) -> Option<&[u8]> {
+        match self {
+            Stream::Plain(_) => None,
+            Stream::Tls(t) => t.get_ref().1.alpn_protocol(),
+        }
+    }
+
+    /// The protocol this socket's ALPN names, if it names one the relay knows.
+    pub fn protocol(&self) -> Option<WireProtocol> {
+        self.alpn().and_then(super::alpn::protocol_of)
     }
 
     /// The TCP socket underneath.
@@ -59,6 +75,13 @@ impl Stream {
             }
         }
     }
+}
+
+/// The protocol of a proxied connection as TLS negotiated it: the client side's ALPN, else
+/// the upstream side's (a plain client before a TLS upstream pinned to `h2`); `None` when no
+/// side negotiated a protocol the relay knows (plain TCP, or no ALPN: the first bytes tell).
+pub fn negotiated(client: &Stream, upstream: &Stream) -> Option<WireProtocol> {
+    client.protocol().or_else(|| upstream.protocol())
 }
 
 impl From<TcpStream> for Stream {

@@ -1,7 +1,8 @@
 //! Real HTTPS clients as users run them, trusting the CA that `--tls-self-signed` prints:
 //! `curl --cacert`, Python `httpx` (an SSL context from the CA file) and Node `fetch` with
 //! `NODE_EXTRA_CA_CERTS`, each through the proxy terminating TLS in front of a plain server.
-//! Each must negotiate HTTP/1.1 (the only ALPN protocol offered) and get the server's answer.
+//! Each must negotiate HTTP/1.1 (the only ALPN protocol a proxy offers before a plain server
+//! unless `--upstream-alpn` says h2) and get the server's answer.
 
 use crate::common;
 use std::path::PathBuf;

@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod alpn;
 mod clients;
 mod cut;
 mod load;

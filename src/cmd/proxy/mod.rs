@@ -54,6 +54,11 @@ Sizes accept B, KiB, MiB (and K, M, KB, MB); durations accept ms, s, m.
   tearline proxy --listen 127.0.0.1:7443 --upstream 127.0.0.1:8443 --upstream-tls \\
       --upstream-ca server-ca.pem --tls-self-signed --profile profiles/reset-250ms.toml
 
+  # The same keeping HTTP/1.1 on both sides: clients get h2 only if the upstream picks it,
+  # and --upstream-alpn pins what the upstream is offered
+  tearline proxy --listen 127.0.0.1:7443 --upstream 127.0.0.1:8443 --upstream-tls \\
+      --upstream-ca server-ca.pem --tls-self-signed --upstream-alpn http/1.1
+
 The control API (Toxiproxy-compatible, plus /cuts, /findings, /metrics) listens on
 127.0.0.1:8474 unless --api says otherwise; browser-originated requests and unknown Host
 names are refused. A non-loopback --api needs --api-token (or --api-insecure-no-token).
