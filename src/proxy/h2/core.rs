@@ -313,7 +313,14 @@ impl<'a> Core<'a> {
     }
 
     /// Carries out a positioned fault's cut inside the server `DATA` frame `frame`.
-    fn cut_in(&mut self, h: &FrameHeader, frame: Bytes, raw_end: u64, d: BodyDecision, now: Instant) {
+    fn cut_in(
+        &mut self,
+        h: &FrameHeader,
+        frame: Bytes,
+        raw_end: u64,
+        d: BodyDecision,
+        now: Instant,
+    ) {
         let payload = &frame[HEADER_LEN..];
         let Some(body) = data_body(h, payload) else {
             return;
@@ -332,7 +339,12 @@ impl<'a> Core<'a> {
         let outage = d.cut.outage.map(|t| self.proxy.hold_new_connections(t));
         let action = d.cut.action;
         self.proxy.stats().cut(action);
-        tracing::debug!(stream = h.stream, action = action.as_str(), by = d.cut.by, "h2 stream cut");
+        tracing::debug!(
+            stream = h.stream,
+            action = action.as_str(),
+            by = d.cut.by,
+            "h2 stream cut"
+        );
         self.record(Observation::Cut {
             conn: self.conn,
             direction: dir,
@@ -559,3 +571,7 @@ fn decide_body(
         last_at,
     })
 }
+
+#[cfg(test)]
+#[path = "core_tests.rs"]
+mod tests;

@@ -136,7 +136,11 @@ impl Holds {
         let i = (0..self.items.len()).find(|&i| {
             let h = &self.items[i];
             h.release == Release::Ready
-                && !self.items.iter().take(i).any(|e| e.blocks(h.stream, h.block))
+                && !self
+                    .items
+                    .iter()
+                    .take(i)
+                    .any(|e| e.blocks(h.stream, h.block))
         })?;
         let h = self.items.remove(i)?;
         self.bytes -= h.frame.len();
@@ -149,14 +153,22 @@ mod tests {
     use super::*;
 
     fn take_all(h: &mut Holds) -> Vec<u32> {
-        std::iter::from_fn(|| h.take_ready()).map(|f| f.stream).collect()
+        std::iter::from_fn(|| h.take_ready())
+            .map(|f| f.stream)
+            .collect()
     }
 
     #[test]
     fn held_headers_keep_later_header_blocks_behind_them_but_not_other_streams_data() {
         let mut h = Holds::default();
         let f = || Bytes::from_static(b"x");
-        h.push(f(), 1, FrameType::Headers, None, Some(Hold::FirstData { deadline: None }));
+        h.push(
+            f(),
+            1,
+            FrameType::Headers,
+            None,
+            Some(Hold::FirstData { deadline: None }),
+        );
         assert!(h.must_wait(3, true), "a later HEADERS waits (HPACK order)");
         assert!(!h.must_wait(3, false), "DATA of another stream passes");
         assert!(h.must_wait(1, false), "DATA of the held stream waits");

@@ -59,12 +59,9 @@ pub(crate) const QUEUE_CAP: usize = 4 << 20;
 /// True if the fault list asks for the stream relay on h2 connections: a stream-scope
 /// positioned fault or an h2 kind.
 pub(crate) fn wanted(list: &Published) -> bool {
-    list.factories.iter().any(|f| {
-        f.h2().is_some()
-            || f
-                .h2_body_cut()
-                .is_some_and(|b| b.scope == CutScope::Stream)
-    })
+    list.factories
+        .iter()
+        .any(|f| f.h2().is_some() || f.h2_body_cut().is_some_and(|b| b.scope == CutScope::Stream))
 }
 
 /// Instantiates the faults of connection `id` for the relay, drawing from the connection RNG

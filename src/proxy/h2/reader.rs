@@ -202,7 +202,11 @@ mod tests {
             let Piece::Frame { raw, .. } = &frames[1] else {
                 unreachable!()
             };
-            assert_eq!(*raw, 24 + 9 + 5, "step {step}: raw offset of the RST_STREAM");
+            assert_eq!(
+                *raw,
+                24 + 9 + 5,
+                "step {step}: raw offset of the RST_STREAM"
+            );
         }
     }
 

@@ -140,11 +140,17 @@ mod tests {
     #[test]
     fn a_stream_opens_with_the_clients_headers_and_closes_when_both_sides_end() {
         let mut s = Streams::default();
-        s.on_frame(Direction::Upstream, &h(FrameType::Headers, flags::END_STREAM, 1));
+        s.on_frame(
+            Direction::Upstream,
+            &h(FrameType::Headers, flags::END_STREAM, 1),
+        );
         s.on_frame(Direction::Upstream, &h(FrameType::Headers, 0, 3));
         assert_eq!((s.open(), s.last_client), (2, 3));
         s.on_frame(Direction::Downstream, &h(FrameType::Headers, 0, 1));
-        s.on_frame(Direction::Downstream, &h(FrameType::Data, flags::END_STREAM, 1));
+        s.on_frame(
+            Direction::Downstream,
+            &h(FrameType::Data, flags::END_STREAM, 1),
+        );
         assert_eq!(s.open(), 1);
         assert!(s.get(3) == StreamState::default());
     }
@@ -152,7 +158,10 @@ mod tests {
     #[test]
     fn a_stream_the_relay_reset_stays_cut_until_the_server_ends_it() {
         let mut s = Streams::default();
-        s.on_frame(Direction::Upstream, &h(FrameType::Headers, flags::END_STREAM, 1));
+        s.on_frame(
+            Direction::Upstream,
+            &h(FrameType::Headers, flags::END_STREAM, 1),
+        );
         s.on_frame(Direction::Downstream, &h(FrameType::Data, 0, 1));
         s.reset_by_proxy(1);
         assert!(s.is_cut(1));
@@ -161,7 +170,10 @@ mod tests {
         s.on_frame(Direction::Upstream, &h(FrameType::RstStream, 0, 1));
         s.on_frame(Direction::Downstream, &h(FrameType::Data, 0, 1));
         assert!(s.is_cut(1));
-        s.on_frame(Direction::Downstream, &h(FrameType::Data, flags::END_STREAM, 1));
+        s.on_frame(
+            Direction::Downstream,
+            &h(FrameType::Data, flags::END_STREAM, 1),
+        );
         assert!(!s.is_cut(1));
     }
 }

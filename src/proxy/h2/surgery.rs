@@ -106,7 +106,10 @@ mod tests {
         assert_eq!(out[1].0.kind, FrameType::RstStream);
         assert_eq!(rst_code(&out[1].1), Some(ErrorCode::CANCEL));
         assert_eq!(frames(&cut.to_server)[0].0.stream, 3);
-        assert_eq!(rst_code(&cut.to_server[HEADER_LEN..]), Some(ErrorCode::CANCEL));
+        assert_eq!(
+            rst_code(&cut.to_server[HEADER_LEN..]),
+            Some(ErrorCode::CANCEL)
+        );
         // 20 payload bytes (pad length, 15 body, 4 padding) were sent by the server; the
         // client receives 9 and credits them itself.
         assert_eq!(p.len(), 20);
@@ -122,7 +125,14 @@ mod tests {
             flags: flags::END_STREAM,
             stream: 1,
         };
-        let cut = cut_data(&h, b"hello", 0..5, 0, CutAction::Reset, ErrorCode::INTERNAL_ERROR);
+        let cut = cut_data(
+            &h,
+            b"hello",
+            0..5,
+            0,
+            CutAction::Reset,
+            ErrorCode::INTERNAL_ERROR,
+        );
         let out = frames(&cut.to_client);
         assert_eq!(out.len(), 1);
         assert_eq!(rst_code(&out[0].1), Some(ErrorCode::INTERNAL_ERROR));
@@ -138,7 +148,14 @@ mod tests {
             stream: 5,
         };
         for k in [0, 2, 5] {
-            let cut = cut_data(&h, b"hello", 0..5, k, CutAction::CleanEnd, ErrorCode::CANCEL);
+            let cut = cut_data(
+                &h,
+                b"hello",
+                0..5,
+                k,
+                CutAction::CleanEnd,
+                ErrorCode::CANCEL,
+            );
             let out = frames(&cut.to_client);
             assert_eq!(out.len(), 1, "k = {k}");
             assert!(out[0].0.has(flags::END_STREAM));
