@@ -7,6 +7,7 @@ mod common;
 mod backlog;
 mod budget;
 mod cli;
+mod h2_relay;
 mod limit;
 mod plan;
 mod read_buffers;
