@@ -11,4 +11,5 @@
 mod peers;
 
 mod pairs;
+mod stream_cut;
 mod support;

@@ -1,8 +1,10 @@
 //! Each client–server pair of real HTTP/2 peers, direct and through the proxy (relaying bytes,
 //! and observing): the client's own log must show every stream complete, byte for byte, over
 //! HTTP/2, with nothing reset — the same through the proxy as direct — and the server's log
-//! must show the requests arrived over HTTP/2. Through the proxy relaying bytes, everything
-//! read from one side was delivered to the other once the connection closed.
+//! must show the requests arrived over HTTP/2. TLS pairs also run through the proxy
+//! terminating TLS, where ALPN must give h2 on both sides. Through the proxy relaying bytes (or
+//! plaintext between two TLS ends), everything read from one side was delivered to the other
+//! once the connection closed.
 
 use std::time::Duration;
 
@@ -12,7 +14,7 @@ use crate::support::certs::Certs;
 use crate::support::check::{self, complete_and_exact, events, h2_streams};
 use crate::support::launch::{self, Ask};
 use crate::support::peer::{Peer, Server};
-use crate::support::route::{self, ALL, Hop, Route};
+use crate::support::route::{self, ALL, Hop, Route, TLS_ALL};
 
 const LIMIT: Duration = Duration::from_secs(20);
 const N: u64 = 6;
@@ -69,25 +71,35 @@ async fn relayed(hop: &Hop, what: &str, downstream: bool) {
 /// Runs `client` (made for the hop's URL) on each route to `server` and checks its log.
 async fn on_every_route(
     server: &Server,
-    scheme: &str,
+    certs: Option<&Certs>,
     streams: &[&str],
     client: impl Fn(&str) -> (String, std::process::Command),
 ) {
-    for r in ALL {
-        let hop = route::open(r, server.addr(), |_| {}).await;
+    let (scheme, routes) = routes(certs);
+    for &r in routes {
+        let hop = route::open(r, server.addr(), certs, |_| {}).await;
         let (name, cmd) = client(&hop.url(scheme));
         let what = format!("{name} via {r:?}");
         let log = Peer::spawn(&name, cmd).succeed(LIMIT).await;
         complete_and_exact(&what, &log, streams, N, SIZE);
-        if r == Route::Bytes {
+        if matches!(r, Route::Bytes | Route::Terminated) {
             relayed_every_byte(&hop, &what).await;
         }
-        if r == Route::Observed {
+        if matches!(r, Route::Observed | Route::Terminated) {
             assert!(
                 !hop.observations().is_empty(),
                 "{what}: the observing proxy recorded nothing"
             );
         }
+    }
+}
+
+/// The scheme and the routes of a pair: https and [`TLS_ALL`] with certificates, else http
+/// and [`ALL`].
+fn routes(certs: Option<&Certs>) -> (&'static str, &'static [Route]) {
+    match certs {
+        Some(_) => ("https", &TLS_ALL),
+        None => ("http", &ALL),
     }
 }
 
@@ -102,14 +114,14 @@ fn node_session_alpn(log: &[Value]) -> Vec<String> {
 async fn node_http2_client_multiplexes_two_sse_streams_over_h2c_direct_and_through_the_proxy() {
     let server = Server::start("node-server", launch::node_server(None)).await;
     for r in ALL {
-        let hop = route::open(r, server.addr(), |_| {}).await;
+        let hop = route::open(r, server.addr(), None, |_| {}).await;
         let cmd = launch::node_client(&hop.url("http"), None, &ask(&["a", "b"]));
         let log = Peer::spawn("node-client", cmd).succeed(LIMIT).await;
         let what = format!("node client over h2c via {r:?}");
         complete_and_exact(&what, &log, &["a", "b"], N, SIZE);
         assert_eq!(node_session_alpn(&log), ["h2c"], "{what}: one h2c session");
         assert_eq!(h2_streams(&log), [1, 3], "{what}: two streams on it");
-        if r == Route::Bytes {
+        if matches!(r, Route::Bytes | Route::Terminated) {
             relayed_every_byte(&hop, &what).await;
         }
     }
@@ -130,8 +142,8 @@ async fn node_http2_client_multiplexes_two_sse_streams_over_tls_alpn_h2_direct_a
  {
     let certs = Certs::new();
     let server = Server::start("node-server", launch::node_server(Some(&certs))).await;
-    for r in ALL {
-        let hop = route::open(r, server.addr(), |_| {}).await;
+    for &r in &TLS_ALL {
+        let hop = route::open(r, server.addr(), Some(&certs), |_| {}).await;
         let cmd = launch::node_client(&hop.url("https"), Some(&certs), &ask(&["a", "b"]));
         let log = Peer::spawn("node-client", cmd).succeed(LIMIT).await;
         let what = format!("node client over TLS via {r:?}");
@@ -142,7 +154,7 @@ async fn node_http2_client_multiplexes_two_sse_streams_over_tls_alpn_h2_direct_a
             [1, 3],
             "{what}: two streams on one session"
         );
-        if r == Route::Bytes {
+        if matches!(r, Route::Bytes | Route::Terminated) {
             relayed_every_byte(&hop, &what).await;
         }
     }
@@ -156,7 +168,7 @@ async fn node_http2_client_multiplexes_two_sse_streams_over_tls_alpn_h2_direct_a
 #[tokio::test]
 async fn httpx_http2_client_follows_two_streams_over_h2c_prior_knowledge_through_the_proxy() {
     let server = Server::start("node-server", launch::node_server(None)).await;
-    on_every_route(&server, "http", &["a", "b"], |url| {
+    on_every_route(&server, None, &["a", "b"], |url| {
         (
             "py-client".into(),
             launch::py_client(url, None, &ask(&["a", "b"])),
@@ -174,8 +186,8 @@ async fn httpx_http2_client_follows_two_streams_over_h2c_prior_knowledge_through
 async fn httpx_http2_client_negotiates_h2_with_the_go_server_and_multiplexes_through_the_proxy() {
     let certs = Certs::new();
     let server = Server::start("go-server", launch::go_server(&certs)).await;
-    for r in ALL {
-        let hop = route::open(r, server.addr(), |_| {}).await;
+    for &r in &TLS_ALL {
+        let hop = route::open(r, server.addr(), Some(&certs), |_| {}).await;
         let cmd = launch::py_client(&hop.url("https"), Some(&certs), &ask(&["a", "b"]));
         let log = Peer::spawn("py-client", cmd).succeed(LIMIT).await;
         let what = format!("httpx against Go via {r:?}");
@@ -191,7 +203,7 @@ async fn httpx_http2_client_negotiates_h2_with_the_go_server_and_multiplexes_thr
             [1, 3],
             "{what}: two streams on one connection"
         );
-        if r == Route::Bytes {
+        if matches!(r, Route::Bytes | Route::Terminated) {
             relayed_every_byte(&hop, &what).await;
         }
     }
@@ -212,7 +224,7 @@ fn go_server_saw_only_h2(server: &Server) {
 async fn go_net_http_client_and_server_speak_h2_over_tls_through_the_proxy() {
     let certs = Certs::new();
     let server = Server::start("go-server", launch::go_server(&certs)).await;
-    on_every_route(&server, "https", &["a", "b"], |url| {
+    on_every_route(&server, Some(&certs), &["a", "b"], |url| {
         (
             "go-client".into(),
             launch::go_client(url, &certs, &ask(&["a", "b"])),
@@ -226,8 +238,8 @@ async fn go_net_http_client_and_server_speak_h2_over_tls_through_the_proxy() {
 async fn go_net_http_client_negotiates_h2_with_the_node_server_through_the_proxy() {
     let certs = Certs::new();
     let server = Server::start("node-server", launch::node_server(Some(&certs))).await;
-    for r in ALL {
-        let hop = route::open(r, server.addr(), |_| {}).await;
+    for &r in &TLS_ALL {
+        let hop = route::open(r, server.addr(), Some(&certs), |_| {}).await;
         let cmd = launch::go_client(&hop.url("https"), &certs, &ask(&["a"]));
         let log = Peer::spawn("go-client", cmd).succeed(LIMIT).await;
         let what = format!("Go client against Node via {r:?}");
@@ -242,12 +254,13 @@ async fn go_net_http_client_negotiates_h2_with_the_node_server_through_the_proxy
 }
 
 /// curl's body, byte for byte, and its own report of the HTTP version and exit code.
-async fn curl_on_every_route(server: &Server, scheme: &str, certs: Option<&Certs>) {
+async fn curl_on_every_route(server: &Server, certs: Option<&Certs>) {
     // Events of 40 KB: each spans several DATA frames and five outgrow the initial 64 KiB
     // flow-control window, so WINDOW_UPDATEs must cross the proxy too.
     let (n, size) = (5, 40_000);
-    for r in ALL {
-        let hop = route::open(r, server.addr(), |_| {}).await;
+    let (scheme, routes) = routes(certs);
+    for &r in routes {
+        let hop = route::open(r, server.addr(), certs, |_| {}).await;
         let out = tempfile::NamedTempFile::new().unwrap();
         let url = format!(
             "{}/sse?stream=c&n={n}&interval=5&size={size}",
@@ -267,7 +280,7 @@ async fn curl_on_every_route(server: &Server, scheme: &str, certs: Option<&Certs
             "{what}: the body is not the server's, byte for byte ({} bytes)",
             body.len()
         );
-        if r == Route::Bytes {
+        if matches!(r, Route::Bytes | Route::Terminated) {
             relayed_every_byte(&hop, &what).await;
         }
     }
@@ -276,14 +289,14 @@ async fn curl_on_every_route(server: &Server, scheme: &str, certs: Option<&Certs
 #[tokio::test]
 async fn curl_http2_prior_knowledge_gets_the_body_byte_for_byte_through_the_proxy() {
     let server = Server::start("node-server", launch::node_server(None)).await;
-    curl_on_every_route(&server, "http", None).await;
+    curl_on_every_route(&server, None).await;
 }
 
 #[tokio::test]
 async fn curl_http2_over_tls_gets_the_go_servers_body_byte_for_byte_through_the_proxy() {
     let certs = Certs::new();
     let server = Server::start("go-server", launch::go_server(&certs)).await;
-    curl_on_every_route(&server, "https", Some(&certs)).await;
+    curl_on_every_route(&server, Some(&certs)).await;
     go_server_saw_only_h2(&server);
 }
 
@@ -291,9 +304,9 @@ async fn curl_http2_over_tls_gets_the_go_servers_body_byte_for_byte_through_the_
 async fn chromium_eventsource_over_https_follows_two_streams_on_h2_through_the_proxy() {
     let certs = Certs::new();
     let server = Server::start("node-server", launch::node_server(Some(&certs))).await;
-    // Bytes and direct only: Chromium's start-up is the slowest step of this target.
-    for r in [Route::Direct, Route::Bytes] {
-        let hop = route::open(r, server.addr(), |_| {}).await;
+    // Not observing without terminating: Chromium's start-up is the slowest step here.
+    for r in [Route::Direct, Route::Bytes, Route::Terminated] {
+        let hop = route::open(r, server.addr(), Some(&certs), |_| {}).await;
         let url = format!(
             "{}/page?streams=a,b&n={N}&interval=10&size={SIZE}",
             hop.url("https")
@@ -313,7 +326,7 @@ async fn chromium_eventsource_over_https_follows_two_streams_on_h2_through_the_p
         }
         assert!(events(&log, "error").is_empty(), "{what}: {log:?}");
         assert_eq!(events(&log, "done").len(), 1, "{what}: {log:?}");
-        if r == Route::Bytes {
+        if r != Route::Direct {
             relayed(&hop, &what, false).await;
         }
     }

@@ -9,6 +9,7 @@
 
 pub mod certs;
 pub mod check;
+pub mod cut;
 pub mod launch;
 pub mod peer;
 pub mod route;

@@ -4,8 +4,9 @@
 // resumed on a new stream with Last-Event-ID — on the same session while it lives, else on a
 // new session — up to --resume times.
 // Logs JSON lines: session (ALPN), response (status, h2 stream id, time), message (id, data,
-// h2 stream id), reset (h2 stream id and RST_STREAM code), goaway (code, last stream id),
-// resume (Last-Event-ID, new h2 stream id), reconnect, end, error, done.
+// h2 stream id), reset (h2 stream id and RST_STREAM code), closed_with_session (a stream that
+// ended because its session did), goaway (code, last stream id), resume (Last-Event-ID, new h2
+// stream id), reconnect, end, error, done.
 // Usage: node h2_sse_client.mjs URL --streams a,b --n N [--query Q] [--ca CA] [--resume K]
 //        [--timeout MS]
 import http2 from 'node:http2';
@@ -63,8 +64,13 @@ function follow(name) {
       req.on('data', (chunk) => parser.push(chunk));
       req.on('end', () => log('end', { stream: name, h2_stream: req.id, last_id: last }));
       req.on('error', (e) => log('error', { stream: name, h2_stream: req.id, message: e.message }));
+      const own = session;
       req.on('close', () => {
-        if (req.rstCode) log('reset', { stream: name, h2_stream: req.id, code: codeName(req.rstCode) });
+        const alive = !own.closed && !own.destroyed;
+        // A non-zero code on a live session is an RST_STREAM; when the session itself ended,
+        // Node closes its streams with a code of its own, which is no frame on the wire.
+        if (req.rstCode && alive) log('reset', { stream: name, h2_stream: req.id, code: codeName(req.rstCode) });
+        else if (req.rstCode) log('closed_with_session', { stream: name, h2_stream: req.id, code: codeName(req.rstCode) });
         finish();
       });
     };

@@ -1,9 +1,10 @@
 // The Node peer server of tearline's HTTP/2 tests, on Node's own `http2` module: h2c (prior
 // knowledge) by default, h2 over TLS (ALPN h2 only) with --cert/--key. On 127.0.0.1, port 0.
-//   GET /sse?stream=NAME&n=N&interval=MS&first_delay=MS&size=BYTES&retry=MS
+//   GET /sse?stream=NAME&n=N&interval=MS&first_delay=MS&size=BYTES&retry=MS&split=MS
 //     numbered SSE events id 1..N after the request's Last-Event-ID (replay from there), each
 //     `id: K` + `data: {"stream","n","pad"}`, then the end of the stream; 204 when nothing is
-//     left (so an EventSource stops reconnecting).
+//     left (so an EventSource stops reconnecting). With `split`, each event is written in two
+//     writes (two DATA frames) `split` ms apart, torn inside its data value.
 //   GET /page?streams=a,b&n=N&...  an HTML page whose EventSources follow those streams and
 //     log what they see on the console (the Chromium peer reads it).
 // Logs JSON lines: listening, session (with ALPN), request (with the h2 stream id and
@@ -90,9 +91,20 @@ server.on('stream', (stream, headers) => {
   stream.respond({ ':status': 200, 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
   const retry = q.get('retry');
   if (retry !== null) stream.write(`retry: ${Number(retry)}\n\n`);
+  const split = q.get('split');
   const send = () => {
     if (stream.destroyed || stream.closed) return;
-    stream.write(`id: ${next}\ndata: ${JSON.stringify({ stream: name, n: next, pad })}\n\n`);
+    const ev = `id: ${next}\ndata: ${JSON.stringify({ stream: name, n: next, pad })}\n\n`;
+    if (split !== null && !send.half) {
+      // The first half now, the rest (and the next event) `split` ms later.
+      const cut = ev.indexOf('"pad":"') + 7 + Math.floor(pad.length / 2);
+      stream.write(ev.slice(0, cut));
+      send.half = ev.slice(cut);
+      timer = setTimeout(send, Number(split));
+      return;
+    }
+    stream.write(send.half ?? ev);
+    send.half = null;
     if (next === n) {
       stream.end();
       log('end', { h2_stream: stream.id, stream: name, last_id: n });

@@ -7,13 +7,15 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
 // server serves numbered SSE events over HTTPS (h2 by ALPN) on 127.0.0.1, port 0:
-// GET /sse?stream=NAME&n=N&interval=MS&first_delay=MS&size=BYTES sends events id 1..N (after
-// the request's Last-Event-ID, if any), then ends the stream; a request whose Last-Event-ID is
-// already N gets 204 (nothing left: an EventSource stops there).
+// GET /sse?stream=NAME&n=N&interval=MS&first_delay=MS&size=BYTES&split=MS sends events id 1..N
+// (after the request's Last-Event-ID, if any), then ends the stream; a request whose
+// Last-Event-ID is already N gets 204 (nothing left: an EventSource stops there). With split,
+// each event goes in two writes (two DATA frames) split ms apart, torn inside its data value.
 func server(args []string) int {
 	logPeer = "go-server"
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
@@ -57,6 +59,8 @@ func serveSSE(w http.ResponseWriter, r *http.Request) {
 	interval := time.Duration(intParam(r, "interval", 20)) * time.Millisecond
 	firstDelay := time.Duration(intParam(r, "first_delay", 0)) * time.Millisecond
 	size := intParam(r, "size", 0)
+	split := time.Duration(intParam(r, "split", 0)) * time.Millisecond
+	splitting := r.URL.Query().Has("split")
 	last := r.Header.Get("Last-Event-ID")
 	from := 1
 	if v, err := strconv.Atoi(last); err == nil {
@@ -97,11 +101,26 @@ func serveSSE(w http.ResponseWriter, r *http.Request) {
 		case <-time.After(wait):
 		}
 		ev := fmt.Sprintf("id: %d\ndata: {\"stream\":%q,\"n\":%d,\"pad\":%q}\n\n", i, stream, i, pad)
-		if _, err := w.Write([]byte(ev)); err != nil {
-			emit("cancelled", map[string]any{"stream": stream, "next_id": i, "cause": err.Error()})
-			return
+		parts := []string{ev}
+		if splitting {
+			cut := strings.Index(ev, `"pad":"`) + 7 + size/2
+			parts = []string{ev[:cut], ev[cut:]}
 		}
-		flusher.Flush()
+		for k, part := range parts {
+			if k > 0 {
+				select {
+				case <-ctx.Done():
+					emit("cancelled", map[string]any{"stream": stream, "next_id": i, "cause": ctx.Err().Error()})
+					return
+				case <-time.After(split):
+				}
+			}
+			if _, err := w.Write([]byte(part)); err != nil {
+				emit("cancelled", map[string]any{"stream": stream, "next_id": i, "cause": err.Error()})
+				return
+			}
+			flusher.Flush()
+		}
 	}
 	emit("end", map[string]any{"stream": stream, "last_id": n})
 }
