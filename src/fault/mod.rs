@@ -12,12 +12,16 @@
 pub mod bandwidth;
 pub mod buffer;
 pub mod common;
+pub mod flow_stall;
+pub mod goaway;
+pub mod hold_headers;
 pub mod idle;
 pub mod keys;
 pub mod kind;
 pub mod latency;
 pub mod limit_data;
 pub mod outage;
+pub mod refuse_streams;
 pub mod registry;
 pub mod reset;
 pub mod slicer;
