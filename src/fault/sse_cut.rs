@@ -41,6 +41,15 @@
 //! `nth = [a, b]` (`mid-delta` / `mid-tool-args` only),
 //! `method`, `path`, `action` (`reset` default, `fin`, `clean-end`), `stall_ms`, `outage_ms`,
 //! `probability` (per stream, default 1), `direction` (only `downstream`).
+//!
+//! On HTTP/2 (`proxy::h2`, the stream relay) two more keys apply: `scope` (`"stream"`, the
+//! default, or `"connection"`) and `h2_error` (an RFC 9113 error code name, default
+//! `"cancel"`). With `scope = "stream"` the positions are those of each stream's `DATA` bodies
+//! and a cut ends that stream only: `reset` → a `DATA` frame of the bytes before the cut, then
+//! `RST_STREAM(h2_error)` to the client and `RST_STREAM(CANCEL)` to the server; `clean-end` →
+//! those bytes with `END_STREAM` and `RST_STREAM(CANCEL)` to the server. HTTP/2 has no
+//! orderly end of one stream short of `END_STREAM`, so `fin` always ends the whole connection,
+//! as `scope = "connection"` does for every action. Both keys are ignored on HTTP/1.1.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -49,11 +58,13 @@ use std::time::Duration;
 use rand::RngExt;
 use tokio::time::Instant;
 
+use super::h2::{BodyCut, CutScope};
 use super::keys::{FaultConfigError, KeyReader};
 use super::kind::{Built, KindInfo, Scope, params_as};
 use super::{Chunk, ConnRng, Cut, Fault, FaultFactory, Plan, Slice};
 use crate::vocab::CutAction;
 use crate::vocab::{Direction, StreamInfo};
+use crate::wire::h2::ErrorCode;
 use crate::wire::position::UnknownClass;
 use crate::wire::{ChunkPositions, LlmPos, SseClass};
 
@@ -316,12 +327,51 @@ pub fn check_target(at: &toml::Value) -> Result<(), String> {
     }
 }
 
-/// The `sse_cut` factory for `cfg`.
+/// The `sse_cut` factory for `cfg`, with the HTTP/2 defaults (stream scope, `CANCEL`).
 pub fn factory(cfg: SseCutConfig) -> Arc<dyn FaultFactory> {
-    Arc::new(SseCutFactory(Arc::new(cfg)))
+    factory_h2(cfg, H2Keys::default())
 }
 
-struct SseCutFactory(Arc<SseCutConfig>);
+/// The `sse_cut` factory for `cfg` with its HTTP/2 keys.
+pub fn factory_h2(cfg: SseCutConfig, h2: H2Keys) -> Arc<dyn FaultFactory> {
+    Arc::new(SseCutFactory(Arc::new(cfg), h2))
+}
+
+/// The keys that apply on HTTP/2 only (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct H2Keys {
+    /// `scope`.
+    pub scope: CutScope,
+    /// `h2_error` (`None`: `CANCEL`).
+    pub h2_error: Option<ErrorCode>,
+}
+
+impl H2Keys {
+    /// Reads `scope` and `h2_error` from a definition; errors name the value and what is
+    /// allowed.
+    fn read(r: &mut KeyReader<'_>) -> Result<H2Keys, FaultConfigError> {
+        let scope = match r.choice("scope", &CutScope::NAMES)? {
+            Some("connection") => CutScope::Connection,
+            _ => CutScope::Stream,
+        };
+        let h2_error = match r.str("h2_error")? {
+            None => None,
+            Some((name, p)) => Some(ErrorCode::from_name(name).ok_or_else(|| {
+                let known: Vec<&str> = ErrorCode::NAMED.iter().map(|(n, _)| *n).collect();
+                FaultConfigError::at_value(
+                    p,
+                    format!(
+                        "sse_cut 'h2_error': unknown HTTP/2 error code '{name}'; known: {}",
+                        known.join(", ")
+                    ),
+                )
+            })?),
+        };
+        Ok(H2Keys { scope, h2_error })
+    }
+}
+
+struct SseCutFactory(Arc<SseCutConfig>, H2Keys);
 
 impl FaultFactory for SseCutFactory {
     fn kind(&self) -> &'static str {
@@ -341,7 +391,20 @@ impl FaultFactory for SseCutFactory {
     }
 
     fn fingerprint(&self) -> String {
-        format!("{NAME}{:?}", self.0)
+        format!("{NAME}{:?}{:?}", self.0, self.1)
+    }
+
+    fn h2_body_cut(&self) -> Option<BodyCut> {
+        // HTTP/2 has no orderly end of one stream but END_STREAM: `fin` ends the connection.
+        let scope = if self.0.action == CutAction::Fin {
+            CutScope::Connection
+        } else {
+            self.1.scope
+        };
+        Some(BodyCut {
+            scope,
+            client_code: self.1.h2_error.unwrap_or(ErrorCode::CANCEL),
+        })
     }
 }
 
@@ -543,6 +606,14 @@ pub const KIND: KindInfo = KindInfo {
         ("action", "\"reset\" (default), \"fin\" or \"clean-end\""),
         ("stall_ms", "pause before the action"),
         ("outage_ms", "proxy outage opened by the cut"),
+        (
+            "scope",
+            "HTTP/2: \"stream\" (default: the stream is reset or ended, the connection lives) or \"connection\"",
+        ),
+        (
+            "h2_error",
+            "HTTP/2: error code of the RST_STREAM sent to the client (default \"cancel\")",
+        ),
     ],
     read: read_def,
     toxic: None,
@@ -556,8 +627,22 @@ fn read_def(r: &mut KeyReader<'_>) -> Result<Built, FaultConfigError> {
     if let Some(p) = r.raw("at") {
         check_target(&p.value).map_err(|m| FaultConfigError::at_value(p, m))?;
     }
-    let cfg = params_as::<SseCutConfig>(r.def())?;
-    Ok(Built::Conn(factory(cfg)))
+    let h2 = H2Keys::read(r)?;
+    let cfg = params_as::<SseCutConfig>(&without_h2_keys(r.def()))?;
+    Ok(Built::Conn(factory_h2(cfg, h2)))
+}
+
+/// The definition without the HTTP/2 keys, which [`H2Keys::read`] has read.
+fn without_h2_keys(def: &super::keys::FaultDef) -> super::keys::FaultDef {
+    super::keys::FaultDef {
+        span: def.span.clone(),
+        params: def
+            .params
+            .iter()
+            .filter(|p| !matches!(p.key.as_str(), "scope" | "h2_error"))
+            .cloned()
+            .collect(),
+    }
 }
 
 #[cfg(test)]
