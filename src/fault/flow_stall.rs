@@ -4,29 +4,41 @@
 //! Observable effect on the wire, on an h2 connection the stream relay carries: the
 //! `WINDOW_UPDATE` frames that return credit for the DATA of the fault's direction (`direction =
 //! "downstream"`, default: the client's updates for the server's response DATA; `"upstream"`:
-//! the server's updates for request bodies) are withheld for `stall_ms`, then the withheld
-//! credit leaves summed, as one `WINDOW_UPDATE` per stream (or for the connection). With
-//! `target = "stream"` (default) each matching stream (`stream = "sse"`, default: responses
-//! that are `text/event-stream`; `"all"`: every stream) stalls once, from the moment
-//! `after_bytes` of its DATA (default 0: its first DATA frame) have passed; connection-level
-//! updates keep flowing. With `target = "connection"`, the connection-level updates (stream 0)
-//! stall once, from the moment `after_bytes` of DATA of the whole connection have passed; every
-//! stream of the connection stalls behind it once the connection window is spent. No credit is
-//! lost: the sum of the increments that leave equals the sum that arrived (credit of a stream
-//! that closed while stalled is dropped with the stream: the sender no longer needs it).
+//! the server's updates for request bodies) are withheld for `stall_ms`, then leave together,
+//! unchanged and in order, when the stall ends: the credit they return is exactly the credit
+//! withheld, so nothing is lost and the stream completes. With `target = "stream"` (default)
+//! each matching stream (`stream = "sse"`, default: responses that are `text/event-stream`;
+//! `"all"`: every stream) stalls once, from the moment `after_bytes` of its DATA (default 0: its
+//! first DATA frame) have passed; connection-level updates keep flowing. With `target =
+//! "connection"`, the connection-level updates (stream 0) stall once, from the moment
+//! `after_bytes` of DATA of the whole connection have passed; every stream stalls behind it once
+//! the connection window is spent. The stall shows once the sender has spent the window it had:
+//! a receiver that granted a large window sees the stall later, or not at all.
+//!
+//! A withheld update is a held frame on the relay, which holds the later frames of its stream
+//! and direction behind it: with `target = "connection"` that includes the receiver's `PING`s
+//! and `SETTINGS` acknowledgements (stream 0) for the stall's length.
 //!
 //! Profile keys: `stall_ms` (required, > 0), `target` (`"stream"` default, `"connection"`),
 //! `stream` (`"sse"` default, `"all"`; only with `target = "stream"`), `after_bytes` (default
 //! 0), plus `direction` and `probability`.
 //!
 //! The decision is [`FlowStall`], a pure state machine over (DATA, WINDOW_UPDATE, stream end,
-//! clock) → forward, withhold, or release summed credit.
+//! clock) → forward, or hold until the stall's end.
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::ConnRng;
+use super::common::Common;
+use super::h2::{FrameView, H2Actions, H2Fault, Hold, StreamFacts, Verdict};
+use super::h2_kind::{H2KindConfig as KindConfig, h2_conn};
 use super::keys::{FaultConfigError, KeyReader};
+use super::kind::{KindInfo, Scope};
+use crate::vocab::Direction;
+use crate::wire::h2::FrameType;
+use crate::wire::h2::frame::flags;
 
 /// Which windows stall.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,55 +93,18 @@ impl FlowStallConfig {
     }
 }
 
-/// What happens to a `WINDOW_UPDATE` the fault was shown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CreditVerdict {
-    /// It leaves unchanged.
-    Forward,
-    /// It is withheld; its increment leaves later, summed, in a [`Credit`].
-    Withhold,
-}
-
-/// Credit the relay writes as one `WINDOW_UPDATE(stream, increment)` (stream 0: the
-/// connection).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Credit {
-    /// The stream (0 = the connection).
-    pub stream: u32,
-    /// The increment, 1..=2^31-1.
-    pub increment: u32,
-}
-
-/// The largest increment one `WINDOW_UPDATE` carries (RFC 9113 §6.9).
-pub const MAX_INCREMENT: u64 = 0x7fff_ffff;
-
-/// One window's stall: bytes counted, the window, the credit withheld.
+/// One window's stall: bytes counted, and the stall once it started.
 #[derive(Debug, Clone, Copy)]
 struct Window {
     stream: u32,
     bytes: u64,
     /// `None` until the stall starts; then `[start, end)`.
     stall: Option<(Instant, Instant)>,
-    /// Whether the stall is over (it happens once).
-    done: bool,
-    withheld: u64,
 }
 
-impl Window {
-    fn new(stream: u32) -> Self {
-        Window {
-            stream,
-            bytes: 0,
-            stall: None,
-            done: false,
-            withheld: 0,
-        }
-    }
-}
-
-/// One connection's `flow_stall` (one direction's DATA): which credit is withheld and when it
-/// is released. Memory: one small entry per open matching stream (kept until the stream closes,
-/// so that a stream stalls once).
+/// One connection's `flow_stall` (one direction's DATA): which credit is withheld, until when.
+/// Memory: one small entry per open matching stream (kept until the stream ends, so that a
+/// stream stalls once).
 #[derive(Debug)]
 pub struct FlowStall {
     cfg: FlowStallConfig,
@@ -140,14 +115,19 @@ impl FlowStall {
     /// The fault of one connection.
     pub fn new(cfg: FlowStallConfig) -> Self {
         let windows = match cfg.target {
-            StallTarget::Connection => vec![Window::new(0)],
+            StallTarget::Connection => vec![Window {
+                stream: 0,
+                bytes: 0,
+                stall: None,
+            }],
             StallTarget::Streams { .. } => Vec::new(),
         };
         FlowStall { cfg, windows }
     }
 
-    /// A DATA frame of `len` bytes (flow-controlled length, padding included) on `stream`
-    /// passed at `now`; `sse` if the stream's response is `text/event-stream`.
+    /// A DATA frame of `len` bytes (its flow-controlled length: the whole payload, padding
+    /// included) on `stream` passed at `now`; `sse` if the stream's response is
+    /// `text/event-stream`.
     pub fn on_data(&mut self, stream: u32, len: u32, sse: bool, now: Instant) {
         let key = match self.cfg.target {
             StallTarget::Connection => 0,
@@ -157,68 +137,125 @@ impl FlowStall {
         let i = match self.windows.iter().position(|w| w.stream == key) {
             Some(i) => i,
             None => {
-                self.windows.push(Window::new(key));
+                self.windows.push(Window {
+                    stream: key,
+                    bytes: 0,
+                    stall: None,
+                });
                 self.windows.len() - 1
             }
         };
         let w = &mut self.windows[i];
         w.bytes = w.bytes.saturating_add(u64::from(len));
-        if w.stall.is_none() && !w.done && w.bytes >= self.cfg.after_bytes {
+        if w.stall.is_none() && w.bytes >= self.cfg.after_bytes {
             w.stall = Some((now, now + self.cfg.stall));
         }
     }
 
-    /// A `WINDOW_UPDATE(stream, increment)` for the fault's DATA arrived at `now`.
-    pub fn on_window_update(&mut self, stream: u32, increment: u32, now: Instant) -> CreditVerdict {
-        let Some(w) = self.windows.iter_mut().find(|w| w.stream == stream) else {
-            return CreditVerdict::Forward;
-        };
+    /// A `WINDOW_UPDATE` for `stream` (0: the connection) arrived at `now`: `Some(end)` if it
+    /// is withheld until `end`, `None` if it leaves now.
+    pub fn on_window_update(&self, stream: u32, now: Instant) -> Option<Instant> {
+        let w = self.windows.iter().find(|w| w.stream == stream)?;
         match w.stall {
-            Some((start, end)) if !w.done && start <= now && now < end => {
-                w.withheld += u64::from(increment);
-                CreditVerdict::Withhold
-            }
-            _ => CreditVerdict::Forward,
+            Some((start, end)) if start <= now && now < end => Some(end),
+            _ => None,
         }
     }
 
-    /// `stream` closed (both ends done, or reset): its state and any credit withheld for it are
-    /// dropped (the connection's window is separate and unaffected).
-    pub fn on_stream_closed(&mut self, stream: u32) {
+    /// `stream` ended (its DATA ended, or it was reset): its entry goes (the connection's
+    /// stays).
+    pub fn on_stream_end(&mut self, stream: u32) {
         if stream != 0 {
             self.windows.retain(|w| w.stream != stream);
         }
     }
 
-    /// The next time a stall ends.
-    pub fn next_timer(&self) -> Option<Instant> {
-        self.windows
-            .iter()
-            .filter(|w| !w.done)
-            .filter_map(|w| w.stall.map(|(_, end)| end))
-            .min()
+    /// Entries kept (for the memory bound).
+    pub fn tracked(&self) -> usize {
+        self.windows.len()
+    }
+}
+
+impl KindConfig for FlowStallConfig {
+    const KIND: &'static str = "flow_stall";
+
+    fn make(&self, common: Common, _now: Instant) -> Box<dyn H2Fault> {
+        Box::new(FlowStallFault {
+            state: FlowStall::new(*self),
+            data: common.direction,
+        })
+    }
+}
+
+/// `flow_stall` on the relay: [`FlowStall`] fed the DATA of its direction and the
+/// `WINDOW_UPDATE`s that travel the other way.
+#[derive(Debug)]
+struct FlowStallFault {
+    state: FlowStall,
+    /// The direction of the DATA whose credit is withheld.
+    data: Direction,
+}
+
+impl H2Fault for FlowStallFault {
+    fn kind(&self) -> &'static str {
+        FlowStallConfig::KIND
     }
 
-    /// The clock reached `now`: every stall that ended releases its withheld credit (split
-    /// into increments of at most [`MAX_INCREMENT`]).
-    pub fn on_timer(&mut self, now: Instant, out: &mut Vec<Credit>) {
-        for w in &mut self.windows {
-            let Some((_, end)) = w.stall else { continue };
-            if w.done || now < end {
-                continue;
+    fn on_frame(
+        &mut self,
+        frame: &FrameView<'_>,
+        facts: &StreamFacts<'_>,
+        now: Instant,
+        _rng: &mut ConnRng,
+        actions: &mut H2Actions,
+    ) {
+        let h = frame.header;
+        let ours = frame.direction == self.data;
+        match h.kind {
+            FrameType::Data if ours => {
+                let sse = self.data == Direction::Downstream && facts.response_sse;
+                self.state.on_data(h.stream, h.len, sse, now);
+                if h.has(flags::END_STREAM) {
+                    self.state.on_stream_end(h.stream);
+                }
             }
-            w.done = true;
-            while w.withheld > 0 {
-                let inc = w.withheld.min(MAX_INCREMENT);
-                w.withheld -= inc;
-                out.push(Credit {
-                    stream: w.stream,
-                    increment: u32::try_from(inc).unwrap_or(u32::MAX >> 1),
-                });
+            FrameType::Headers if ours && h.has(flags::END_STREAM) => {
+                self.state.on_stream_end(h.stream);
             }
+            FrameType::RstStream => self.state.on_stream_end(h.stream),
+            FrameType::WindowUpdate if !ours => {
+                if let Some(end) = self.state.on_window_update(h.stream, now) {
+                    actions.verdict = Verdict::Hold(Hold::Until(end));
+                }
+            }
+            _ => {}
         }
     }
 }
+
+/// `flow_stall` in the registry (no Toxiproxy counterpart).
+pub const KIND: KindInfo = KindInfo {
+    name: "flow_stall",
+    scope: Scope::Connection,
+    summary: "HTTP/2: WINDOW_UPDATEs for the direction's DATA withheld for stall_ms, then released",
+    keys: &[
+        ("stall_ms", "how long credit is withheld (required)"),
+        (
+            "target",
+            "\"stream\" (default: each matching stream once) or \"connection\"",
+        ),
+        (
+            "stream",
+            "\"sse\" (default) or \"all\"; only with target = \"stream\"",
+        ),
+        (
+            "after_bytes",
+            "DATA bytes of the stream (or connection) before the stall (default 0)",
+        ),
+    ],
+    read: |r| h2_conn(r, FlowStallConfig::read),
+    toxic: None,
+};
 
 #[cfg(test)]
 #[path = "flow_stall_tests.rs"]

@@ -1,8 +1,9 @@
 //! Unit tests of `flow_stall`: its keys, and its decisions as a pure function of (DATA,
-//! WINDOW_UPDATE, stream end, clock) → forward, withhold, release summed credit.
+//! WINDOW_UPDATE, stream end, clock) → forward, or hold until the stall's end.
 
 use super::*;
 use crate::fault::keys::FaultDef;
+use crate::wire::h2::FrameHeader;
 
 fn read(pairs: Vec<(&str, toml::Value)>) -> Result<FlowStallConfig, FaultConfigError> {
     let def = FaultDef::from_pairs(pairs);
@@ -59,55 +60,33 @@ fn keys_default_to_sse_stream_windows_from_their_first_data() {
 }
 
 #[test]
-fn an_sse_stream_credit_is_withheld_for_the_stall_then_released_summed() {
+fn an_sse_stream_credit_is_withheld_from_after_bytes_until_the_stall_ends() {
     let t = Instant::now();
     let mut f = FlowStall::new(FlowStallConfig {
         target: StallTarget::Streams { sse_only: true },
         stall: ms(100),
         after_bytes: 1000,
     });
-    assert_eq!(f.on_window_update(1, 10, t), CreditVerdict::Forward);
+    assert_eq!(f.on_window_update(1, t), None, "no data yet");
     f.on_data(1, 600, true, t);
     f.on_data(3, 5000, false, t);
-    assert_eq!(
-        f.on_window_update(1, 600, t),
-        CreditVerdict::Forward,
-        "before after_bytes"
-    );
-    assert_eq!(
-        f.on_window_update(3, 5000, t),
-        CreditVerdict::Forward,
-        "not an SSE stream"
-    );
+    assert_eq!(f.on_window_update(1, t), None, "before after_bytes");
+    assert_eq!(f.on_window_update(3, t), None, "not an SSE stream");
     let start = t + ms(5);
     f.on_data(1, 600, true, start);
-    assert_eq!(f.next_timer(), Some(start + ms(100)));
-    assert_eq!(f.on_window_update(1, 600, start), CreditVerdict::Withhold);
+    let end = start + ms(100);
+    assert_eq!(f.on_window_update(1, start), Some(end));
     assert_eq!(
-        f.on_window_update(0, 1200, start),
-        CreditVerdict::Forward,
+        f.on_window_update(0, start),
+        None,
         "the connection's credit keeps flowing"
     );
+    assert_eq!(f.on_window_update(1, start + ms(99)), Some(end));
+    assert_eq!(f.on_window_update(1, end), None, "the stall is over");
+    f.on_data(1, 5000, true, end + ms(1));
     assert_eq!(
-        f.on_window_update(1, 400, start + ms(50)),
-        CreditVerdict::Withhold
-    );
-    let mut out = Vec::new();
-    f.on_timer(start + ms(99), &mut out);
-    assert!(out.is_empty());
-    f.on_timer(start + ms(100), &mut out);
-    assert_eq!(
-        out,
-        [Credit {
-            stream: 1,
-            increment: 1000
-        }]
-    );
-    assert_eq!(f.next_timer(), None);
-    f.on_data(1, 5000, true, start + ms(200));
-    assert_eq!(
-        f.on_window_update(1, 5000, start + ms(200)),
-        CreditVerdict::Forward,
+        f.on_window_update(1, end + ms(1)),
+        None,
         "a stream stalls once"
     );
 }
@@ -120,63 +99,100 @@ fn a_connection_stall_withholds_only_stream_zero_credit() {
         stall: ms(10),
         after_bytes: 0,
     });
+    assert_eq!(f.on_window_update(0, t), None, "before any DATA");
     f.on_data(1, 100, false, t);
-    assert_eq!(f.on_window_update(0, 100, t), CreditVerdict::Withhold);
-    assert_eq!(f.on_window_update(1, 100, t), CreditVerdict::Forward);
-    f.on_stream_closed(1);
-    let mut out = Vec::new();
-    f.on_timer(t + ms(10), &mut out);
-    assert_eq!(
-        out,
-        [Credit {
-            stream: 0,
-            increment: 100
-        }]
-    );
+    assert_eq!(f.on_window_update(0, t), Some(t + ms(10)));
+    assert_eq!(f.on_window_update(1, t), None);
+    f.on_stream_end(0);
+    assert_eq!(f.tracked(), 1, "the connection's entry stays");
 }
 
 #[test]
-fn credit_of_a_stream_that_closed_while_stalled_is_dropped() {
+fn a_stream_that_ends_leaves_no_state_behind() {
     let t = Instant::now();
     let mut f = FlowStall::new(FlowStallConfig {
         target: StallTarget::Streams { sse_only: false },
         stall: ms(10),
         after_bytes: 0,
     });
-    f.on_data(1, 100, false, t);
-    assert_eq!(f.on_window_update(1, 100, t), CreditVerdict::Withhold);
-    f.on_stream_closed(1);
-    assert_eq!(f.next_timer(), None);
-    let mut out = Vec::new();
-    f.on_timer(t + ms(10), &mut out);
-    assert!(out.is_empty());
+    for id in (1..200).step_by(2) {
+        f.on_data(id, 10, false, t);
+        f.on_stream_end(id);
+    }
+    assert_eq!(f.tracked(), 0);
+}
+
+fn frame(direction: Direction, kind: FrameType, flags: u8, stream: u32) -> FrameView<'static> {
+    FrameView {
+        direction,
+        header: FrameHeader {
+            len: 4,
+            kind,
+            flags,
+            stream,
+        },
+        payload: &[0, 0, 0x40, 0],
+    }
 }
 
 #[test]
-fn withheld_credit_above_the_largest_increment_leaves_in_several_updates() {
+fn on_the_relay_the_clients_updates_for_response_data_are_held_until_the_stall_ends() {
     let t = Instant::now();
-    let mut f = FlowStall::new(FlowStallConfig {
-        target: StallTarget::Connection,
-        stall: ms(1),
+    let cfg = FlowStallConfig {
+        target: StallTarget::Streams { sse_only: true },
+        stall: ms(300),
         after_bytes: 0,
-    });
-    f.on_data(1, 1, false, t);
-    let max = u32::try_from(MAX_INCREMENT).expect("fits");
-    f.on_window_update(0, max, t);
-    f.on_window_update(0, 5, t);
-    let mut out = Vec::new();
-    f.on_timer(t + ms(1), &mut out);
+    };
+    let mut f = cfg.make(Common::default(), t);
+    let mut rng = crate::fault::conn_rng(1, "p", 0);
+    let mut a = H2Actions::default();
+    let sse = StreamFacts {
+        response_sse: true,
+        ..StreamFacts::default()
+    };
+    let down_data = frame(Direction::Downstream, FrameType::Data, 0, 1);
+    let up_update = frame(Direction::Upstream, FrameType::WindowUpdate, 0, 1);
+    let down_update = frame(Direction::Downstream, FrameType::WindowUpdate, 0, 1);
+    f.on_frame(&down_data, &sse, t, &mut rng, &mut a);
+    assert_eq!(a.verdict, Verdict::Forward, "DATA itself flows");
+    f.on_frame(&down_update, &sse, t, &mut rng, &mut a);
     assert_eq!(
-        out,
-        [
-            Credit {
-                stream: 0,
-                increment: max
-            },
-            Credit {
-                stream: 0,
-                increment: 5
-            }
-        ]
+        a.verdict,
+        Verdict::Forward,
+        "the server's credit for request bodies is not the fault's"
     );
+    f.on_frame(&up_update, &sse, t + ms(1), &mut rng, &mut a);
+    assert_eq!(a.verdict, Verdict::Hold(Hold::Until(t + ms(300))));
+    assert!(a.inject.is_empty() && a.close.is_none());
+    a.clear();
+    let end = frame(Direction::Downstream, FrameType::Data, flags::END_STREAM, 1);
+    f.on_frame(&end, &sse, t + ms(2), &mut rng, &mut a);
+    f.on_frame(&up_update, &sse, t + ms(3), &mut rng, &mut a);
+    assert_eq!(a.verdict, Verdict::Forward, "the stream ended");
+}
+
+#[test]
+fn an_upstream_stall_withholds_the_servers_updates_for_request_bodies() {
+    let t = Instant::now();
+    let cfg = FlowStallConfig {
+        target: StallTarget::Connection,
+        stall: ms(50),
+        after_bytes: 8,
+    };
+    let common = Common {
+        direction: Direction::Upstream,
+        probability: 1.0,
+    };
+    let mut f = cfg.make(common, t);
+    let mut rng = crate::fault::conn_rng(1, "p", 0);
+    let mut a = H2Actions::default();
+    let facts = StreamFacts::default();
+    let up_data = frame(Direction::Upstream, FrameType::Data, 0, 1);
+    let down_update = frame(Direction::Downstream, FrameType::WindowUpdate, 0, 0);
+    f.on_frame(&up_data, &facts, t, &mut rng, &mut a);
+    f.on_frame(&down_update, &facts, t, &mut rng, &mut a);
+    assert_eq!(a.verdict, Verdict::Forward, "4 of 8 bytes");
+    f.on_frame(&up_data, &facts, t + ms(1), &mut rng, &mut a);
+    f.on_frame(&down_update, &facts, t + ms(1), &mut rng, &mut a);
+    assert_eq!(a.verdict, Verdict::Hold(Hold::Until(t + ms(51))));
 }

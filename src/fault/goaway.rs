@@ -9,24 +9,35 @@
 //! id told to the client is the highest client stream the proxy forwarded to the server (every
 //! stream at or below it may complete); the one told to the server is the highest server-pushed
 //! stream forwarded to the client (usually 0). After a GOAWAY to the client, a new client stream
-//! above that id is never started at the server: the client was told it was not processed. With
+//! above that id (opened before the GOAWAY reached the client) is not processed: its header
+//! block still reaches the server, as HPACK requires, immediately followed by
+//! `RST_STREAM(CANCEL)`, and the client gets `RST_STREAM(REFUSED_STREAM)` for it. With
 //! `code = "no_error"` the TCP connection closes `drain_ms` after the GOAWAY (streams in flight
 //! may finish meanwhile); with any other code it closes right after the GOAWAY. The fault fires
 //! at most once per connection.
 //!
 //! Profile keys: exactly one of `after_ms` or `after_streams` (>= 1); `to` (`"client"` default,
 //! `"server"`, `"both"`); `code` (an error code name of [`ErrorCode::NAMED`], default
-//! `"no_error"`); `drain_ms` (default 1000, only with `no_error`); plus `probability`.
+//! `"no_error"`); `drain_ms` (default 1000, only with `no_error`); plus `probability`
+//! (`direction` may only be `"downstream"`, the default).
 //!
-//! The decision is [`Goaway`], a pure state machine over (new stream, clock) → actions.
+//! The decision is [`Goaway`], a pure state machine over (new stream, clock) → actions; the
+//! [`H2Fault`] below feeds it the frames that open streams and turns its actions into the
+//! relay's (`GOAWAY` injected, the close requested as a FIN at its time).
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::ConnRng;
+use super::common::Common;
+use super::h2::{FrameView, H2Actions, H2Fault, Inject, StreamFacts};
+use super::h2_kind::{H2KindConfig as KindConfig, downstream_only, h2_conn};
 use super::keys::{FaultConfigError, KeyReader, quoted};
-use crate::vocab::Direction;
-use crate::wire::h2::ErrorCode;
+use super::kind::{KindInfo, Scope};
+use crate::vocab::{CutAction, Direction};
+use crate::wire::h2::frame::flags;
+use crate::wire::h2::{ErrorCode, FrameHeader, FrameType};
 
 /// Who receives the `GOAWAY`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,8 +178,9 @@ pub enum GoawayAction {
         /// Its error code.
         code: ErrorCode,
     },
-    /// Close the TCP connection (both sides; streams still open are cut).
-    Close,
+    /// Close the TCP connection (both sides, with a FIN) at this time, once every frame queued
+    /// before it has left; streams still open then are cut.
+    CloseAt(Instant),
 }
 
 /// Whether a new client stream reaches the server.
@@ -178,20 +190,6 @@ pub enum NewStream {
     Forward,
     /// Never start it at the server: the client was told (by GOAWAY) it was not processed.
     Unprocessed,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    /// Waiting for the trigger.
-    Armed,
-    /// GOAWAY sent; the connection closes at `close_at`. `last` is the last stream id told to
-    /// the client (`None`: no GOAWAY went to the client).
-    Draining {
-        close_at: Instant,
-        last: Option<u32>,
-    },
-    /// Closed (or told to close).
-    Done { last: Option<u32> },
 }
 
 /// One connection's `goaway`: a pure function of (new streams, clock) → [`GoawayAction`]s.
@@ -205,7 +203,9 @@ pub struct Goaway {
     highest_client: u32,
     /// The highest server-pushed stream forwarded to the client.
     highest_push: u32,
-    state: State,
+    /// `None` until it fires; then the last stream id told to the client (`Some(None)`: no
+    /// GOAWAY went to the client).
+    fired: Option<Option<u32>>,
 }
 
 impl Goaway {
@@ -217,7 +217,7 @@ impl Goaway {
             streams: 0,
             highest_client: 0,
             highest_push: 0,
-            state: State::Armed,
+            fired: None,
         }
     }
 
@@ -230,14 +230,14 @@ impl Goaway {
         now: Instant,
         out: &mut Vec<GoawayAction>,
     ) -> NewStream {
-        if let State::Draining { last: Some(l), .. } | State::Done { last: Some(l) } = self.state
-            && id > l
+        if let Some(Some(last)) = self.fired
+            && id > last
         {
             return NewStream::Unprocessed;
         }
         self.highest_client = self.highest_client.max(id);
         self.streams += 1;
-        if self.state == State::Armed
+        if self.fired.is_none()
             && matches!(self.cfg.trigger, GoawayTrigger::Streams(n) if self.streams >= n)
         {
             self.fire(now, out);
@@ -245,38 +245,29 @@ impl Goaway {
         NewStream::Forward
     }
 
-    /// The server pushed stream `id` (a `PUSH_PROMISE` forwarded to the client).
+    /// The server promised stream `id` (a `PUSH_PROMISE` forwarded to the client).
     pub fn on_push_stream(&mut self, id: u32) {
         self.highest_push = self.highest_push.max(id);
     }
 
     /// The next time [`Goaway::on_timer`] has something to do.
     pub fn next_timer(&self) -> Option<Instant> {
-        match (self.state, self.cfg.trigger) {
-            (State::Armed, GoawayTrigger::After(after)) => Some(self.opened + after),
-            (State::Draining { close_at, .. }, _) => Some(close_at),
+        match (self.fired, self.cfg.trigger) {
+            (None, GoawayTrigger::After(after)) => Some(self.opened + after),
             _ => None,
         }
     }
 
     /// The clock reached `now`: the actions due.
     pub fn on_timer(&mut self, now: Instant, out: &mut Vec<GoawayAction>) {
-        if let (State::Armed, GoawayTrigger::After(after)) = (self.state, self.cfg.trigger)
-            && now >= self.opened + after
-        {
+        if self.next_timer().is_some_and(|t| now >= t) {
             self.fire(now, out);
-        }
-        if let State::Draining { close_at, last } = self.state
-            && now >= close_at
-        {
-            self.state = State::Done { last };
-            out.push(GoawayAction::Close);
         }
     }
 
     /// Whether the fault has fired (the GOAWAY went out).
     pub fn fired(&self) -> bool {
-        self.state != State::Armed
+        self.fired.is_some()
     }
 
     fn fire(&mut self, now: Instant, out: &mut Vec<GoawayAction>) {
@@ -297,17 +288,152 @@ impl Goaway {
                 code,
             });
         }
-        if code == ErrorCode::NO_ERROR {
-            self.state = State::Draining {
-                close_at: now + self.cfg.drain,
-                last,
-            };
-        } else {
-            self.state = State::Done { last };
-            out.push(GoawayAction::Close);
+        self.fired = Some(last);
+        out.push(GoawayAction::CloseAt(now + self.cfg.drain));
+    }
+}
+
+impl KindConfig for GoawayConfig {
+    const KIND: &'static str = "goaway";
+
+    fn make(&self, _common: Common, now: Instant) -> Box<dyn H2Fault> {
+        Box::new(GoawayFault {
+            state: Goaway::new(*self, now),
+            seen: 0,
+            out: Vec::new(),
+        })
+    }
+}
+
+/// `goaway` on the stream relay: [`Goaway`] fed the frames that open streams.
+#[derive(Debug)]
+struct GoawayFault {
+    state: Goaway,
+    /// The highest client stream id seen (forwarded or not): a later `HEADERS` at or below it
+    /// is trailers, not a new stream.
+    seen: u32,
+    out: Vec<GoawayAction>,
+}
+
+impl GoawayFault {
+    fn apply(&mut self, actions: &mut H2Actions) {
+        for a in self.out.drain(..) {
+            match a {
+                GoawayAction::Send {
+                    direction,
+                    last_stream,
+                    code,
+                } => actions.inject.push(Inject::GoAway {
+                    to: direction,
+                    last_stream,
+                    code,
+                }),
+                GoawayAction::CloseAt(at) => actions.close_at(at, CutAction::Fin),
+            }
         }
     }
 }
+
+impl H2Fault for GoawayFault {
+    fn kind(&self) -> &'static str {
+        "goaway"
+    }
+
+    fn on_frame(
+        &mut self,
+        frame: &FrameView<'_>,
+        _facts: &StreamFacts<'_>,
+        now: Instant,
+        _rng: &mut ConnRng,
+        actions: &mut H2Actions,
+    ) {
+        let h = frame.header;
+        match (frame.direction, h.kind) {
+            (Direction::Upstream, FrameType::Headers) if opens_client_stream(h.stream) => {
+                if h.stream <= self.seen {
+                    return;
+                }
+                self.seen = h.stream;
+                let verdict = self.state.on_client_stream(h.stream, now, &mut self.out);
+                if verdict == NewStream::Unprocessed {
+                    refuse(h.stream, actions);
+                }
+            }
+            (Direction::Downstream, FrameType::PushPromise) => {
+                if let Some(id) = promised_stream(&h, frame.payload) {
+                    self.state.on_push_stream(id);
+                }
+            }
+            _ => {}
+        }
+        self.apply(actions);
+    }
+
+    fn next_timer(&self) -> Option<Instant> {
+        self.state.next_timer()
+    }
+
+    fn on_timer(&mut self, now: Instant, _rng: &mut ConnRng, actions: &mut H2Actions) {
+        self.state.on_timer(now, &mut self.out);
+        self.apply(actions);
+    }
+}
+
+/// Whether `id` is a client-initiated stream (odd, not 0).
+fn opens_client_stream(id: u32) -> bool {
+    id % 2 == 1
+}
+
+/// The promised stream id of a `PUSH_PROMISE` payload (after its pad length, if padded).
+fn promised_stream(h: &FrameHeader, p: &[u8]) -> Option<u32> {
+    let at = usize::from(h.has(flags::PADDED));
+    let b: [u8; 4] = p.get(at..at + 4)?.try_into().ok()?;
+    Some(u32::from_be_bytes(b) & 0x7fff_ffff)
+}
+
+/// A client stream that must not be processed: its header block still reaches the server (the
+/// HPACK tables must stay in step, so no header block is ever dropped), immediately followed by
+/// `RST_STREAM(CANCEL)` so the server abandons it; the client gets `RST_STREAM(REFUSED_STREAM)`
+/// (not processed, safe to retry), and the relay drops the server's later `DATA` on it.
+pub fn refuse(stream: u32, actions: &mut H2Actions) {
+    actions.inject.push(Inject::RstStream {
+        to: Direction::Upstream,
+        stream,
+        code: ErrorCode::CANCEL,
+    });
+    actions.inject.push(Inject::RstStream {
+        to: Direction::Downstream,
+        stream,
+        code: ErrorCode::REFUSED_STREAM,
+    });
+}
+
+/// `goaway` in the registry (no Toxiproxy counterpart).
+pub const KIND: KindInfo = KindInfo {
+    name: "goaway",
+    scope: Scope::Connection,
+    summary: "HTTP/2: GOAWAY to the client/server after a time or N streams, then the close (drained for no_error)",
+    keys: &[
+        ("after_ms", "GOAWAY this long after the connection opened"),
+        ("after_streams", "GOAWAY right after the N-th new stream"),
+        ("to", "\"client\" (default), \"server\" or \"both\""),
+        ("code", "error code name (default \"no_error\": graceful)"),
+        (
+            "drain_ms",
+            "no_error only: close this long after the GOAWAY (default 1000)",
+        ),
+    ],
+    read: |r| {
+        h2_conn(r, |r| {
+            downstream_only(
+                r,
+                "goaway acts on the whole connection; choose its receiver with 'to'",
+            )?;
+            GoawayConfig::read(r)
+        })
+    },
+    toxic: None,
+};
 
 #[cfg(test)]
 #[path = "goaway_tests.rs"]

@@ -6,10 +6,11 @@
 //! block (HEADERS + CONTINUATION) that starts a response on a matching stream (every stream, or
 //! with `only_sse = true`, the default, those whose response is `text/event-stream`) is held
 //! back; it leaves, unchanged, immediately before the stream's first `DATA` frame
-//! (`until = "first-data"`, default), or `hold_ms` after it arrived (`until = "time"`), or when
-//! the stream ends without data (`END_STREAM` on the headers, or the server's `RST_STREAM`). With
-//! `until = "first-data"`, `hold_ms` is optional and caps the hold. `DATA` of a stream whose
-//! header block is still held waits behind it.
+//! (`until = "first-data"`, default), or `hold_ms` after it arrived (`until = "time"`). A
+//! block that ends the stream (`END_STREAM`: no body will follow) is not held. With
+//! `until = "first-data"`, `hold_ms` is optional and caps the hold. Frames of the stream that
+//! arrive while its header block is held wait behind it (so a server's `RST_STREAM` on a stream
+//! that sent no `DATA` waits for the cap, or for the connection's end without one).
 //!
 //! HPACK: the header blocks of one direction must reach the peer in the order they were encoded
 //! (each may change the decoder's dynamic table). So while a block is held, every later header
@@ -18,17 +19,26 @@
 //! left keeps flowing. Bytes are never altered or dropped; only their departure moves.
 //!
 //! Profile keys: `until` (`"first-data"` default, or `"time"`), `hold_ms` (required with
-//! `"time"`), `only_sse` (default true), plus `probability`.
+//! `"time"`), `only_sse` (default true), plus `probability` (`direction` may only be
+//! `"downstream"`, the default). Whether a response is `text/event-stream` comes from the h2
+//! observer's decoding of its header block ([`StreamFacts::response_sse`]).
 //!
-//! The decision is [`HoldHeaders`], a pure state machine over (header block, DATA, stream end,
-//! clock) → which blocks leave, in order.
+//! The decision is [`decide`], a pure function of (response facts, clock) → hold or not; the
+//! relay carries a hold out and keeps the HPACK order and each stream's frame order behind it.
 
-use std::collections::VecDeque;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::ConnRng;
+use super::common::Common;
+use super::h2::{FrameView, H2Actions, H2Fault, Hold, StreamFacts, Verdict};
+use super::h2_kind::{H2KindConfig as KindConfig, downstream_only, h2_conn};
 use super::keys::{FaultConfigError, KeyReader};
+use super::kind::{KindInfo, Scope};
+use crate::vocab::Direction;
+use crate::wire::h2::FrameType;
+use crate::wire::h2::frame::flags;
 
 /// When a held header block leaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,170 +93,100 @@ impl HoldHeadersConfig {
     }
 }
 
-/// What happens to a frame the fault was shown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HoldVerdict {
-    /// It leaves now (after any blocks released by the same event).
-    Forward,
-    /// It waits: behind the stream's own held header block (a DATA frame or the end of a
-    /// stream), or in the queue of header blocks (a header block). It leaves when
-    /// [`Released`] names the stream's block.
-    Wait,
+/// Whether a response header block is held, and until when: `Some` if and only if the block
+/// starts a response (no `DATA` of the stream has passed yet), does not end the stream, and is
+/// a target (`text/event-stream`, or any response without `only_sse`). `now` is when it arrived.
+pub fn decide(
+    cfg: &HoldHeadersConfig,
+    sse: bool,
+    data_seen: bool,
+    end_stream: bool,
+    now: Instant,
+) -> Option<Hold> {
+    if data_seen || end_stream || (cfg.only_sse && !sse) {
+        return None;
+    }
+    Some(match cfg.until {
+        HoldUntil::FirstData(cap) => Hold::FirstData {
+            deadline: cap.map(|c| now + c),
+        },
+        HoldUntil::Time(h) => Hold::Until(now + h),
+    })
 }
 
-/// A header block the fault released: the relay writes it, then every frame of that stream it
-/// made wait behind it, in arrival order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Released {
-    /// The stream whose block leaves.
-    pub stream: u32,
+impl KindConfig for HoldHeadersConfig {
+    const KIND: &'static str = "hold_headers";
+
+    fn make(&self, _common: Common, _now: Instant) -> Box<dyn H2Fault> {
+        Box::new(HoldHeaders { cfg: *self })
+    }
 }
 
-/// Why a queued block waits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Gate {
-    /// Only for the blocks before it (HPACK order).
-    Order,
-    /// Held by the fault until its condition; `deadline` is the time release, if any.
-    Held { deadline: Option<Instant> },
-    /// Its condition was met; it leaves when it reaches the head of the queue.
-    Ready,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Queued {
-    stream: u32,
-    gate: Gate,
-}
-
-/// One connection's `hold_headers` (response direction): which header blocks wait and when
-/// they leave. Memory: one small entry per waiting block (at most one per open stream plus its
-/// trailers).
+/// One connection's `hold_headers`: decides on each response `HEADERS` frame; the relay keeps
+/// the HPACK order and releases a first-data hold before the stream's first `DATA`.
 #[derive(Debug)]
 pub struct HoldHeaders {
     cfg: HoldHeadersConfig,
-    queue: VecDeque<Queued>,
 }
 
-impl HoldHeaders {
-    /// The fault of one connection.
-    pub fn new(cfg: HoldHeadersConfig) -> Self {
-        HoldHeaders {
-            cfg,
-            queue: VecDeque::new(),
-        }
+impl H2Fault for HoldHeaders {
+    fn kind(&self) -> &'static str {
+        HoldHeadersConfig::KIND
     }
 
-    /// A complete response-direction header block on `stream` arrived at `now`. `first` is
-    /// true if and only if it starts the stream's response (not trailers); `sse` if its content
-    /// type is `text/event-stream`; `end_stream` if it ends the stream (no DATA will follow).
-    pub fn on_header_block(
+    fn on_frame(
         &mut self,
-        stream: u32,
-        first: bool,
-        sse: bool,
-        end_stream: bool,
+        frame: &FrameView<'_>,
+        facts: &StreamFacts<'_>,
         now: Instant,
-    ) -> HoldVerdict {
-        let target = first && !end_stream && (sse || !self.cfg.only_sse);
-        let gate = if target {
-            let deadline = match self.cfg.until {
-                HoldUntil::FirstData(cap) => cap.map(|c| now + c),
-                HoldUntil::Time(h) => Some(now + h),
-            };
-            if deadline.is_some_and(|d| d <= now) {
-                Gate::Order
-            } else {
-                Gate::Held { deadline }
-            }
-        } else {
-            Gate::Order
-        };
-        if gate == Gate::Order && self.queue.is_empty() {
-            return HoldVerdict::Forward;
-        }
-        self.queue.push_back(Queued { stream, gate });
-        HoldVerdict::Wait
-    }
-
-    /// A DATA frame of `stream` arrived at `now`: whether it waits, and (in `out`) the blocks
-    /// released first, in order.
-    pub fn on_data(&mut self, stream: u32, now: Instant, out: &mut Vec<Released>) -> HoldVerdict {
-        self.meet(stream, matches!(self.cfg.until, HoldUntil::FirstData(_)));
-        self.on_timer(now, out);
-        self.verdict(stream)
-    }
-
-    /// `stream` ended without (more) DATA: the server's `RST_STREAM` for it arrived. Its held
-    /// block is released (a buffering hop flushes at the end of a body); the reset waits if the
-    /// block still waits for blocks before it.
-    pub fn on_stream_end(
-        &mut self,
-        stream: u32,
-        now: Instant,
-        out: &mut Vec<Released>,
-    ) -> HoldVerdict {
-        self.meet(stream, true);
-        self.on_timer(now, out);
-        self.verdict(stream)
-    }
-
-    /// The next time a held block's deadline passes.
-    pub fn next_timer(&self) -> Option<Instant> {
-        self.queue
-            .iter()
-            .filter_map(|q| match q.gate {
-                Gate::Held { deadline } => deadline,
-                _ => None,
-            })
-            .min()
-    }
-
-    /// The clock reached `now`: releases, in order, every block at the head of the queue that
-    /// may leave.
-    pub fn on_timer(&mut self, now: Instant, out: &mut Vec<Released>) {
-        for q in &mut self.queue {
-            if let Gate::Held { deadline: Some(d) } = q.gate
-                && d <= now
-            {
-                q.gate = Gate::Ready;
-            }
-        }
-        while let Some(head) = self.queue.front() {
-            if matches!(head.gate, Gate::Held { .. }) {
-                break;
-            }
-            out.push(Released {
-                stream: head.stream,
-            });
-            self.queue.pop_front();
-        }
-    }
-
-    /// Whether any header block waits.
-    pub fn holding(&self) -> bool {
-        !self.queue.is_empty()
-    }
-
-    fn meet(&mut self, stream: u32, condition: bool) {
-        if !condition {
+        _rng: &mut ConnRng,
+        actions: &mut H2Actions,
+    ) {
+        let h = frame.header;
+        if frame.direction != Direction::Downstream
+            || h.kind != FrameType::Headers
+            || h.stream == 0
+            || facts.reset_by_proxy
+        {
             return;
         }
-        for q in self.queue.iter_mut().filter(|q| q.stream == stream) {
-            if matches!(q.gate, Gate::Held { .. }) {
-                q.gate = Gate::Ready;
-            }
-        }
-    }
-
-    fn verdict(&self, stream: u32) -> HoldVerdict {
-        if self.queue.iter().any(|q| q.stream == stream) {
-            HoldVerdict::Wait
-        } else {
-            HoldVerdict::Forward
+        let end_stream = h.has(flags::END_STREAM);
+        if let Some(hold) = decide(
+            &self.cfg,
+            facts.response_sse,
+            facts.response_data_seen,
+            end_stream,
+            now,
+        ) {
+            actions.verdict = Verdict::Hold(hold);
         }
     }
 }
+
+/// `hold_headers` in the registry (no Toxiproxy counterpart).
+pub const KIND: KindInfo = KindInfo {
+    name: "hold_headers",
+    scope: Scope::Connection,
+    summary: "HTTP/2: a response's HEADERS held until its first DATA (or for hold_ms), later header blocks behind it",
+    keys: &[
+        ("until", "\"first-data\" (default) or \"time\""),
+        (
+            "hold_ms",
+            "hold this long (required with \"time\"; a cap with \"first-data\")",
+        ),
+        (
+            "only_sse",
+            "only text/event-stream responses (default true)",
+        ),
+    ],
+    read: |r| {
+        h2_conn(r, |r| {
+            downstream_only(r, "hold_headers acts on responses")?;
+            HoldHeadersConfig::read(r)
+        })
+    },
+    toxic: None,
+};
 
 #[cfg(test)]
 #[path = "hold_headers_tests.rs"]

@@ -15,6 +15,7 @@ pub mod common;
 pub mod flow_stall;
 pub mod goaway;
 pub mod h2;
+pub mod h2_kind;
 pub mod hold_headers;
 pub mod idle;
 pub mod keys;
