@@ -159,6 +159,7 @@ impl<'a> Core<'a> {
                 open_streams: self.streams.open(),
                 last_client_stream: self.streams.last_client,
                 response_data_seen: before.data_seen,
+                response_sse: self.observer.response_sse(h.stream),
                 reset_by_proxy: before.reset_by_proxy,
             };
             let view = FrameView {
