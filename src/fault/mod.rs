@@ -29,6 +29,7 @@ pub mod reset;
 pub mod slicer;
 pub mod slow_close;
 pub mod sse_cut;
+pub mod sse_cut_h2;
 pub mod stall;
 pub mod timeout;
 pub mod toxiproxy;

@@ -395,10 +395,11 @@ fn discard_unread(s: &TcpStream) {
 
 /// The protocol of a connection that speaks h2, found before any byte is relayed: TLS ALPN
 /// `h2`, or a plain client whose first bytes are the h2 preface (read with `peek`, so the
-/// pumps still get every byte when it is not). `None` as soon as the first bytes differ, the
-/// client ends, or the server speaks first (not HTTP/2).
+/// pumps still get every byte when it is not). `None` as soon as the client's first bytes
+/// differ or it ends, or a plain server speaks first with anything but an h2 `SETTINGS` frame
+/// (an h2 server sends its SETTINGS at once; a server-first protocol is not HTTP/2).
 async fn sniff_h2(client: &Stream, upstream: &Stream) -> Option<WireProtocol> {
-    use crate::wire::h2::PREFACE;
+    use crate::wire::h2::{FrameHeader, FrameType, PREFACE};
     let tcp = match client {
         Stream::Tls(t) => {
             let alpn = match &**t {
@@ -409,21 +410,43 @@ async fn sniff_h2(client: &Stream, upstream: &Stream) -> Option<WireProtocol> {
         }
         Stream::Plain(tcp) => tcp,
     };
+    // A TLS upstream's first bytes are records (session tickets), which say nothing.
+    let mut watch_server = matches!(upstream, Stream::Plain(_));
     let mut buf = [0u8; PREFACE.len()];
-    // A preface split across segments is rare; its rest is awaited a bounded while.
+    // A preface or SETTINGS header split across segments is rare; its rest is awaited a
+    // bounded while.
     for _ in 0..SNIFF_WAITS {
-        let n = tokio::select! {
-            r = tcp.peek(&mut buf) => r.ok()?,
-            r = upstream.tcp().readable() => {
+        let first = tokio::select! {
+            r = tcp.peek(&mut buf) => Some(r.ok()?),
+            r = upstream.tcp().readable(), if watch_server => {
                 r.ok()?;
-                return None;
+                None
             }
         };
-        if n == 0 || buf[..n] != PREFACE[..n] {
-            return None;
-        }
-        if n == PREFACE.len() {
-            return Some(WireProtocol::H2c);
+        match first {
+            Some(n) => {
+                if n == 0 || buf[..n] != PREFACE[..n] {
+                    return None;
+                }
+                if n == PREFACE.len() {
+                    return Some(WireProtocol::H2c);
+                }
+            }
+            None => {
+                let mut head = [0u8; 9];
+                let n = upstream.tcp().peek(&mut head).await.ok()?;
+                if n == 9 {
+                    let h = FrameHeader::parse(&head)?;
+                    if h.kind != FrameType::Settings || h.stream != 0 || h.len % 6 != 0 {
+                        return None;
+                    }
+                    watch_server = false;
+                    continue;
+                }
+                if n == 0 {
+                    return None;
+                }
+            }
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }

@@ -9,6 +9,7 @@ mod budget;
 mod cli;
 mod h2_kinds;
 mod h2_kinds_peers;
+mod h2_relay;
 mod limit;
 mod plan;
 mod read_buffers;

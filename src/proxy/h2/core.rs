@@ -71,7 +71,7 @@ pub(crate) struct Core<'a> {
     proxy: &'a Proxy,
     /// Destination queues: `[to the server, to the client]` (indexed by the direction frames
     /// travel).
-    queues: [&'a OutQueue; 2],
+    queues: [&'a OutQueue<'a>; 2],
     pub(crate) observer: Box<dyn FrameObserver>,
     faults: Faults,
     streams: Streams,
@@ -95,7 +95,7 @@ impl<'a> Core<'a> {
     pub(crate) fn new(
         conn: u64,
         proxy: &'a Proxy,
-        queues: [&'a OutQueue; 2],
+        queues: [&'a OutQueue<'a>; 2],
         observer: Box<dyn FrameObserver>,
         faults: Faults,
     ) -> Self {
