@@ -52,6 +52,10 @@ pub struct StreamFacts<'a> {
     pub last_client_stream: u32,
     /// The server already sent `DATA` on the frame's stream.
     pub response_data_seen: bool,
+    /// The frame's stream has a `text/event-stream` response: set from the response header
+    /// block on (on that block's own `HEADERS` frame already, so `hold_headers` can decide on
+    /// it), by the observer that decodes it; false without one.
+    pub response_sse: bool,
     /// The relay already reset the frame's stream (its later `DATA` from the server is
     /// dropped and credited).
     pub reset_by_proxy: bool,

@@ -42,14 +42,7 @@
 //! `method`, `path`, `action` (`reset` default, `fin`, `clean-end`), `stall_ms`, `outage_ms`,
 //! `probability` (per stream, default 1), `direction` (only `downstream`).
 //!
-//! On HTTP/2 (`proxy::h2`, the stream relay) two more keys apply: `scope` (`"stream"`, the
-//! default, or `"connection"`) and `h2_error` (an RFC 9113 error code name, default
-//! `"cancel"`). With `scope = "stream"` the positions are those of each stream's `DATA` bodies
-//! and a cut ends that stream only: `reset` → a `DATA` frame of the bytes before the cut, then
-//! `RST_STREAM(h2_error)` to the client and `RST_STREAM(CANCEL)` to the server; `clean-end` →
-//! those bytes with `END_STREAM` and `RST_STREAM(CANCEL)` to the server. HTTP/2 has no
-//! orderly end of one stream short of `END_STREAM`, so `fin` always ends the whole connection,
-//! as `scope = "connection"` does for every action. Both keys are ignored on HTTP/1.1.
+//! On HTTP/2 two more keys apply, `scope` and `h2_error`: see [`super::sse_cut_h2`].
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -61,6 +54,7 @@ use tokio::time::Instant;
 use super::h2::{BodyCut, CutScope};
 use super::keys::{FaultConfigError, KeyReader};
 use super::kind::{Built, KindInfo, Scope, params_as};
+pub use super::sse_cut_h2::H2Keys;
 use super::{Chunk, ConnRng, Cut, Fault, FaultFactory, Plan, Slice};
 use crate::vocab::CutAction;
 use crate::vocab::{Direction, StreamInfo};
@@ -337,40 +331,6 @@ pub fn factory_h2(cfg: SseCutConfig, h2: H2Keys) -> Arc<dyn FaultFactory> {
     Arc::new(SseCutFactory(Arc::new(cfg), h2))
 }
 
-/// The keys that apply on HTTP/2 only (see the module doc).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct H2Keys {
-    /// `scope`.
-    pub scope: CutScope,
-    /// `h2_error` (`None`: `CANCEL`).
-    pub h2_error: Option<ErrorCode>,
-}
-
-impl H2Keys {
-    /// Reads `scope` and `h2_error` from a definition; errors name the value and what is
-    /// allowed.
-    fn read(r: &mut KeyReader<'_>) -> Result<H2Keys, FaultConfigError> {
-        let scope = match r.choice("scope", &CutScope::NAMES)? {
-            Some("connection") => CutScope::Connection,
-            _ => CutScope::Stream,
-        };
-        let h2_error = match r.str("h2_error")? {
-            None => None,
-            Some((name, p)) => Some(ErrorCode::from_name(name).ok_or_else(|| {
-                let known: Vec<&str> = ErrorCode::NAMED.iter().map(|(n, _)| *n).collect();
-                FaultConfigError::at_value(
-                    p,
-                    format!(
-                        "sse_cut 'h2_error': unknown HTTP/2 error code '{name}'; known: {}",
-                        known.join(", ")
-                    ),
-                )
-            })?),
-        };
-        Ok(H2Keys { scope, h2_error })
-    }
-}
-
 struct SseCutFactory(Arc<SseCutConfig>, H2Keys);
 
 impl FaultFactory for SseCutFactory {
@@ -628,21 +588,8 @@ fn read_def(r: &mut KeyReader<'_>) -> Result<Built, FaultConfigError> {
         check_target(&p.value).map_err(|m| FaultConfigError::at_value(p, m))?;
     }
     let h2 = H2Keys::read(r)?;
-    let cfg = params_as::<SseCutConfig>(&without_h2_keys(r.def()))?;
+    let cfg = params_as::<SseCutConfig>(&super::sse_cut_h2::without_h2_keys(r.def()))?;
     Ok(Built::Conn(factory_h2(cfg, h2)))
-}
-
-/// The definition without the HTTP/2 keys, which [`H2Keys::read`] has read.
-fn without_h2_keys(def: &super::keys::FaultDef) -> super::keys::FaultDef {
-    super::keys::FaultDef {
-        span: def.span.clone(),
-        params: def
-            .params
-            .iter()
-            .filter(|p| !matches!(p.key.as_str(), "scope" | "h2_error"))
-            .cloned()
-            .collect(),
-    }
 }
 
 #[cfg(test)]

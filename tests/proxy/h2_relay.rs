@@ -270,6 +270,16 @@ async fn a_reset_stream_leaves_its_sibling_flowing_byte_exact_and_the_connection
             resets,
             vec![(1, Direction::Downstream, ErrorCode::CANCEL.0, true)]
         );
+
+        // The connection ends with the client; the relay's gauges come back to zero.
+        drop((send_req, a_body, b_body, bodies, a, b));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let stats = p.proxy.stats();
+        while stats.connections_open() > 0 || stats.bytes_buffered() > 0 {
+            assert!(Instant::now() < deadline, "the connection did not end");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(stats.snapshot().bytes_downstream > 200_000);
         p.shutdown.cancel();
     })
     .await

@@ -7,6 +7,8 @@ mod common;
 mod backlog;
 mod budget;
 mod cli;
+mod h2_kinds;
+mod h2_kinds_peers;
 mod h2_relay;
 mod limit;
 mod plan;

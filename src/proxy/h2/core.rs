@@ -71,7 +71,7 @@ pub(crate) struct Core<'a> {
     proxy: &'a Proxy,
     /// Destination queues: `[to the server, to the client]` (indexed by the direction frames
     /// travel).
-    queues: [&'a OutQueue; 2],
+    queues: [&'a OutQueue<'a>; 2],
     pub(crate) observer: Box<dyn FrameObserver>,
     faults: Faults,
     streams: Streams,
@@ -95,7 +95,7 @@ impl<'a> Core<'a> {
     pub(crate) fn new(
         conn: u64,
         proxy: &'a Proxy,
-        queues: [&'a OutQueue; 2],
+        queues: [&'a OutQueue<'a>; 2],
         observer: Box<dyn FrameObserver>,
         faults: Faults,
     ) -> Self {
@@ -159,6 +159,7 @@ impl<'a> Core<'a> {
                 open_streams: self.streams.open(),
                 last_client_stream: self.streams.last_client,
                 response_data_seen: before.data_seen,
+                response_sse: self.observer.response_sse(h.stream),
                 reset_by_proxy: before.reset_by_proxy,
             };
             let view = FrameView {

@@ -8,7 +8,6 @@ use futures_util::FutureExt;
 use rand::SeedableRng;
 
 use super::*;
-use crate::fault::FaultFactory;
 use crate::fault::h2::CutScope;
 use crate::fault::sse_cut::{H2Keys, SseCutConfig, factory_h2};
 use crate::proxy::ProxyConfig;
@@ -280,5 +279,65 @@ fn a_clean_end_ends_stream_1_with_end_stream_and_resets_only_the_server_side() {
     assert_eq!(
         window_increment(&crate::wire::h2::frame::window_update(0, credit)[HEADER_LEN..]),
         Some(credit)
+    );
+}
+
+#[test]
+fn a_byte_latency_delays_the_frames_of_its_direction_and_nothing_else() {
+    let proxy = crate::proxy::Proxy::new(ProxyConfig::new("t", "127.0.0.1:9"));
+    let def: toml::Table =
+        toml::from_str("kind = \"latency\"\nlatency_ms = 50\ndirection = \"downstream\"").unwrap();
+    let crate::fault::kind::Built::Conn(f) =
+        crate::fault::registry::build(&crate::fault::keys::FaultDef::from_pairs(def)).unwrap()
+    else {
+        panic!("a connection fault")
+    };
+    let mut rng = crate::fault::conn_rng(1, "t", 0);
+    let now = Instant::now();
+    let latency = f.instantiate(&mut rng, now).unwrap();
+    let faults = Faults {
+        body: Vec::new(),
+        h2: Vec::new(),
+        bytes: [
+            ByteChain {
+                faults: Vec::new(),
+                rng: ConnRng::from_rng(&mut rng),
+                offset: 0,
+            },
+            ByteChain {
+                faults: vec![latency],
+                rng: ConnRng::from_rng(&mut rng),
+                offset: 0,
+            },
+        ],
+        rng,
+    };
+    let (to_server, to_client) = (OutQueue::new(1 << 20), OutQueue::new(1 << 20));
+    let mut core = Core::new(
+        0,
+        &proxy,
+        [&to_server, &to_client],
+        Box::new(Stub::default()),
+        faults,
+    );
+    let sent = data(3, false, b"data: x\n\n");
+    let piece = |f: &Bytes| Piece::Frame {
+        frame: f.clone(),
+        raw: 0,
+    };
+    core.on_piece(Direction::Downstream, piece(&sent), now);
+    core.on_piece(Direction::Upstream, piece(&sent), now);
+    let at = |q: &OutQueue| match q.next().now_or_never() {
+        Some(Next::Item(Out::Bytes { bytes, at, .. })) => (bytes, at),
+        _ => panic!("one frame queued"),
+    };
+    let (bytes, when) = at(&to_client);
+    assert_eq!(bytes, sent, "the frame itself, unchanged");
+    assert_eq!(when, now + std::time::Duration::from_millis(50));
+    let (bytes, when) = at(&to_server);
+    assert_eq!(
+        (bytes, when),
+        (sent, now),
+        "the other direction is not delayed"
     );
 }

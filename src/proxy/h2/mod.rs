@@ -127,8 +127,8 @@ where
     UR: AsyncRead + Unpin,
     UW: AsyncWrite + Unpin,
 {
-    let to_server = OutQueue::new(QUEUE_CAP);
-    let to_client = OutQueue::new(QUEUE_CAP);
+    let to_server = OutQueue::with_stats(QUEUE_CAP, proxy.stats());
+    let to_client = OutQueue::with_stats(QUEUE_CAP, proxy.stats());
     let changed = Notify::new();
     let faults = build(proxy, id);
     let core = Mutex::new(Core::new(
@@ -138,11 +138,12 @@ where
         observer,
         faults,
     ));
+    let c = (&core, proxy.stats());
     let work = try_join4(
-        run::read(&core, Direction::Upstream, cr, &to_server, &changed),
-        run::write(&core, Direction::Upstream, uw, &to_server),
-        run::read(&core, Direction::Downstream, ur, &to_client, &changed),
-        run::write(&core, Direction::Downstream, cw, &to_client),
+        run::read(c, Direction::Upstream, cr, &to_server, &changed),
+        run::write(c, Direction::Upstream, uw, &to_server),
+        run::read(c, Direction::Downstream, ur, &to_client, &changed),
+        run::write(c, Direction::Downstream, cw, &to_client),
     );
     tokio::select! {
         r = work => r.map(|_| ()),

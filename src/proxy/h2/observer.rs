@@ -36,6 +36,13 @@ pub(crate) trait FrameObserver: Send {
         None
     }
 
+    /// Whether `stream`'s response is `text/event-stream`, once its response header block was
+    /// read (already when [`FrameObserver::frame`] was shown that block's `HEADERS` frame).
+    fn response_sse(&self, stream: u32) -> bool {
+        let _ = stream;
+        false
+    }
+
     /// Every frame of `dir` read before raw offset `raw` has been written or dropped.
     fn delivered_through(&mut self, dir: Direction, raw: u64) {
         let _ = (dir, raw);

@@ -20,6 +20,7 @@ use bytes::Bytes;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::proxy::Stats;
 use crate::vocab::{CutAction, Direction};
 
 /// One queued item.
@@ -50,12 +51,13 @@ struct Inner {
 }
 
 /// One destination's queue.
-#[derive(Debug)]
-pub(crate) struct OutQueue {
+pub(crate) struct OutQueue<'a> {
     inner: Mutex<Inner>,
     ready: Notify,
     room: Notify,
     cap: usize,
+    /// The proxy's stats, whose `bytes_buffered` gauge counts the forwarded bytes held.
+    stats: Option<&'a Stats>,
 }
 
 /// What the writer takes next.
@@ -66,7 +68,7 @@ pub(crate) enum Next {
     Item(Out),
 }
 
-impl OutQueue {
+impl<'a> OutQueue<'a> {
     /// An empty queue holding at most `cap` bytes of forwarded frames (plus one item).
     pub(crate) fn new(cap: usize) -> Self {
         OutQueue {
@@ -74,7 +76,15 @@ impl OutQueue {
             ready: Notify::new(),
             room: Notify::new(),
             cap,
+            stats: None,
         }
+    }
+
+    /// [`OutQueue::new`], counting what it holds in `stats`' `bytes_buffered` gauge.
+    pub(crate) fn with_stats(cap: usize, stats: &'a Stats) -> Self {
+        let mut q = OutQueue::new(cap);
+        q.stats = Some(stats);
+        q
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -94,7 +104,12 @@ impl OutQueue {
                 bytes,
                 counted: true,
                 ..
-            } => q.counted += bytes.len(),
+            } => {
+                q.counted += bytes.len();
+                if let Some(s) = self.stats {
+                    s.buffer_add(bytes.len());
+                }
+            }
             Out::Eof { .. } | Out::Cut { .. } => q.ended = true,
             Out::Bytes { .. } => {}
         }
@@ -150,8 +165,12 @@ impl OutQueue {
     /// `n` counted bytes were written: room for the reader.
     pub(crate) fn written(&self, n: usize) {
         let mut q = self.lock();
-        q.counted = q.counted.saturating_sub(n);
+        let n = n.min(q.counted);
+        q.counted -= n;
         drop(q);
+        if let Some(s) = self.stats {
+            s.buffer_sub(n);
+        }
         self.room.notify_one();
     }
 
@@ -159,6 +178,16 @@ impl OutQueue {
     #[cfg(test)]
     pub(crate) fn held(&self) -> usize {
         self.lock().counted
+    }
+}
+
+impl Drop for OutQueue<'_> {
+    /// What was never written leaves the gauge with the connection.
+    fn drop(&mut self) {
+        let held = self.lock().counted;
+        if let Some(s) = self.stats {
+            s.buffer_sub(held);
+        }
     }
 }
 

@@ -29,6 +29,15 @@ pub(crate) enum Piece {
     Raw { bytes: Bytes, raw: u64 },
 }
 
+impl Piece {
+    /// Its bytes.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Piece::Frame { frame: b, .. } | Piece::Raw { bytes: b, .. } => b.len(),
+        }
+    }
+}
+
 /// One direction's frame reader.
 #[derive(Debug)]
 pub(crate) struct FrameReader {

@@ -16,6 +16,7 @@ use tokio::time::{Instant, sleep_until};
 use super::core::Core;
 use super::queue::{Next, Out, OutQueue};
 use super::reader::{FrameReader, MAX_FRAME};
+use crate::proxy::Stats;
 use crate::proxy::pump::{Side, Stop};
 use crate::vocab::Direction;
 use crate::wire::h2::frame::window_update;
@@ -42,10 +43,10 @@ fn dest(dir: Direction) -> Side {
 
 /// Reads `dir`'s source as frames into the core until EOF, an error, or the end.
 pub(crate) async fn read<R: AsyncRead + Unpin>(
-    core: &Mutex<Core<'_>>,
+    (core, stats): (&Mutex<Core<'_>>, &Stats),
     dir: Direction,
     mut src: R,
-    room: &OutQueue,
+    room: &OutQueue<'_>,
     changed: &Notify,
 ) -> Result<(), Stop> {
     let mut reader = FrameReader::new(dir == Direction::Upstream, MAX_FRAME);
@@ -66,7 +67,10 @@ pub(crate) async fn read<R: AsyncRead + Unpin>(
                 return Ok(());
             }
             match piece {
-                Some(p) => c.on_piece(dir, p, now),
+                Some(p) => {
+                    stats.received(dir, p.len() as u64);
+                    c.on_piece(dir, p, now);
+                }
                 None => {
                     c.on_eof(dir, now);
                     drop(c);
@@ -85,10 +89,10 @@ pub(crate) async fn read<R: AsyncRead + Unpin>(
 
 /// Writes `q` to `dir`'s destination until EOF is passed on or a cut ends the connection.
 pub(crate) async fn write<W: AsyncWrite + Unpin>(
-    core: &Mutex<Core<'_>>,
+    (core, stats): (&Mutex<Core<'_>>, &Stats),
     dir: Direction,
     mut dst: W,
-    q: &OutQueue,
+    q: &OutQueue<'_>,
 ) -> Result<(), Stop> {
     let io = |e| Stop::Io(dest(dir), e);
     loop {
@@ -108,6 +112,7 @@ pub(crate) async fn write<W: AsyncWrite + Unpin>(
                 }
                 dst.write_all(&bytes).await.map_err(io)?;
                 dst.flush().await.map_err(io)?;
+                stats.delivered(dir, bytes.len());
                 if counted {
                     q.written(bytes.len());
                 }

@@ -47,7 +47,7 @@ impl Streams {
     pub(crate) fn open(&self) -> usize {
         self.map
             .values()
-            .filter(|s| !s.reset_by_proxy && !(s.client_ended && s.server_ended))
+            .filter(|s| !(s.reset_by_proxy || (s.client_ended && s.server_ended)))
             .count()
     }
 
