@@ -44,7 +44,10 @@ fn i(v: i64) -> toml::Value {
 }
 
 fn show(log: &[Value]) -> String {
-    log.iter().map(Value::to_string).collect::<Vec<_>>().join("\n")
+    log.iter()
+        .map(Value::to_string)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[tokio::test]
@@ -58,8 +61,8 @@ async fn a_gateway_goaway_makes_the_node_client_reconnect_and_resume_both_stream
         ("code", s("no_error")),
         ("drain_ms", i(150)),
     ]);
-    let hop = route::open_with_faults(Route::Observed, server.addr(), None, |_| {}, vec![goaway])
-        .await;
+    let hop =
+        route::open_with_faults(Route::Observed, server.addr(), None, |_| {}, vec![goaway]).await;
     let ask = Ask {
         streams: &["a", "b"],
         n,
@@ -82,8 +85,9 @@ async fn a_gateway_goaway_makes_the_node_client_reconnect_and_resume_both_stream
         show(&log)
     );
     for st in ["a", "b"] {
-        let want: Vec<(String, String)> =
-            (1..=n).map(|k| (k.to_string(), check::data(st, k, size))).collect();
+        let want: Vec<(String, String)> = (1..=n)
+            .map(|k| (k.to_string(), check::data(st, k, size)))
+            .collect();
         assert!(
             messages(&log, st) == want,
             "{what}: stream {st} complete, each event once:\n{}",
@@ -95,12 +99,22 @@ async fn a_gateway_goaway_makes_the_node_client_reconnect_and_resume_both_stream
             show(&log)
         );
     }
-    assert!(events(&log, "reset").is_empty(), "{what}: no RST_STREAM:\n{}", show(&log));
+    assert!(
+        events(&log, "reset").is_empty(),
+        "{what}: no RST_STREAM:\n{}",
+        show(&log)
+    );
     let obs = hop.observations();
     assert!(
         obs.iter().any(|o| matches!(
             o,
-            Observation::GoAway { direction: Direction::Downstream, code: 0, by_proxy: true, last_stream: 3, .. }
+            Observation::GoAway {
+                direction: Direction::Downstream,
+                code: 0,
+                by_proxy: true,
+                last_stream: 3,
+                ..
+            }
         )),
         "{what}: the proxy recorded its GOAWAY: {obs:?}"
     );
@@ -154,8 +168,8 @@ async fn held_headers_reach_the_node_client_only_with_the_first_event() {
         ("until", s("first-data")),
         ("only_sse", toml::Value::Boolean(false)),
     ]);
-    let hop = route::open_with_faults(Route::Observed, server.addr(), None, |_| {}, vec![hold])
-        .await;
+    let hop =
+        route::open_with_faults(Route::Observed, server.addr(), None, |_| {}, vec![hold]).await;
     let cmd = launch::node_client(&hop.url("http"), None, &ask);
     let log = Peer::spawn("node-client", cmd).succeed(LIMIT).await;
     let gap = headers_to_first_event(&log);

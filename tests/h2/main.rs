@@ -10,6 +10,7 @@
 #[path = "../peers/mod.rs"]
 mod peers;
 
+mod h2_kinds;
 mod pairs;
 mod stream_cut;
 mod support;

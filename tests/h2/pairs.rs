@@ -4,7 +4,7 @@
 //! must show the requests arrived over HTTP/2. TLS pairs also run through the proxy
 //! terminating TLS, where ALPN must give h2 on both sides. Through the proxy relaying bytes (or
 //! plaintext between two TLS ends), everything read from one side was delivered to the other
-//! once the connection closed.
+//! once the connection closed (but for a closing record sent after the other side left).
 
 use std::time::Duration;
 
@@ -30,15 +30,16 @@ fn ask<'a>(streams: &'a [&'a str]) -> Ask<'a> {
     }
 }
 
-/// After a client finished through a byte-relaying proxy: once its connections closed, every
-/// byte read from either side was delivered to the other.
-async fn relayed_every_byte(hop: &Hop, what: &str) {
-    relayed(hop, what, true).await;
-}
+/// The most a side may send after its peer left, which the proxy then has no one to give to:
+/// one closing record (a TLS 1.3 `close_notify` is 24 bytes on the wire, a `GOAWAY` 17 + its
+/// debug data). Which side closes first is a race between the peers, not the proxy's choice.
+const CLOSING_TAIL: u64 = 64;
 
-/// [`relayed_every_byte`], checking the server's side only when `downstream` (a browser closes
-/// its sockets under the server's feet: what the server sends after that has no one to go to).
-async fn relayed(hop: &Hop, what: &str, downstream: bool) {
+/// After a client finished through a byte-relaying proxy: once its connections closed, every
+/// byte read from either side was delivered to the other, but for at most a closing record
+/// sent after the other side had left (the events themselves are checked byte for byte in the
+/// client's own log).
+async fn relayed_every_byte(hop: &Hop, what: &str) {
     let Some(proxy) = &hop.proxy else { return };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     loop {
@@ -48,14 +49,17 @@ async fn relayed(hop: &Hop, what: &str, downstream: bool) {
                 s.received_upstream > 0 && s.received_downstream > 0,
                 "{what}: {s:?}"
             );
-            assert_eq!(
-                s.bytes_upstream, s.received_upstream,
-                "{what}: bytes read from the client vs delivered to the server"
-            );
-            if downstream {
-                assert_eq!(
-                    s.bytes_downstream, s.received_downstream,
-                    "{what}: bytes read from the server vs delivered to the client"
+            for (dir, read, delivered) in [
+                ("client to server", s.received_upstream, s.bytes_upstream),
+                (
+                    "server to client",
+                    s.received_downstream,
+                    s.bytes_downstream,
+                ),
+            ] {
+                assert!(
+                    delivered <= read && read - delivered <= CLOSING_TAIL,
+                    "{what}: {dir}: {read} bytes read, {delivered} delivered"
                 );
             }
             return;
@@ -327,7 +331,7 @@ async fn chromium_eventsource_over_https_follows_two_streams_on_h2_through_the_p
         assert!(events(&log, "error").is_empty(), "{what}: {log:?}");
         assert_eq!(events(&log, "done").len(), 1, "{what}: {log:?}");
         if r != Route::Direct {
-            relayed(&hop, &what, false).await;
+            relayed_every_byte(&hop, &what).await;
         }
     }
     let slog = server.peer.log();
