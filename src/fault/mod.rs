@@ -12,17 +12,24 @@
 pub mod bandwidth;
 pub mod buffer;
 pub mod common;
+pub mod flow_stall;
+pub mod goaway;
+pub mod h2;
+pub mod h2_kind;
+pub mod hold_headers;
 pub mod idle;
 pub mod keys;
 pub mod kind;
 pub mod latency;
 pub mod limit_data;
 pub mod outage;
+pub mod refuse_streams;
 pub mod registry;
 pub mod reset;
 pub mod slicer;
 pub mod slow_close;
 pub mod sse_cut;
+pub mod sse_cut_h2;
 pub mod stall;
 pub mod timeout;
 pub mod toxiproxy;
@@ -262,6 +269,19 @@ pub trait FaultFactory: Send + Sync {
     fn fingerprint(&self) -> String {
         format!("{:p}", std::ptr::from_ref(self).cast::<()>())
     }
+
+    /// On an HTTP/2 connection the stream relay carries: `Some` if this fault decides on each
+    /// stream's `DATA` bodies with their SSE positions (`sse_cut`), and what its cuts end there;
+    /// `None` (the default) for a byte fault, which the relay applies to the frame bytes of its
+    /// direction as they leave.
+    fn h2_body_cut(&self) -> Option<h2::BodyCut> {
+        None
+    }
+
+    /// The HTTP/2 fault this factory makes, if it is an h2 kind (see [`h2`]); default `None`.
+    fn h2(&self) -> Option<&dyn h2::H2FaultFactory> {
+        None
+    }
 }
 
 /// A factory with a name: the identity a live edit matches faults by (see
@@ -310,6 +330,14 @@ impl FaultFactory for Named {
 
     fn fingerprint(&self) -> String {
         self.inner.fingerprint()
+    }
+
+    fn h2_body_cut(&self) -> Option<h2::BodyCut> {
+        self.inner.h2_body_cut()
+    }
+
+    fn h2(&self) -> Option<&dyn h2::H2FaultFactory> {
+        self.inner.h2()
     }
 }
 

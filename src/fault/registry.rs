@@ -20,8 +20,8 @@ use super::common::Common;
 use super::keys::{FaultConfigError, FaultDef, KeyReader};
 use super::toxiproxy::json_def;
 use super::{
-    bandwidth, buffer, idle, latency, limit_data, outage, reset, slicer, slow_close, sse_cut,
-    stall, timeout,
+    bandwidth, buffer, flow_stall, goaway, hold_headers, idle, latency, limit_data, outage,
+    refuse_streams, reset, slicer, slow_close, sse_cut, stall, timeout,
 };
 use crate::vocab::Direction;
 
@@ -60,6 +60,10 @@ pub const KINDS: &[KindInfo] = &[
     sse_cut::KIND,
     idle::KIND,
     buffer::KIND,
+    goaway::KIND,
+    hold_headers::KIND,
+    flow_stall::KIND,
+    refuse_streams::KIND,
 ];
 
 /// The names of every kind, comma-separated.

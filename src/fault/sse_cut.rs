@@ -41,6 +41,8 @@
 //! `nth = [a, b]` (`mid-delta` / `mid-tool-args` only),
 //! `method`, `path`, `action` (`reset` default, `fin`, `clean-end`), `stall_ms`, `outage_ms`,
 //! `probability` (per stream, default 1), `direction` (only `downstream`).
+//!
+//! On HTTP/2 two more keys apply, `scope` and `h2_error`: see [`super::sse_cut_h2`].
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -49,11 +51,14 @@ use std::time::Duration;
 use rand::RngExt;
 use tokio::time::Instant;
 
+use super::h2::{BodyCut, CutScope};
 use super::keys::{FaultConfigError, KeyReader};
 use super::kind::{Built, KindInfo, Scope, params_as};
+pub use super::sse_cut_h2::H2Keys;
 use super::{Chunk, ConnRng, Cut, Fault, FaultFactory, Plan, Slice};
 use crate::vocab::CutAction;
 use crate::vocab::{Direction, StreamInfo};
+use crate::wire::h2::ErrorCode;
 use crate::wire::position::UnknownClass;
 use crate::wire::{ChunkPositions, LlmPos, SseClass};
 
@@ -316,12 +321,17 @@ pub fn check_target(at: &toml::Value) -> Result<(), String> {
     }
 }
 
-/// The `sse_cut` factory for `cfg`.
+/// The `sse_cut` factory for `cfg`, with the HTTP/2 defaults (stream scope, `CANCEL`).
 pub fn factory(cfg: SseCutConfig) -> Arc<dyn FaultFactory> {
-    Arc::new(SseCutFactory(Arc::new(cfg)))
+    factory_h2(cfg, H2Keys::default())
 }
 
-struct SseCutFactory(Arc<SseCutConfig>);
+/// The `sse_cut` factory for `cfg` with its HTTP/2 keys.
+pub fn factory_h2(cfg: SseCutConfig, h2: H2Keys) -> Arc<dyn FaultFactory> {
+    Arc::new(SseCutFactory(Arc::new(cfg), h2))
+}
+
+struct SseCutFactory(Arc<SseCutConfig>, H2Keys);
 
 impl FaultFactory for SseCutFactory {
     fn kind(&self) -> &'static str {
@@ -341,7 +351,20 @@ impl FaultFactory for SseCutFactory {
     }
 
     fn fingerprint(&self) -> String {
-        format!("{NAME}{:?}", self.0)
+        format!("{NAME}{:?}{:?}", self.0, self.1)
+    }
+
+    fn h2_body_cut(&self) -> Option<BodyCut> {
+        // HTTP/2 has no orderly end of one stream but END_STREAM: `fin` ends the connection.
+        let scope = if self.0.action == CutAction::Fin {
+            CutScope::Connection
+        } else {
+            self.1.scope
+        };
+        Some(BodyCut {
+            scope,
+            client_code: self.1.h2_error.unwrap_or(ErrorCode::CANCEL),
+        })
     }
 }
 
@@ -543,6 +566,14 @@ pub const KIND: KindInfo = KindInfo {
         ("action", "\"reset\" (default), \"fin\" or \"clean-end\""),
         ("stall_ms", "pause before the action"),
         ("outage_ms", "proxy outage opened by the cut"),
+        (
+            "scope",
+            "HTTP/2: \"stream\" (default: the stream is reset or ended, the connection lives) or \"connection\"",
+        ),
+        (
+            "h2_error",
+            "HTTP/2: error code of the RST_STREAM sent to the client (default \"cancel\")",
+        ),
     ],
     read: read_def,
     toxic: None,
@@ -556,8 +587,9 @@ fn read_def(r: &mut KeyReader<'_>) -> Result<Built, FaultConfigError> {
     if let Some(p) = r.raw("at") {
         check_target(&p.value).map_err(|m| FaultConfigError::at_value(p, m))?;
     }
-    let cfg = params_as::<SseCutConfig>(r.def())?;
-    Ok(Built::Conn(factory(cfg)))
+    let h2 = H2Keys::read(r)?;
+    let cfg = params_as::<SseCutConfig>(&super::sse_cut_h2::without_h2_keys(r.def()))?;
+    Ok(Built::Conn(factory_h2(cfg, h2)))
 }
 
 #[cfg(test)]

@@ -17,6 +17,19 @@ pub const SHIPPED: &[(&str, &str)] = &[
         include_str!("../../profiles/gateway-idle-kill.toml"),
     ),
     (
+        "h2-flow-stall",
+        include_str!("../../profiles/h2-flow-stall.toml"),
+    ),
+    ("h2-goaway", include_str!("../../profiles/h2-goaway.toml")),
+    (
+        "h2-hold-headers",
+        include_str!("../../profiles/h2-hold-headers.toml"),
+    ),
+    (
+        "h2-refuse-streams",
+        include_str!("../../profiles/h2-refuse-streams.toml"),
+    ),
+    (
         "latency-jitter",
         include_str!("../../profiles/latency-jitter.toml"),
     ),

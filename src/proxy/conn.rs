@@ -37,6 +37,7 @@ use crate::tls::{Stream, TlsEnd};
 use crate::vocab::CutAction;
 use crate::vocab::Direction;
 use crate::vocab::OutageMode;
+use crate::vocab::WireProtocol;
 use crate::wire::{Observation, WireObserver};
 
 /// How long a reset cut waits for the peer to acknowledge the bytes before the cut point.
@@ -146,8 +147,54 @@ async fn relay(
     tracing::info!(upstream = %peer_of(upstream.tcp()), tls_client = client.is_tls(), tls_upstream = upstream.is_tls(), "open");
     let started = Instant::now();
 
-    let (up_chain, down_chain, up_rng, down_rng) = build_chains(&proxy, id);
     let (up_obs, down_obs) = proxy.observers(id);
+    let protocol = if !up_obs.is_opaque() && super::h2::wanted(&proxy.published()) {
+        tokio::select! {
+            biased;
+            () = kill.token.cancelled() => None,
+            p = sniff_h2(&client, &upstream) => p,
+        }
+    } else {
+        None
+    };
+    if let Some(protocol) = protocol {
+        drop((up_obs, down_obs));
+        tracing::debug!(protocol = protocol.as_str(), "h2 stream relay");
+        if let Some(s) = &sink {
+            s.record(Observation::Protocol { conn: id, protocol });
+        }
+        let observer: Box<dyn super::h2::observer::FrameObserver> =
+            Box::new(super::h2::observer::Blind::default());
+        let work = async {
+            match (&mut client, &mut upstream) {
+                (Stream::Plain(c), Stream::Plain(u)) => {
+                    super::h2::relay(&proxy, id, observer, c.split(), u.split()).await
+                }
+                (c, u) => {
+                    super::h2::relay(
+                        &proxy,
+                        id,
+                        observer,
+                        tokio::io::split(c),
+                        tokio::io::split(u),
+                    )
+                    .await
+                }
+            }
+        };
+        let outcome = tokio::select! {
+            biased;
+            () = kill.token.cancelled() => Outcome::Killed(kill.action()),
+            r = work => match r {
+                Ok(()) => Outcome::Done,
+                Err(Stop::Cut(a)) => Outcome::Cut(a),
+                Err(Stop::Io(side, e)) => Outcome::Broken(side, e),
+            },
+        };
+        finish(proxy, client, upstream, outcome, (id, started), (0, 0)).await;
+        return;
+    }
+    let (up_chain, down_chain, up_rng, down_rng) = build_chains(&proxy, id);
     let up_bytes = AtomicU64::new(0);
     let down_bytes = AtomicU64::new(0);
     let halves = Halves {
@@ -163,6 +210,24 @@ async fn relay(
         // TLS streams take the copying path through `tokio::io::split` halves.
         (c, u) => halves.run(tokio::io::split(c), tokio::io::split(u)).await,
     };
+    let bytes = (
+        up_bytes.load(Ordering::Relaxed),
+        down_bytes.load(Ordering::Relaxed),
+    );
+    finish(proxy, client, upstream, outcome, (id, started), bytes).await;
+}
+
+/// Closes both sockets as `outcome` requires and records the end of connection `id`.
+async fn finish(
+    proxy: Arc<Proxy>,
+    client: Stream,
+    upstream: Stream,
+    outcome: Outcome,
+    (id, started): (u64, Instant),
+    (bytes_up, bytes_down): (u64, u64),
+) {
+    let stats = proxy.stats();
+    let sink = proxy.sink();
     let how = match outcome {
         Outcome::Done => "closed",
         Outcome::Cut(a) => {
@@ -200,8 +265,8 @@ async fn relay(
     }
     tracing::info!(
         how,
-        bytes_up = up_bytes.load(Ordering::Relaxed),
-        bytes_down = down_bytes.load(Ordering::Relaxed),
+        bytes_up,
+        bytes_down,
         ms = started.elapsed().as_millis() as u64,
         "close"
     );
@@ -318,6 +383,69 @@ fn discard_unread(s: &TcpStream) {
         }
     }
 }
+
+/// The protocol of a connection that speaks h2, found before any byte is relayed: TLS ALPN
+/// `h2`, or a plain client whose first bytes are the h2 preface (read with `peek`, so the
+/// pumps still get every byte when it is not). `None` as soon as the client's first bytes
+/// differ or it ends, or a plain server speaks first with anything but an h2 `SETTINGS` frame
+/// (an h2 server sends its SETTINGS at once; a server-first protocol is not HTTP/2).
+async fn sniff_h2(client: &Stream, upstream: &Stream) -> Option<WireProtocol> {
+    use crate::wire::h2::{FrameHeader, FrameType, PREFACE};
+    let tcp = match client {
+        Stream::Tls(t) => {
+            let alpn = match &**t {
+                tokio_rustls::TlsStream::Server(s) => s.get_ref().1.alpn_protocol(),
+                tokio_rustls::TlsStream::Client(c) => c.get_ref().1.alpn_protocol(),
+            };
+            return (alpn == Some(b"h2")).then_some(WireProtocol::H2);
+        }
+        Stream::Plain(tcp) => tcp,
+    };
+    // A TLS upstream's first bytes are records (session tickets), which say nothing.
+    let mut watch_server = matches!(upstream, Stream::Plain(_));
+    let mut buf = [0u8; PREFACE.len()];
+    // A preface or SETTINGS header split across segments is rare; its rest is awaited a
+    // bounded while.
+    for _ in 0..SNIFF_WAITS {
+        let first = tokio::select! {
+            r = tcp.peek(&mut buf) => Some(r.ok()?),
+            r = upstream.tcp().readable(), if watch_server => {
+                r.ok()?;
+                None
+            }
+        };
+        match first {
+            Some(n) => {
+                if n == 0 || buf[..n] != PREFACE[..n] {
+                    return None;
+                }
+                if n == PREFACE.len() {
+                    return Some(WireProtocol::H2c);
+                }
+            }
+            None => {
+                let mut head = [0u8; 9];
+                let n = upstream.tcp().peek(&mut head).await.ok()?;
+                if n == 9 {
+                    let h = FrameHeader::parse(&head)?;
+                    if h.kind != FrameType::Settings || h.stream != 0 || h.len % 6 != 0 {
+                        return None;
+                    }
+                    watch_server = false;
+                    continue;
+                }
+                if n == 0 {
+                    return None;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    None
+}
+
+/// How many times `sniff_h2` looks again at a partial preface (about 1 ms apart).
+const SNIFF_WAITS: usize = 200;
 
 fn peer_of(s: &TcpStream) -> String {
     s.peer_addr()

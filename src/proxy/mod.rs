@@ -25,6 +25,7 @@ mod chain;
 mod conn;
 mod engine;
 pub mod fd_limit;
+mod h2;
 mod listener;
 mod pump;
 mod readbuf;

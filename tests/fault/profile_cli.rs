@@ -63,7 +63,7 @@ fn validate_prints_ok_or_the_located_error_per_file() {
         "{}",
         lines[0]
     );
-    assert!(lines[1].ends_with("unknown-kind.toml:4:8: unknown fault kind 'latncy'; known: latency, bandwidth, slicer, slow_close, timeout, reset, limit_data, stall, outage, sse_cut, idle, buffer"), "{}", lines[1]);
+    assert!(lines[1].ends_with("unknown-kind.toml:4:8: unknown fault kind 'latncy'; known: latency, bandwidth, slicer, slow_close, timeout, reset, limit_data, stall, outage, sse_cut, idle, buffer, goaway, hold_headers, flow_stall, refuse_streams"), "{}", lines[1]);
 }
 
 #[test]

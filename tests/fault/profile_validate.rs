@@ -34,7 +34,7 @@ const BROKEN: &[(&str, &str)] = &[
     ),
     (
         "down-is-not-a-kind.toml",
-        "2:8: unknown fault kind 'down'; known: latency, bandwidth, slicer, slow_close, timeout, reset, limit_data, stall, outage, sse_cut, idle, buffer ('down' is a proxy state: set `enabled = false` on the [[proxy]])",
+        "2:8: unknown fault kind 'down'; known: latency, bandwidth, slicer, slow_close, timeout, reset, limit_data, stall, outage, sse_cut, idle, buffer, goaway, hold_headers, flow_stall, refuse_streams ('down' is a proxy state: set `enabled = false` on the [[proxy]])",
     ),
     (
         "unknown-action.toml",
@@ -83,7 +83,7 @@ const BROKEN: &[(&str, &str)] = &[
     ),
     (
         "missing-kind.toml",
-        "1:1: missing required key 'kind'; known kinds: latency, bandwidth, slicer, slow_close, timeout, reset, limit_data, stall, outage, sse_cut, idle, buffer",
+        "1:1: missing required key 'kind'; known kinds: latency, bandwidth, slicer, slow_close, timeout, reset, limit_data, stall, outage, sse_cut, idle, buffer, goaway, hold_headers, flow_stall, refuse_streams",
     ),
     (
         "missing-required-key.toml",
@@ -112,7 +112,7 @@ const BROKEN: &[(&str, &str)] = &[
     ),
     (
         "unknown-kind.toml",
-        "4:8: unknown fault kind 'latncy'; known: latency, bandwidth, slicer, slow_close, timeout, reset, limit_data, stall, outage, sse_cut, idle, buffer",
+        "4:8: unknown fault kind 'latncy'; known: latency, bandwidth, slicer, slow_close, timeout, reset, limit_data, stall, outage, sse_cut, idle, buffer, goaway, hold_headers, flow_stall, refuse_streams",
     ),
     (
         "unknown-proxy-reference.toml",

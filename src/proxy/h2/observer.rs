@@ -1,0 +1,86 @@
+//! What the stream relay needs from an HTTP/2 wire observer: per frame, the SSE positions of a
+//! `DATA` body; per cut, where it fell; and to hear what the relay delivered, dropped and ended.
+//!
+//! Why a seam here: the relay edits frames, so it cannot hand the byte pump's
+//! [`crate::wire::WireObserver`] a chunk and a delivered offset; it shows the observer whole
+//! frames as read (raw offsets of the direction, before any edit) and says what became of
+//! them. The h2 observer core implements this trait; [`Blind`] is the relay without one (no
+//! positions: positioned faults never fire, h2 faults still do).
+//!
+//! Invariant: positions returned for a frame are relative to its `DATA` *body* (padding and
+//! the pad length byte excluded): cut point `k` = the first `k` body bytes delivered.
+
+use std::sync::Arc;
+
+use crate::vocab::{Direction, StreamInfo};
+use crate::wire::h2::FrameHeader;
+use crate::wire::{ChunkPositions, CutPoint};
+
+/// An HTTP/2 observer as the stream relay drives it (both directions of one connection).
+pub(crate) trait FrameObserver: Send {
+    /// A whole frame read from `dir`, whose first byte is at raw offset `raw` of that
+    /// direction.
+    fn frame(&mut self, dir: Direction, raw: u64, header: &FrameHeader, payload: &[u8]);
+
+    /// For the last frame shown, if it is a `DATA` frame of an SSE response: the positions of
+    /// its body.
+    fn positions(&self) -> Option<&ChunkPositions>;
+
+    /// The cut that delivers exactly `delivered` body bytes of the last `DATA` frame observed
+    /// on `stream` (the relay sets `h2_stream`, `by` and the connection facts).
+    fn cut_point(&mut self, stream: u32, delivered: usize) -> CutPoint;
+
+    /// The request facts of `stream`, once its request head was read.
+    fn info(&self, stream: u32) -> Option<Arc<StreamInfo>> {
+        let _ = stream;
+        None
+    }
+
+    /// Whether `stream`'s response is `text/event-stream`, once its response header block was
+    /// read (already when [`FrameObserver::frame`] was shown that block's `HEADERS` frame).
+    fn response_sse(&self, stream: u32) -> bool {
+        let _ = stream;
+        false
+    }
+
+    /// Every frame of `dir` read before raw offset `raw` has been written or dropped.
+    fn delivered_through(&mut self, dir: Direction, raw: u64) {
+        let _ = (dir, raw);
+    }
+
+    /// The relay ended `stream` itself (a stream-scope cut): `clean` if it wrote `END_STREAM`,
+    /// else it wrote `RST_STREAM`. Nothing of the stream's later `DATA` reaches the client.
+    fn ended_by_proxy(&mut self, stream: u32, clean: bool) {
+        let _ = (stream, clean);
+    }
+
+    /// `dir`'s source sent EOF.
+    fn eof(&mut self, dir: Direction) {
+        let _ = dir;
+    }
+}
+
+/// The relay without an h2 observer: no positions, no facts.
+#[derive(Debug, Default)]
+pub(crate) struct Blind {
+    /// Raw offset of the last frame shown, per direction (`[upstream, downstream]`).
+    raw: [u64; 2],
+}
+
+impl FrameObserver for Blind {
+    fn frame(&mut self, dir: Direction, raw: u64, _header: &FrameHeader, _payload: &[u8]) {
+        self.raw[usize::from(dir == Direction::Downstream)] = raw;
+    }
+
+    fn positions(&self) -> Option<&ChunkPositions> {
+        None
+    }
+
+    fn cut_point(&mut self, stream: u32, delivered: usize) -> CutPoint {
+        CutPoint {
+            raw_offset: self.raw[1] + delivered as u64,
+            h2_stream: Some(u64::from(stream)),
+            ..CutPoint::default()
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! The I/O around [`Core`]: one reader and one writer per direction and a timer, as joined
+//! futures of the connection's task.
+//!
+//! Invariants: a reader reads only while its destination queue has room (backpressure) and
+//! stops once the core ended the connection; a writer writes each item no earlier than its
+//! time, flushes, and passes EOF on as a write shutdown (half-close) after every earlier item;
+//! the relay ends when both directions ended (or one failed, or a cut was written). The core's
+//! lock is never held across an await.
+
+use std::sync::Mutex;
+
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::Notify;
+use tokio::time::{Instant, sleep_until};
+
+use super::core::Core;
+use super::queue::{Next, Out, OutQueue};
+use super::reader::{FrameReader, MAX_FRAME};
+use crate::proxy::Stats;
+use crate::proxy::pump::{Side, Stop};
+use crate::vocab::Direction;
+use crate::wire::h2::frame::window_update;
+
+fn lock<'a, 'b>(core: &'a Mutex<Core<'b>>) -> std::sync::MutexGuard<'a, Core<'b>> {
+    core.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The side a direction reads from.
+fn source(dir: Direction) -> Side {
+    match dir {
+        Direction::Upstream => Side::Client,
+        Direction::Downstream => Side::Server,
+    }
+}
+
+fn dest(dir: Direction) -> Side {
+    match dir {
+        Direction::Upstream => Side::Server,
+        Direction::Downstream => Side::Client,
+    }
+}
+
+/// Reads `dir`'s source as frames into the core until EOF, an error, or the end.
+pub(crate) async fn read<R: AsyncRead + Unpin>(
+    (core, stats): (&Mutex<Core<'_>>, &Stats),
+    dir: Direction,
+    mut src: R,
+    room: &OutQueue<'_>,
+    changed: &Notify,
+) -> Result<(), Stop> {
+    let mut reader = FrameReader::new(dir == Direction::Upstream, MAX_FRAME);
+    let mut said_raw = false;
+    loop {
+        room.room().await;
+        if lock(core).ended {
+            return Ok(());
+        }
+        let piece = reader
+            .next(&mut src)
+            .await
+            .map_err(|e| Stop::Io(source(dir), e))?;
+        let now = Instant::now();
+        {
+            let mut c = lock(core);
+            if c.ended {
+                return Ok(());
+            }
+            match piece {
+                Some(p) => {
+                    stats.received(dir, p.len() as u64);
+                    c.on_piece(dir, p, now);
+                }
+                None => {
+                    c.on_eof(dir, now);
+                    drop(c);
+                    changed.notify_one();
+                    return Ok(());
+                }
+            }
+        }
+        if reader.is_raw() && !said_raw {
+            said_raw = true;
+            tracing::debug!(direction = %dir, held = reader.held(), "h2 relay: byte relay");
+        }
+        changed.notify_one();
+    }
+}
+
+/// Writes `q` to `dir`'s destination until EOF is passed on or a cut ends the connection.
+pub(crate) async fn write<W: AsyncWrite + Unpin>(
+    (core, stats): (&Mutex<Core<'_>>, &Stats),
+    dir: Direction,
+    mut dst: W,
+    q: &OutQueue<'_>,
+) -> Result<(), Stop> {
+    let io = |e| Stop::Io(dest(dir), e);
+    loop {
+        match q.next().await {
+            Next::Credit(n) => {
+                dst.write_all(&window_update(0, n)).await.map_err(io)?;
+                dst.flush().await.map_err(io)?;
+            }
+            Next::Item(Out::Bytes {
+                bytes,
+                at,
+                counted,
+                release,
+            }) => {
+                if at > Instant::now() {
+                    sleep_until(at).await;
+                }
+                dst.write_all(&bytes).await.map_err(io)?;
+                dst.flush().await.map_err(io)?;
+                stats.delivered(dir, bytes.len());
+                if counted {
+                    q.written(bytes.len());
+                }
+                if let Some((d, raw)) = release {
+                    lock(core).observer.delivered_through(d, raw);
+                }
+            }
+            Next::Item(Out::Eof { at }) => {
+                sleep_until(at).await;
+                // The peer may be gone already; its half-close then has no one to reach.
+                let _ = dst.shutdown().await;
+                return Ok(());
+            }
+            Next::Item(Out::Cut { action, at }) => {
+                sleep_until(at).await;
+                let _ = dst.flush().await;
+                return Err(Stop::Cut(action));
+            }
+        }
+    }
+}
+
+/// Runs what the core has due by time; never returns.
+pub(crate) async fn timers(core: &Mutex<Core<'_>>, changed: &Notify) {
+    loop {
+        let notified = changed.notified();
+        let next = lock(core).next_timer();
+        match next {
+            Some(t) => {
+                tokio::select! {
+                    () = sleep_until(t) => lock(core).on_timer(Instant::now()),
+                    () = notified => {}
+                }
+            }
+            None => notified.await,
+        }
+    }
+}

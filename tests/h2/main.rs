@@ -1,0 +1,16 @@
+//! Real HTTP/2 peers through `tearline proxy`: Node's own `http2` (client and server, h2c and
+//! h2 over TLS), Python `httpx` with `http2=True`, Go's `net/http` (h2 over TLS: Debian's Go
+//! 1.19 has no h2c in its standard library), curl with nghttp2, and headless Chromium's
+//! `EventSource` over HTTPS (h2 by ALPN). Each pair runs direct and through the proxy, and every
+//! outcome is judged against what the peers themselves logged (JSON lines, see
+//! `tests/peers/*/h2_sse_*`). The peers install themselves (`tests/peers/provision.sh`).
+//!
+//! One executable, one module per concern, so the test build links one binary.
+
+#[path = "../peers/mod.rs"]
+mod peers;
+
+mod h2_kinds;
+mod pairs;
+mod stream_cut;
+mod support;

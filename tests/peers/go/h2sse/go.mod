@@ -1,0 +1,3 @@
+module tearline.test/h2sse
+
+go 1.19
