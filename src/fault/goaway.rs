@@ -32,7 +32,7 @@ use tokio::time::Instant;
 use super::ConnRng;
 use super::common::Common;
 use super::h2::{FrameView, H2Actions, H2Fault, Inject, StreamFacts};
-use super::h2_kind::{H2KindConfig as KindConfig, downstream_only, h2_conn};
+use super::h2_kind::{H2KindConfig as KindConfig, downstream_only, h2_conn, refuse};
 use super::keys::{FaultConfigError, KeyReader, quoted};
 use super::kind::{KindInfo, Scope};
 use crate::vocab::{CutAction, Direction};
@@ -389,23 +389,6 @@ fn promised_stream(h: &FrameHeader, p: &[u8]) -> Option<u32> {
     let at = usize::from(h.has(flags::PADDED));
     let b: [u8; 4] = p.get(at..at + 4)?.try_into().ok()?;
     Some(u32::from_be_bytes(b) & 0x7fff_ffff)
-}
-
-/// A client stream that must not be processed: its header block still reaches the server (the
-/// HPACK tables must stay in step, so no header block is ever dropped), immediately followed by
-/// `RST_STREAM(CANCEL)` so the server abandons it; the client gets `RST_STREAM(REFUSED_STREAM)`
-/// (not processed, safe to retry), and the relay drops the server's later `DATA` on it.
-pub fn refuse(stream: u32, actions: &mut H2Actions) {
-    actions.inject.push(Inject::RstStream {
-        to: Direction::Upstream,
-        stream,
-        code: ErrorCode::CANCEL,
-    });
-    actions.inject.push(Inject::RstStream {
-        to: Direction::Downstream,
-        stream,
-        code: ErrorCode::REFUSED_STREAM,
-    });
 }
 
 /// `goaway` in the registry (no Toxiproxy counterpart).

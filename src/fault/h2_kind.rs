@@ -7,6 +7,9 @@
 //! byte pump never sees it) and its work goes through [`FaultFactory::h2`]. Invariant, as for
 //! byte kinds: [`H2FaultFactory::instantiate_h2`] draws exactly one `f64` from the connection
 //! RNG for the probability before the kind draws anything; probability 0 never fires, 1 always.
+//!
+//! Also here: [`refuse`], how a kind keeps a client stream from being processed (`goaway`'s
+//! late streams, `refuse_streams`) without dropping its header block, which HPACK forbids.
 
 use std::sync::Arc;
 
@@ -14,11 +17,12 @@ use rand::RngExt;
 use tokio::time::Instant;
 
 use super::common::Common;
-use super::h2::{H2Fault, H2FaultFactory};
+use super::h2::{H2Actions, H2Fault, H2FaultFactory, Inject};
 use super::keys::{FaultConfigError, KeyReader};
 use super::kind::Built;
 use super::{ConnRng, Fault, FaultFactory};
 use crate::vocab::Direction;
+use crate::wire::h2::ErrorCode;
 
 /// An h2 kind's validated configuration, which makes one [`H2Fault`] per connection.
 pub trait H2KindConfig: std::fmt::Debug + Send + Sync + 'static {
@@ -89,6 +93,23 @@ pub fn downstream_only(r: &mut KeyReader<'_>, why: &str) -> Result<(), FaultConf
         }
         _ => Ok(()),
     }
+}
+
+/// A client stream that must not be processed: its header block still reaches the server (the
+/// HPACK tables must stay in step, so no header block is ever dropped), immediately followed by
+/// `RST_STREAM(CANCEL)` so the server abandons it; the client gets `RST_STREAM(REFUSED_STREAM)`
+/// (not processed, safe to retry), and the relay drops the server's later `DATA` on it.
+pub fn refuse(stream: u32, actions: &mut H2Actions) {
+    actions.inject.push(Inject::RstStream {
+        to: Direction::Upstream,
+        stream,
+        code: ErrorCode::CANCEL,
+    });
+    actions.inject.push(Inject::RstStream {
+        to: Direction::Downstream,
+        stream,
+        code: ErrorCode::REFUSED_STREAM,
+    });
 }
 
 #[cfg(test)]

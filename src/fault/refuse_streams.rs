@@ -22,9 +22,8 @@ use tokio::time::Instant;
 
 use super::ConnRng;
 use super::common::Common;
-use super::goaway::refuse;
 use super::h2::{FrameView, H2Actions, H2Fault, StreamFacts, Verdict};
-use super::h2_kind::{H2KindConfig as KindConfig, downstream_only, h2_conn};
+use super::h2_kind::{H2KindConfig as KindConfig, downstream_only, h2_conn, refuse};
 use super::keys::{FaultConfigError, KeyReader};
 use super::kind::{KindInfo, Scope};
 use crate::vocab::Direction;

@@ -29,7 +29,7 @@ use crate::fault::{Chunk, ConnRng, Cut, Fault, Plan};
 use crate::proxy::state::Proxy;
 use crate::vocab::{CutAction, Direction};
 use crate::wire::h2::frame::{HEADER_LEN, data_body, flags, goaway, rst_stream};
-use crate::wire::h2::{ErrorCode, FrameHeader, FrameType};
+use crate::wire::h2::{ErrorCode, FrameHeader, FrameType, PREFACE};
 use crate::wire::{ChunkPositions, CutPoint, Observation};
 
 /// Index of a direction in the core's per-direction arrays.
@@ -82,6 +82,9 @@ pub(crate) struct Core<'a> {
     pub(crate) ended: bool,
     /// A close an h2 fault asked for, not yet due.
     close: Option<(Instant, CutAction, &'static str)>,
+    /// The direction went to bytes past a frame boundary (a frame over the reader's cap):
+    /// nothing more may be written into it between its bytes.
+    opaque: [bool; 2],
 }
 
 /// What the positioned faults decided on one body.
@@ -111,6 +114,7 @@ impl<'a> Core<'a> {
             plan: Plan::default(),
             ended: false,
             close: None,
+            opaque: [false; 2],
         }
     }
 
@@ -125,6 +129,12 @@ impl<'a> Core<'a> {
         match piece {
             Piece::Raw { bytes, raw } => {
                 let end = raw + bytes.len() as u64;
+                // Only the client preface (the first 24 bytes upstream) ends at a frame
+                // boundary; any other raw piece leaves its direction between frames.
+                let preface = dir == Direction::Upstream && end <= PREFACE.len() as u64;
+                if !preface {
+                    self.opaque[ix(dir)] = true;
+                }
                 self.emit(dir, bytes, Some(end), now);
             }
             Piece::Frame { frame, raw } => self.on_frame(dir, frame, raw, now),
@@ -144,7 +154,7 @@ impl<'a> Core<'a> {
             // A stream the relay cut: the client never sees its DATA; the server gets its
             // window back.
             self.streams.on_frame(dir, &h);
-            self.queues[ix(Direction::Upstream)].credit(h.len);
+            self.credit(Direction::Upstream, h.len);
             self.observer.delivered_through(dir, raw_end);
             return;
         }
@@ -202,7 +212,7 @@ impl<'a> Core<'a> {
             match verdict {
                 Verdict::Drop if droppable(&h) => {
                     if h.kind == FrameType::Data {
-                        self.queues[ix(other(dir))].credit(h.len);
+                        self.credit(other(dir), h.len);
                     }
                     self.observer.delivered_through(dir, raw_end);
                 }
@@ -379,15 +389,17 @@ impl<'a> Core<'a> {
             });
             self.record_reset(dir, h.stream, d.scope.client_code);
         }
-        let up = self.queues[ix(Direction::Upstream)];
-        up.push(Out::Bytes {
-            bytes: Bytes::copy_from_slice(&cut.to_server),
-            at: now,
-            counted: false,
-            release: None,
-        });
-        up.credit(cut.credit);
-        self.record_reset(Direction::Upstream, h.stream, ErrorCode::CANCEL);
+        if self.writable(Direction::Upstream) {
+            let up = self.queues[ix(Direction::Upstream)];
+            up.push(Out::Bytes {
+                bytes: Bytes::copy_from_slice(&cut.to_server),
+                at: now,
+                counted: false,
+                release: None,
+            });
+            up.credit(cut.credit);
+            self.record_reset(Direction::Upstream, h.stream, ErrorCode::CANCEL);
+        }
         self.streams.reset_by_proxy(h.stream);
         self.observer.ended_by_proxy(h.stream, cut.clean);
     }
@@ -402,8 +414,31 @@ impl<'a> Core<'a> {
         });
     }
 
+    /// True while frames may be written towards `to` (it did not go to bytes mid-frame); says
+    /// so in the log when not.
+    fn writable(&self, to: Direction) -> bool {
+        let ok = !self.opaque[ix(to)];
+        if !ok {
+            tracing::debug!(direction = %to, "h2 relay: direction relayed as bytes; frame not written");
+        }
+        ok
+    }
+
+    /// Credits `n` bytes of connection window to the peer `to` writes to.
+    fn credit(&self, to: Direction, n: u32) {
+        if self.writable(to) {
+            self.queues[ix(to)].credit(n);
+        }
+    }
+
     /// Writes a frame an h2 fault asked for.
     fn inject(&mut self, inj: Inject, now: Instant) {
+        let to = match inj {
+            Inject::RstStream { to, .. } | Inject::GoAway { to, .. } => to,
+        };
+        if !self.writable(to) {
+            return;
+        }
         let (to, bytes) = match inj {
             Inject::RstStream { to, stream, code } => {
                 self.record_reset(to, stream, code);

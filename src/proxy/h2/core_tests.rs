@@ -341,3 +341,108 @@ fn a_byte_latency_delays_the_frames_of_its_direction_and_nothing_else() {
         "the other direction is not delayed"
     );
 }
+
+/// Holds every server `HEADERS` until its stream's first `DATA`; drops the client's `PING`s.
+struct HoldHeaders;
+
+impl H2Fault for HoldHeaders {
+    fn kind(&self) -> &'static str {
+        "test-hold"
+    }
+
+    fn on_frame(
+        &mut self,
+        frame: &FrameView<'_>,
+        _facts: &StreamFacts<'_>,
+        _now: Instant,
+        _rng: &mut ConnRng,
+        actions: &mut H2Actions,
+    ) {
+        match (frame.direction, frame.header.kind) {
+            (Direction::Downstream, FrameType::Headers) => {
+                actions.verdict =
+                    Verdict::Hold(crate::fault::h2::Hold::FirstData { deadline: None });
+            }
+            (Direction::Upstream, FrameType::Ping) => actions.verdict = Verdict::Drop,
+            (Direction::Upstream, FrameType::Settings) => {
+                actions.verdict = Verdict::Drop;
+                actions.inject.push(Inject::GoAway {
+                    to: Direction::Downstream,
+                    last_stream: 0,
+                    code: ErrorCode::NO_ERROR,
+                });
+            }
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn held_headers_leave_before_their_first_data_keeping_header_block_order() {
+    let proxy = crate::proxy::Proxy::new(ProxyConfig::new("t", "127.0.0.1:9"));
+    let mut rng = crate::fault::conn_rng(1, "t", 0);
+    let faults = Faults {
+        body: Vec::new(),
+        h2: vec![Box::new(HoldHeaders)],
+        bytes: [
+            ByteChain {
+                faults: Vec::new(),
+                rng: ConnRng::from_rng(&mut rng),
+                offset: 0,
+            },
+            ByteChain {
+                faults: Vec::new(),
+                rng: ConnRng::from_rng(&mut rng),
+                offset: 0,
+            },
+        ],
+        rng,
+    };
+    let (to_server, to_client) = (OutQueue::new(1 << 20), OutQueue::new(1 << 20));
+    let mut core = Core::new(
+        0,
+        &proxy,
+        [&to_server, &to_client],
+        Box::new(Stub::default()),
+        faults,
+    );
+    let now = Instant::now();
+    let mut feed =
+        |dir: Direction, f: Bytes| core.on_piece(dir, Piece::Frame { frame: f, raw: 0 }, now);
+    let down = Direction::Downstream;
+    feed(Direction::Upstream, frame(FrameType::Ping, 0, 0, &[0; 8]));
+    feed(Direction::Upstream, frame(FrameType::Settings, 0, 0, &[]));
+    feed(
+        down,
+        frame(FrameType::Headers, flags::END_HEADERS, 1, &[0x88]),
+    );
+    feed(
+        down,
+        frame(FrameType::Headers, flags::END_HEADERS, 3, &[0x88]),
+    );
+    feed(down, frame(FrameType::WindowUpdate, 0, 0, &[0, 0, 1, 0]));
+    feed(down, data(3, false, b"three"));
+    feed(down, data(1, false, b"one"));
+    let (client, _) = drain(&to_client);
+    let order: Vec<_> = frames(&client)
+        .iter()
+        .map(|(h, _)| (h.kind, h.stream))
+        .collect();
+    assert_eq!(
+        order,
+        vec![
+            (FrameType::GoAway, 0),
+            (FrameType::WindowUpdate, 0),
+            // Stream 3's DATA releases nothing of stream 1 and waits for its own HEADERS,
+            // which wait behind stream 1's (HPACK order).
+            (FrameType::Headers, 1),
+            (FrameType::Headers, 3),
+            (FrameType::Data, 3),
+            (FrameType::Data, 1),
+        ]
+    );
+    // The PING was dropped; SETTINGS may not be, so it passed despite the verdict.
+    let (server, _) = drain(&to_server);
+    let kinds: Vec<_> = frames(&server).iter().map(|(h, _)| h.kind).collect();
+    assert_eq!(kinds, vec![FrameType::Settings]);
+}
