@@ -152,7 +152,7 @@ async fn relay(
         tokio::select! {
             biased;
             () = kill.token.cancelled() => None,
-            p = sniff_h2(&client, &upstream) => p,
+            p = timeout(SNIFF_LIMIT, sniff_h2(&client, &upstream)) => p.ok().flatten(),
         }
     } else {
         None
@@ -446,6 +446,11 @@ async fn sniff_h2(client: &Stream, upstream: &Stream) -> Option<WireProtocol> {
 
 /// How many times `sniff_h2` looks again at a partial preface (about 1 ms apart).
 const SNIFF_WAITS: usize = 200;
+
+/// How long a silent client may take to send its first bytes before the connection goes to
+/// the pumps without the h2 relay (an h2 client sends its preface at once; a silent one must
+/// not keep byte faults' deadlines, which run in the pumps, from firing).
+const SNIFF_LIMIT: Duration = Duration::from_secs(2);
 
 fn peer_of(s: &TcpStream) -> String {
     s.peer_addr()
