@@ -139,6 +139,7 @@ pub async fn run_phase(
         port: proxy_addr.port(),
         path: cfg.target_path.clone(),
         tls: tls.map(|t| t.client),
+        h2: None,
     };
     let args = plan
         .args
