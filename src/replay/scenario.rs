@@ -15,6 +15,13 @@ use crate::lab::config::OnUnauthorized;
 use crate::lab::{LabConfig, ProtocolVersion};
 use crate::load::Policy;
 
+/// The line `--http2` adds after a scenario's intro: what changes on HTTP/2 and what does not.
+pub const HTTP2_INTRO: &str = "over HTTP/2 (h2c): the client's sessions share one connection \
+     per 100 and each request is a stream of it; a cut that ends one stream leaves its \
+     siblings flowing, a cut of the whole connection (a TCP reset) ends every stream on it. \
+     Either way the client resumes with Last-Event-ID on a new stream, and the server's \
+     answer to an evicted cursor is the same as over HTTP/1.1.";
+
 /// A replay scenario.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Scenario {
