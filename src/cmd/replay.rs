@@ -107,6 +107,8 @@ pub struct Args {
     pub tls: bool,
     /// The load client speaks HTTP/2 to the proxy (h2c by prior knowledge; ALPN h2 with
     /// --tls), its sessions multiplexed over one connection per 100; the lab answers h2 too.
+    /// With `reset-250ms` and no --profile, the cut resets the whole connection at a random
+    /// byte (every stream on it ends), then the 250 ms outage.
     #[arg(long)]
     pub http2: bool,
     /// Directory of the local CA for --tls (default: $XDG_DATA_HOME/tearline/ca or
@@ -174,7 +176,16 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
     if args.sessions == 0 {
         return Err(CliError::Usage("--sessions must be at least 1"));
     }
-    let (profile, text) = load_profile(args.profile.as_deref(), args.scenario)?;
+    let (profile, text) = match (&args.profile, args.scenario, args.http2) {
+        (None, crate::replay::scenario::Scenario::Reset250ms, true) => {
+            let text = crate::replay::scenario::http2_profile(args.size);
+            (
+                profile::parse(&text, "reset-250ms over HTTP/2 (built in)")?,
+                text,
+            )
+        }
+        _ => load_profile(args.profile.as_deref(), args.scenario)?,
+    };
     let seed = args
         .seed
         .or(profile.seed)

@@ -491,6 +491,9 @@ mod tests {
         }
         let unknown = ErrorCode(0xff);
         assert_eq!(HttpError::Reset { code: unknown }.kind(), "h2-reset-other");
-        assert_eq!(HttpError::GoAway { code: unknown }.kind(), "h2-goaway-other");
+        assert_eq!(
+            HttpError::GoAway { code: unknown }.kind(),
+            "h2-goaway-other"
+        );
     }
 }
