@@ -141,7 +141,15 @@ impl H2Pool {
                     })?;
                 let s = match tokio::time::timeout_at(deadline, tls.connect(name, tcp)).await {
                     Ok(Ok(s)) => s,
-                    Ok(Err(e)) => return Err(handshake_error(&addr, &target.host, e.to_string())),
+                    Ok(Err(e)) => {
+                        let mut reason = e.to_string();
+                        if reason.contains("NoApplicationProtocol") {
+                            reason.push_str(
+                                ": the server accepts no ALPN h2, it does not speak HTTP/2 over TLS",
+                            );
+                        }
+                        return Err(handshake_error(&addr, &target.host, reason));
+                    }
                     Err(_) => return Err(HttpError::Timeout),
                 };
                 if s.get_ref().1.alpn_protocol() != Some(b"h2") {

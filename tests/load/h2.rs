@@ -253,3 +253,55 @@ async fn end_stream_is_a_clean_end_and_a_cancel_reset_is_a_cut_that_keeps_its_co
     );
     assert_eq!(err.kind(), "h2-reset-cancel");
 }
+
+#[tokio::test]
+async fn http2_load_over_tls_negotiates_h2_by_alpn_and_answers_every_call() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let terminator = crate::common::tls::terminator(dir.path());
+    let ca = terminator.ca_file().expect("local CA file").to_path_buf();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let shutdown = CancellationToken::new();
+    tokio::spawn(tearline::lab::serve_tls(
+        listener,
+        LabConfig::default(),
+        Some(terminator),
+        shutdown.clone(),
+    ));
+    let url = format!("https://localhost:{port}/mcp");
+    let target = Target::parse_with_ca(&url, std::slice::from_ref(&ca))
+        .unwrap()
+        .with_http2(1, std::slice::from_ref(&ca))
+        .unwrap();
+    let mut cfg = LoadConfig::new(
+        target,
+        "blob",
+        serde_json::json!({"size": 65536, "lines": 3}),
+    );
+    cfg.sessions = 4;
+    cfg.stop = Stop::Calls(20);
+    let o = run(cfg).await;
+    assert_all_ok(&o, 20);
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn an_https_server_that_does_not_pick_h2_is_named_as_such() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let terminator = crate::common::tls::terminator(dir.path());
+    let ca = terminator.ca_file().expect("local CA file").to_path_buf();
+    // The test HTTPS server of tests/common/tls accepts ALPN http/1.1 only.
+    let addr = crate::common::tls::tls_server(terminator).await;
+    let url = format!("https://localhost:{}/mcp", addr.port());
+    let target = Target::parse_with_ca(&url, std::slice::from_ref(&ca))
+        .unwrap()
+        .with_http2(1, std::slice::from_ref(&ca))
+        .unwrap();
+    let err = Conn::connect(&target, Duration::from_secs(5))
+        .await
+        .expect_err("no h2 without ALPN h2");
+    assert!(
+        err.to_string().contains("does not speak HTTP/2 over TLS"),
+        "{err}"
+    );
+}
