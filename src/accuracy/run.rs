@@ -247,6 +247,7 @@ async fn run_inner(
         port: proxy_addr.port(),
         path: path.to_owned(),
         tls: None,
+        h2: None,
     };
     let mut clients = Vec::new();
     match cell.scenario {

@@ -32,6 +32,7 @@ use crate::report::{self, ReportError, Threshold, ThresholdError};
   tearline replay --upstream 127.0.0.1:8080 --target-path /mcp   # your own MCP server
   tearline replay --fail-on 'naive.silent-loss>0' --fail-on 'p99(strict.call)>5s'
   tearline replay --tls                         # every leg over TLS (local CA, created once)
+  tearline replay --http2 --sessions 4          # the same story with the client on HTTP/2
 
 Exit codes: 0 ok, 99 a --fail-on threshold failed, 2 error, 130/143 interrupted by SIGINT/SIGTERM
 (the report says so and holds what ran; a second signal stops at once).")]
@@ -104,6 +105,12 @@ pub struct Args {
     /// Run every leg over TLS (load client → proxy → lab), with certificates from the local CA.
     #[arg(long)]
     pub tls: bool,
+    /// The load client speaks HTTP/2 to the proxy (h2c by prior knowledge; ALPN h2 with
+    /// --tls), its sessions multiplexed over one connection per 100; the lab answers h2 too.
+    /// With `reset-250ms` and no --profile, the cut resets the whole connection at a random
+    /// byte (every stream on it ends), then the 250 ms outage.
+    #[arg(long)]
+    pub http2: bool,
     /// Directory of the local CA for --tls (default: $XDG_DATA_HOME/tearline/ca or
     /// ~/.local/share/tearline/ca).
     #[arg(long, value_name = "DIR", env = "TEARLINE_CA_DIR")]
@@ -169,7 +176,16 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
     if args.sessions == 0 {
         return Err(CliError::Usage("--sessions must be at least 1"));
     }
-    let (profile, text) = load_profile(args.profile.as_deref(), args.scenario)?;
+    let (profile, text) = match (&args.profile, args.scenario, args.http2) {
+        (None, crate::replay::scenario::Scenario::Reset250ms, true) => {
+            let text = crate::replay::scenario::http2_profile(args.size);
+            (
+                profile::parse(&text, "reset-250ms over HTTP/2 (built in)")?,
+                text,
+            )
+        }
+        _ => load_profile(args.profile.as_deref(), args.scenario)?,
+    };
     let seed = args
         .seed
         .or(profile.seed)
@@ -181,6 +197,9 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
         profile.origin
     );
     println!("{}", args.scenario.intro());
+    if args.http2 {
+        println!("{}", crate::replay::scenario::HTTP2_INTRO);
+    }
 
     let mut cfg = config(&args, seed, &out);
     if args.tls {
@@ -280,6 +299,7 @@ fn config(args: &Args, seed: u64, out: &std::path::Path) -> ReplayConfig {
         scenario: args.scenario,
         abandon_after: Some(args.abandon_after),
         rst_unread: Some(args.rst_unread),
+        http2: args.http2,
     }
 }
 

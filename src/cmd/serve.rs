@@ -1,5 +1,6 @@
 //! Command-line surface of `tearline serve`: maps flags onto [`LabConfig`] one to one and runs
-//! the server until SIGINT or SIGTERM.
+//! the server until SIGINT or SIGTERM. One port answers HTTP/1.1, h2c and (over TLS, by ALPN)
+//! h2; see [`crate::lab::conn`].
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -49,7 +50,9 @@ pub enum ServeError {
   tearline serve --line-ending crlf --chunking per-line --keepalive 15s
       Wire variations for SSE parsers.
   tearline serve --listen 127.0.0.1:8443 --tls-self-signed
-      HTTPS with a certificate from tearline's local CA (prints the line to trust it).
+      HTTPS with a certificate from tearline's local CA (prints the line to trust it);
+      ALPN offers h2 and http/1.1 (`curl --http2 -k`, `tearline load --http2`). Plain
+      ports answer h2c by prior knowledge too (`curl --http2-prior-knowledge`).
   tearline serve --protocol 2026-07-28
       Modern only: no event ids, no resumption, GET answers 405, initialize gets -32022.
   tearline serve --max-event-bytes 1MiB

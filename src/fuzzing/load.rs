@@ -73,6 +73,7 @@ async fn exchange(bytes: &[u8], bounds: Vec<usize>) -> Outcome {
         port,
         path: "/mcp".to_owned(),
         tls: None,
+        h2: None,
     };
     let deadline = Instant::now() + Duration::from_secs(10);
     let outcome = client(&target, deadline).await;

@@ -14,7 +14,7 @@
 //! always sends it); Python `mcp` 2.x sends `server/discover` first in its default `auto` mode
 //! while TS `@modelcontextprotocol/client` 2.x stays legacy unless `versionNegotiation` asks.
 //!
-//! # Endpoint (default `/mcp`, HTTP/1.1 only)
+//! # Endpoint (default `/mcp`; HTTP/1.1, h2c and h2 on one port, see [`conn`])
 //! - `POST initialize` → 200 JSON with `Mcp-Session-Id` (32 hex digits). The revision is the
 //!   client's `protocolVersion` if it is 2025-03-26, 2025-06-18 or 2025-11-25, else
 //!   [`LabConfig::protocol`] (always it when [`LabConfig::narrow`]).
@@ -116,6 +116,7 @@
 pub mod auth;
 pub mod bugs;
 pub mod config;
+pub mod conn;
 mod delivery;
 pub mod hold;
 mod http;
@@ -138,7 +139,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -217,6 +217,7 @@ pub async fn serve_tls(
             .tasks
             .spawn(expire_sessions(Arc::clone(&shared), idle));
     }
+    let tls = tls.as_deref().map(|t| Arc::new(conn::acceptor(t)));
     let mut backoff = Duration::from_millis(5);
     loop {
         let permit = tokio::select! {
@@ -247,22 +248,16 @@ pub async fn serve_tls(
         let tls = tls.clone();
         shared.tasks.spawn(async move {
             let _permit = permit;
-            let stream: crate::tls::Stream = match tls {
-                None => stream.into(),
-                Some(t) => match t.accept(stream).await {
-                    Ok(s) => s.into(),
-                    Err(e) => {
-                        tracing::debug!(%peer, error = %e, "lab TLS handshake failed");
-                        return;
-                    }
-                },
+            let stream = match conn::handshake(stream, tls.as_deref()).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::debug!(%peer, error = %e, "lab TLS handshake failed");
+                    return;
+                }
             };
             let svc_shared = Arc::clone(&conn_shared);
             let svc = service_fn(move |req| http::handle(Arc::clone(&svc_shared), req));
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(conn_shared.cfg.read_timeout)
-                .serve_connection(TokioIo::new(stream), svc);
+            let conn = conn::serve(stream, svc, conn_shared.cfg.read_timeout);
             tokio::select! {
                 r = conn => if let Err(e) = r {
                     tracing::debug!(%peer, error = %e, "lab connection ended with an error");

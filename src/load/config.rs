@@ -57,6 +57,9 @@ pub struct Target {
     pub path: String,
     /// TLS client, for an `https://` target.
     pub tls: Option<TargetTls>,
+    /// The HTTP/2 connection pool, when the target is spoken to over HTTP/2 (h2c by prior
+    /// knowledge on `http://`, ALPN `h2` on `https://`); `None`: HTTP/1.1.
+    pub h2: Option<super::h2::H2Pool>,
 }
 
 /// Why a target URL was refused.
@@ -121,6 +124,26 @@ impl Target {
             port,
             path: path.to_string(),
             tls,
+            h2: None,
+        })
+    }
+
+    /// This target over HTTP/2 through a pool of at most `connections` connections; an
+    /// `https://` target's pool offers ALPN `h2` and trusts the system roots and `cacert`.
+    pub fn with_http2(
+        self,
+        connections: usize,
+        cacert: &[std::path::PathBuf],
+    ) -> Result<Target, TargetError> {
+        let pool = if self.tls.is_some() {
+            super::h2::H2Pool::tls(connections, cacert)
+                .map_err(|e| TargetError::Tls(self.to_string(), e.to_string()))?
+        } else {
+            super::h2::H2Pool::plain(connections)
+        };
+        Ok(Target {
+            h2: Some(pool),
+            ..self
         })
     }
 }

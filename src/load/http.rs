@@ -1,5 +1,7 @@
 //! A minimal HTTP/1.1 client on a raw tokio socket: one request, its response head, and the
-//! body as the chunks that actually arrived, chunked encoding decoded.
+//! body as the chunks that actually arrived, chunked encoding decoded. A target that speaks
+//! HTTP/2 goes through [`super::h2`] behind the same [`Conn`], [`Response`] and [`Body`]
+//! (END_STREAM is a clean end; RST_STREAM, GOAWAY or a lost connection a broken one).
 //!
 //! Why not a full client: the load client must see exactly which body bytes arrived before a
 //! disconnect and must tell a clean end of body (last chunk, full length) from a broken one
@@ -18,6 +20,8 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::config::Target;
+use super::h2::{H2Body, Sender};
+use crate::wire::h2::frame::ErrorCode;
 use crate::wire::http1_body::{BodyDecoder, Piece};
 
 const READ_SIZE: usize = 64 * 1024;
@@ -62,6 +66,63 @@ pub enum HttpError {
     /// A JSON body exceeded [`MAX_JSON_BODY`].
     #[error("body too large")]
     TooLarge,
+    /// HTTP/2: the server (or a proxy) reset the stream with RST_STREAM `code`.
+    #[error("HTTP/2 stream reset ({})", code.name())]
+    Reset {
+        /// The RST_STREAM error code.
+        code: ErrorCode,
+    },
+    /// HTTP/2: the connection ended by GOAWAY `code` with this stream unfinished.
+    #[error("HTTP/2 connection ended by GOAWAY ({})", code.name())]
+    GoAway {
+        /// The GOAWAY error code.
+        code: ErrorCode,
+    },
+}
+
+/// `h2-reset-<code>` for each named code, in [`ErrorCode::NAMED`] order.
+const RESET_KINDS: [&str; 14] = [
+    "h2-reset-no_error",
+    "h2-reset-protocol_error",
+    "h2-reset-internal_error",
+    "h2-reset-flow_control_error",
+    "h2-reset-settings_timeout",
+    "h2-reset-stream_closed",
+    "h2-reset-frame_size_error",
+    "h2-reset-refused_stream",
+    "h2-reset-cancel",
+    "h2-reset-compression_error",
+    "h2-reset-connect_error",
+    "h2-reset-enhance_your_calm",
+    "h2-reset-inadequate_security",
+    "h2-reset-http_1_1_required",
+];
+
+/// `h2-goaway-<code>` for each named code, in [`ErrorCode::NAMED`] order.
+const GOAWAY_KINDS: [&str; 14] = [
+    "h2-goaway-no_error",
+    "h2-goaway-protocol_error",
+    "h2-goaway-internal_error",
+    "h2-goaway-flow_control_error",
+    "h2-goaway-settings_timeout",
+    "h2-goaway-stream_closed",
+    "h2-goaway-frame_size_error",
+    "h2-goaway-refused_stream",
+    "h2-goaway-cancel",
+    "h2-goaway-compression_error",
+    "h2-goaway-connect_error",
+    "h2-goaway-enhance_your_calm",
+    "h2-goaway-inadequate_security",
+    "h2-goaway-http_1_1_required",
+];
+
+/// The label of `code` among `kinds` (`other` for a code outside the named ones).
+fn code_kind(kinds: &[&'static str; 14], code: ErrorCode, other: &'static str) -> &'static str {
+    usize::try_from(code.0)
+        .ok()
+        .and_then(|i| kinds.get(i))
+        .copied()
+        .unwrap_or(other)
 }
 
 impl HttpError {
@@ -77,13 +138,25 @@ impl HttpError {
             HttpError::Truncated => "truncated",
             HttpError::BadChunk => "bad-chunk",
             HttpError::TooLarge => "too-large",
+            HttpError::Reset { code } => code_kind(&RESET_KINDS, *code, "h2-reset-other"),
+            HttpError::GoAway { code } => code_kind(&GOAWAY_KINDS, *code, "h2-goaway-other"),
         }
     }
 }
 
-/// One open connection to the target.
+/// One open connection to the target: an HTTP/1.1 socket of its own, or a handle on one of
+/// the target's pooled h2 connections (when the target speaks HTTP/2, see [`super::h2`]).
 #[derive(Debug)]
-pub struct Conn {
+pub enum Conn {
+    /// HTTP/1.1: one request at a time on this socket.
+    H1(H1Conn),
+    /// HTTP/2: each request on a new stream of a shared connection.
+    H2(Sender),
+}
+
+/// An HTTP/1.1 connection: the socket and what was read from it but not yet consumed.
+#[derive(Debug)]
+pub struct H1Conn {
     stream: crate::tls::Stream,
     buf: BytesMut,
 }
@@ -100,8 +173,38 @@ pub struct Request<'a> {
 }
 
 impl Conn {
-    /// Connects with TCP_NODELAY, failing after `timeout`.
+    /// Connects with TCP_NODELAY, failing after `timeout`; for an HTTP/2 target, takes a
+    /// connection of its pool (dialling it if needed).
     pub async fn connect(target: &Target, timeout: Duration) -> Result<Conn, HttpError> {
+        match &target.h2 {
+            Some(pool) => pool.checkout(target, timeout).await.map(Conn::H2),
+            None => H1Conn::connect(target, timeout).await.map(Conn::H1),
+        }
+    }
+
+    /// Sends `req` to `target.path` and reads the response head before `deadline`.
+    pub async fn send(
+        self,
+        target: &Target,
+        req: &Request<'_>,
+        deadline: Instant,
+    ) -> Result<Response, HttpError> {
+        match self {
+            Conn::H1(c) => c.send(target, req, deadline).await,
+            Conn::H2(s) => {
+                let r = super::h2::send(s, target, req, deadline).await?;
+                Ok(Response {
+                    status: r.status,
+                    headers: r.headers,
+                    body: Body(BodyKind::H2(r.body)),
+                })
+            }
+        }
+    }
+}
+
+impl H1Conn {
+    async fn connect(target: &Target, timeout: Duration) -> Result<H1Conn, HttpError> {
         let addr = format!("{}:{}", target.host, target.port);
         let stream = match tokio::time::timeout(timeout, TcpStream::connect(&addr)).await {
             Ok(Ok(s)) => s,
@@ -120,14 +223,13 @@ impl Conn {
                 }
             }
         };
-        Ok(Conn {
+        Ok(H1Conn {
             stream,
             buf: BytesMut::with_capacity(READ_SIZE),
         })
     }
 
-    /// Sends `req` to `target.path` and reads the response head before `deadline`.
-    pub async fn send(
+    async fn send(
         mut self,
         target: &Target,
         req: &Request<'_>,
@@ -219,7 +321,7 @@ pub struct Response {
 }
 
 impl Response {
-    fn new(status: u16, headers: Vec<(String, String)>, conn: Conn) -> Response {
+    fn new(status: u16, headers: Vec<(String, String)>, conn: H1Conn) -> Response {
         let find = |n: &str| {
             headers
                 .iter()
@@ -242,13 +344,13 @@ impl Response {
         Response {
             status,
             headers,
-            body: Body {
+            body: Body(BodyKind::H1(H1Body {
                 conn,
                 decoder,
                 done: false,
                 consume: 0,
                 reusable,
-            },
+            })),
         }
     }
 
@@ -278,8 +380,49 @@ pub enum Next<'a> {
 
 /// The body of a response, read chunk by chunk.
 #[derive(Debug)]
-pub struct Body {
-    conn: Conn,
+pub struct Body(BodyKind);
+
+#[derive(Debug)]
+enum BodyKind {
+    H1(H1Body),
+    H2(H2Body),
+}
+
+impl Body {
+    /// The next piece of body, or its end. Errors mean the body broke before its end.
+    pub async fn next(&mut self, deadline: Instant) -> Result<Next<'_>, HttpError> {
+        match &mut self.0 {
+            BodyKind::H1(b) => b.next(deadline).await,
+            BodyKind::H2(b) => b.next(deadline).await,
+        }
+    }
+
+    /// Reads the whole body (bounded by [`MAX_JSON_BODY`]).
+    pub async fn read_all(&mut self, deadline: Instant) -> Result<Vec<u8>, HttpError> {
+        let mut out = Vec::new();
+        while let Next::Data(d) = self.next(deadline).await? {
+            if out.len() + d.len() > MAX_JSON_BODY {
+                return Err(HttpError::TooLarge);
+            }
+            out.extend_from_slice(d);
+        }
+        Ok(out)
+    }
+
+    /// The connection for another request, if and only if this body ended cleanly and the
+    /// server keeps the connection open.
+    pub fn into_conn(self) -> Option<Conn> {
+        match self.0 {
+            BodyKind::H1(b) => b.into_conn().map(Conn::H1),
+            BodyKind::H2(b) => b.into_sender().map(Conn::H2),
+        }
+    }
+}
+
+/// An HTTP/1.1 body, decoded by its framing.
+#[derive(Debug)]
+struct H1Body {
+    conn: H1Conn,
     /// The wire's decoder: the client and the proxy's observer frame bodies alike.
     decoder: BodyDecoder,
     /// The body ended by its own framing.
@@ -288,9 +431,8 @@ pub struct Body {
     reusable: bool,
 }
 
-impl Body {
-    /// The next piece of body, or its end. Errors mean the body broke before its end.
-    pub async fn next(&mut self, deadline: Instant) -> Result<Next<'_>, HttpError> {
+impl H1Body {
+    async fn next(&mut self, deadline: Instant) -> Result<Next<'_>, HttpError> {
         let n = std::mem::take(&mut self.consume);
         self.conn.buf.advance(n);
         loop {
@@ -327,23 +469,31 @@ impl Body {
         }
     }
 
-    /// Reads the whole body (bounded by [`MAX_JSON_BODY`]).
-    pub async fn read_all(&mut self, deadline: Instant) -> Result<Vec<u8>, HttpError> {
-        let mut out = Vec::new();
-        while let Next::Data(d) = self.next(deadline).await? {
-            if out.len() + d.len() > MAX_JSON_BODY {
-                return Err(HttpError::TooLarge);
-            }
-            out.extend_from_slice(d);
-        }
-        Ok(out)
-    }
-
-    /// The connection for another request, if and only if this body ended cleanly and the
-    /// server keeps the connection open.
-    pub fn into_conn(mut self) -> Option<Conn> {
+    fn into_conn(mut self) -> Option<H1Conn> {
         let n = std::mem::take(&mut self.consume);
         self.conn.buf.advance(n);
         (self.done && self.reusable && self.conn.buf.is_empty()).then_some(self.conn)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_named_h2_code_has_its_own_reset_and_goaway_kind() {
+        for (i, (name, code)) in ErrorCode::NAMED.iter().enumerate() {
+            assert_eq!(code.0 as usize, i, "NAMED is in code order");
+            let reset = HttpError::Reset { code: *code }.kind();
+            let goaway = HttpError::GoAway { code: *code }.kind();
+            assert_eq!(reset, format!("h2-reset-{name}"));
+            assert_eq!(goaway, format!("h2-goaway-{name}"));
+        }
+        let unknown = ErrorCode(0xff);
+        assert_eq!(HttpError::Reset { code: unknown }.kind(), "h2-reset-other");
+        assert_eq!(
+            HttpError::GoAway { code: unknown }.kind(),
+            "h2-goaway-other"
+        );
     }
 }

@@ -24,6 +24,7 @@ pub mod config;
 pub mod consume;
 pub mod era;
 pub mod eventsource;
+pub mod h2;
 pub mod histo;
 pub mod http;
 pub mod llm;

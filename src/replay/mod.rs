@@ -76,6 +76,9 @@ pub struct ReplayConfig {
     pub abandon_after: Option<Duration>,
     /// The audit's `rst_unread` (`--rst-unread`); `None`: the audit's default.
     pub rst_unread: Option<Duration>,
+    /// The load client speaks HTTP/2 (`--http2`): h2c through the proxy (ALPN h2 with
+    /// `tls_ca_dir`), its sessions over one connection per 100; the lab answers either.
+    pub http2: bool,
 }
 
 /// Why a replay could not run.
@@ -98,6 +101,9 @@ pub enum ReplayError {
     /// TLS could not be set up.
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),
+    /// The HTTP/2 client could not be set up (`--http2`).
+    #[error("--http2: {0}")]
+    Http2(String),
     /// The user's server (`--upstream`) could not be reached at all.
     #[error("cannot reach --upstream {address} (is your MCP server running and listening there?)")]
     Unreachable {

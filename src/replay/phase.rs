@@ -139,6 +139,21 @@ pub async fn run_phase(
         port: proxy_addr.port(),
         path: cfg.target_path.clone(),
         tls: tls.map(|t| t.client),
+        h2: None,
+    };
+    let target = if cfg.http2 {
+        let ca: Vec<PathBuf> = cfg
+            .tls_ca_dir
+            .as_deref()
+            .map(|d| vec![crate::tls::ca::LocalCa::open_or_create(d).map(|ca| ca.cert_path())])
+            .into_iter()
+            .flatten()
+            .collect::<Result<_, _>>()?;
+        target
+            .with_http2(cfg.sessions.div_ceil(100).max(1), &ca)
+            .map_err(|e| ReplayError::Http2(e.to_string()))?
+    } else {
+        target
     };
     let args = plan
         .args

@@ -15,6 +15,33 @@ use crate::lab::config::OnUnauthorized;
 use crate::lab::{LabConfig, ProtocolVersion};
 use crate::load::Policy;
 
+/// The line `--http2` adds after a scenario's intro: what changes on HTTP/2 and what does not.
+pub const HTTP2_INTRO: &str = "over HTTP/2 (h2c): the client's sessions share one connection \
+     per 100 and each request is a stream of it; a cut that ends one stream leaves its \
+     siblings flowing, a cut of the whole connection (a TCP reset) ends every stream on it. \
+     Either way the client resumes with Last-Event-ID on a new stream, and the server's \
+     answer to an evicted cursor is the same as over HTTP/1.1.";
+
+/// The profile of `reset-250ms --http2` when none is given, for a `size`-byte result: seed
+/// 004's reset and 250 ms outage as a reset of the whole connection at a uniformly random
+/// downstream byte (every connection, once, after its first 4 KiB), which a relay that passes
+/// HTTP/2 through as bytes can carry out. A stream-scope `sse_cut` needs the proxy to find SSE
+/// positions inside h2 `DATA` frames; with this profile a cut ends every stream of the
+/// connection, as a TCP reset does.
+pub fn http2_profile(size: u64) -> String {
+    format!(
+        r#"description = "seed 004 over HTTP/2: a reset of the connection at a random byte, then a 250 ms outage"
+[[fault]]
+name = "torn-connection"
+kind = "reset"
+direction = "downstream"
+range = [4096, {}]
+outage_ms = 250
+"#,
+        size.saturating_mul(2).max(8192)
+    )
+}
+
 /// A replay scenario.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Scenario {

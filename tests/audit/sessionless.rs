@@ -96,6 +96,7 @@ impl Bench {
             port: self.proxy_addr.port(),
             path: FEED.to_owned(),
             tls: None,
+            h2: None,
         }
     }
 

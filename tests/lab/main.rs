@@ -5,6 +5,7 @@
 mod common;
 
 mod expiry;
+mod h2;
 mod hold;
 mod interop_lab;
 mod resume;

@@ -36,6 +36,7 @@ async fn naive_truncations_are_losses_strict_re_sends_are_not_and_the_story_tell
         scenario: Scenario::LlmTruncation,
         abandon_after: None,
         rst_unread: None,
+        http2: false,
     };
     let profile = tearline::profile::parse(LLM_PROFILE, "llm-truncation").expect("profile");
     let t0 = Instant::now();

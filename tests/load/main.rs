@@ -8,6 +8,7 @@ mod abandon;
 mod bad_target;
 mod client_modes;
 mod fail_on;
+mod h2;
 mod http;
 mod interop_load;
 mod lab;

@@ -38,6 +38,7 @@ async fn audience_narrowing_strict_reauthorizes_and_loses_nothing_naive_loses_si
         scenario,
         abandon_after: None,
         rst_unread: None,
+        http2: false,
     };
     let text = scenario.default_profile().expect("a built-in profile");
     let profile = tearline::profile::parse(text, "audience-narrowing").expect("profile parses");

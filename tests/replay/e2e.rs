@@ -48,6 +48,7 @@ fn config(seed: u64) -> ReplayConfig {
         scenario: Default::default(),
         abandon_after: None,
         rst_unread: None,
+        http2: false,
     }
 }
 

@@ -46,6 +46,7 @@ async fn replay(sessions: usize, calls: u64) -> ReplayOutcome {
         scenario: Default::default(),
         abandon_after: None,
         rst_unread: None,
+        http2: false,
     };
     let profile = tearline::profile::parse(PROFILE, "test-profile").expect("profile parses");
     tokio::time::timeout(

@@ -51,6 +51,7 @@ async fn stateless_scenario_strict_reissues_naive_loses_silently_without_reissue
         scenario: Scenario::Stateless,
         abandon_after: None,
         rst_unread: None,
+        http2: false,
     };
     let counter = cfg.lab.side_effects.clone();
     let profile = tearline::profile::parse(PROFILE, "test-profile").expect("profile parses");
@@ -178,6 +179,7 @@ async fn append_cut_before_any_byte_and_reissued_is_not_reexecuted_though_the_co
         scenario: Scenario::Stateless,
         abandon_after: None,
         rst_unread: None,
+        http2: false,
     };
     let profile = tearline::profile::parse(BEFORE_ANY_BYTE, "test-profile").expect("parses");
     let outcome = tokio::time::timeout(

@@ -46,6 +46,7 @@ fn config(seed: u64, tls_ca_dir: Option<std::path::PathBuf>) -> ReplayConfig {
         scenario: Default::default(),
         abandon_after: None,
         rst_unread: None,
+        http2: false,
     }
 }
 

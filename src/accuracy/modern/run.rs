@@ -133,6 +133,7 @@ async fn run_inner(
                 port: proxy_addr.port(),
                 path: "/mcp".to_owned(),
                 tls: None,
+                h2: None,
             };
             let mut c = LoadConfig::new(target, cell.tool.name(), cell.tool.args());
             c.policy = policy;

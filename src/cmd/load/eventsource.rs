@@ -9,7 +9,7 @@
 use std::process::ExitCode;
 
 use super::{Args, CliError};
-use crate::load::config::{Policy, Target};
+use crate::load::config::Policy;
 use crate::load::eventsource::{EventSourceConfig, EventSourceOutcome, run as run_client};
 
 /// The client configuration the flags describe.
@@ -25,7 +25,7 @@ pub fn config(args: &Args) -> Result<EventSourceConfig, CliError> {
         ));
     }
     Ok(EventSourceConfig {
-        url: Target::parse_with_ca(&args.target, &args.cacert)?,
+        url: super::target(args)?,
         side_path: args.side_path.clone(),
         max_connections: args.max_attempts.max(1),
         timeout: args.timeout,

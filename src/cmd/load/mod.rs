@@ -47,6 +47,12 @@ pub use crate::units::parse_duration;
       --token aud=https://lab/tools/search,https://lab/tools/fetch \\
       --resume-token aud=https://lab/tools/search --policy both
 
+  # Over HTTP/2 (h2c by prior knowledge): 400 sessions multiplexed over 4 connections
+  tearline load --target http://127.0.0.1:8931/mcp --http2 --sessions 400 --calls 4000
+  # HTTP/2 over TLS (ALPN h2), e.g. against `tearline serve --tls-self-signed`
+  tearline load --target https://localhost:8931/mcp --http2 --h2-connections 2 \\
+      --cacert ~/.local/share/tearline/ca/ca.pem
+
   # Over HTTPS, through `tearline proxy --tls-self-signed` (trust the CA it printed)
   tearline load --target https://localhost:7443/mcp --cacert ~/.local/share/tearline/ca/ca.pem
 
@@ -121,6 +127,14 @@ pub struct Args {
     /// Budget of a TCP connect and of the probe `initialize`.
     #[arg(long, value_parser = parse_duration, default_value = "5s")]
     pub connect_timeout: Duration,
+    /// Speak HTTP/2: h2c by prior knowledge on http://, ALPN h2 on https://. The sessions
+    /// multiplex their requests over a small pool of connections (--h2-connections); a stream
+    /// reset or GOAWAY is a cut, counted by its error code (e.g. h2-reset-cancel).
+    #[arg(long)]
+    pub http2: bool,
+    /// HTTP/2 connections the sessions share (default: one per 100 sessions, at least 1).
+    #[arg(long, value_name = "N", requires = "http2")]
+    pub h2_connections: Option<usize>,
     /// Reconnect delay when the server sent no `retry:`.
     #[arg(long, value_parser = parse_duration, default_value = "100ms")]
     pub backoff: Duration,
@@ -256,9 +270,23 @@ pub enum CliError {
     NothingSucceeded(String),
 }
 
+/// The `--target`, over HTTP/2 with its connection pool when `--http2` is given.
+pub fn target(args: &Args) -> Result<Target, CliError> {
+    let target = Target::parse_with_ca(&args.target, &args.cacert)?;
+    if !args.http2 {
+        return Ok(target);
+    }
+    let connections = match args.h2_connections {
+        Some(0) => return Err(CliError::Flags("--h2-connections must be at least 1")),
+        Some(n) => n,
+        None => args.sessions.div_ceil(100).max(1),
+    };
+    Ok(target.with_http2(connections, &args.cacert)?)
+}
+
 /// Builds the run configuration from the flags.
 pub fn config(args: &Args) -> Result<LoadConfig, CliError> {
-    let target = Target::parse_with_ca(&args.target, &args.cacert)?;
+    let target = target(args)?;
     let tool_args: serde_json::Value =
         serde_json::from_str(&args.args).map_err(|e| CliError::Args(Some(e)))?;
     if !tool_args.is_object() {
@@ -307,7 +335,7 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
             "--side-path is for --client eventsource; drop it for the MCP client",
         ));
     }
-    let target = Target::parse_with_ca(&args.target, &args.cacert)?;
+    let target = target(&args)?;
     if crate::vocab::LlmApi::from_path(&target.path).is_some() {
         return llm::run(&args, target).await;
     }
