@@ -93,6 +93,7 @@ pub mod exchange;
 pub mod finding;
 pub mod gauges;
 pub mod grace;
+pub mod h2;
 pub mod histo;
 pub mod holes;
 #[cfg(test)]
