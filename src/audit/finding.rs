@@ -495,6 +495,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_stream_label_names_its_protocol_and_on_h2_its_stream() {
+        let r = StreamRef {
+            request: "POST /mcp".into(),
+            rpc_ids: vec!["7".into()],
+            seq: 5,
+            ..StreamRef::default()
+        };
+        assert_eq!(r.label(), "POST /mcp 7 (http1)");
+        assert_eq!(
+            r.clone().on(WireProtocol::H2).label(),
+            "POST /mcp 7 (h2 stream 5)"
+        );
+        assert_eq!(r.on(WireProtocol::H2).h2_stream, Some(5));
+        assert_eq!(
+            label("POST /mcp", "7", "", None),
+            "POST /mcp 7",
+            "an old log"
+        );
+    }
+
+    #[test]
     fn kind_serializes_to_its_kebab_name() {
         for k in FindingKind::ALL {
             let json = serde_json::to_string(&k).unwrap_or_default();
