@@ -243,6 +243,8 @@ impl Engine {
         shrink(&mut l.sessions);
         shrink(&mut self.order);
         shrink(&mut l.opaque);
+        shrink(&mut l.protocols);
+        shrink(&mut l.goaways);
         l.call_names.shrink();
         self.rules.shrink();
         l.ended.shrink();

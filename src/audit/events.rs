@@ -6,7 +6,9 @@
 //!   records it as torn (its id, if its `id:` line was complete, becomes a cursor-ahead
 //!   candidate); whether that is a `torn-cut` is rule `torn`'s.
 //! - A cut ends every leg of its connection; the leg whose body was in flight (the lowest
-//!   sequence number with a response head) is the one torn.
+//!   sequence number with a response head) is the one torn. On HTTP/2 a cut naming a stream
+//!   (`h2_stream`) ends that stream's leg only, and the leg torn is the stream the cut names
+//!   (`h2_stream`, else the point's `exchange`), never one guessed by order.
 //! - An id committed without a dispatched event (`last_committed_id` at the cut) counts as
 //!   delivered: a conformant client holds it as its cursor.
 //! - `observer-gave-up` (class info) is reported once per leg whose body the wire observer
@@ -241,15 +243,23 @@ impl Engine {
         action: CutAction,
         point: CutPoint,
     ) {
+        // On HTTP/2 a stream-scoped cut ends its stream only; a connection-scoped one ends
+        // every stream, and the one its point describes (`exchange`) is the one torn.
+        let (from, to) = point.h2_stream.map_or((0, u64::MAX), |s| (s, s));
         let legs: Vec<(u64, bool)> = self
             .l
             .legs
-            .range((conn, 0)..=(conn, u64::MAX))
+            .range((conn, from)..=(conn, to))
             .map(|(k, l)| (k.1, l.status.is_some()))
             .collect();
+        let named = if self.l.protocols.contains_key(&conn) {
+            Some(point.h2_stream.or(point.exchange))
+        } else {
+            None
+        };
         let body_seq = legs
             .iter()
-            .find(|(_, responded)| *responded)
+            .find(|(s, responded)| *responded && named.is_none_or(|n| n == Some(*s)))
             .map(|(s, _)| *s);
         for (seq, _) in &legs {
             let Some(key) = self.l.legs.get(&(conn, *seq)).map(|l| l.stream) else {

@@ -79,7 +79,9 @@ impl Engine {
             rpc_ids: Vec::new(),
             conn: r.conn,
             seq: r.seq,
-        };
+            ..StreamRef::default()
+        }
+        .on(self.l.protocol(r.conn));
         match (r.method.as_str(), &r.last_event_id) {
             ("GET", Some(cursor)) => self.on_resume(now, &r, cursor.clone(), reference, version),
             ("GET", None) => {

@@ -11,6 +11,7 @@ use serde::Serialize;
 use std::fmt;
 
 use crate::tls::TlsEnd;
+use crate::vocab::WireProtocol;
 use crate::wire::{CutPoint, SseClass};
 
 /// The kind of a finding. `as_str` gives the name used in logs, counters and reports.
@@ -96,13 +97,18 @@ pub enum FindingKind {
     /// An LLM request's connection ended before any response reached the client and no
     /// proven re-send followed.
     LlmUnanswered,
+    /// HTTP/2: an endpoint (not the proxy) reset a stream with `RST_STREAM`; `detail` names who
+    /// sent it (client or server) and its error code. A fact: what it means for the stream's
+    /// call is judged as for a client that closed its connection (client) or a server-side
+    /// cut (server); `REFUSED_STREAM` means not processed (see `audit::h2`).
+    StreamReset,
     /// A judgement the proxy cannot make; `detail` names it and the reason.
     Unknown,
 }
 
 impl FindingKind {
     /// Every kind, in the order of the design note.
-    pub const ALL: [FindingKind; 28] = [
+    pub const ALL: [FindingKind; 29] = [
         FindingKind::TornCut,
         FindingKind::CursorAhead,
         FindingKind::CursorBehind,
@@ -130,6 +136,7 @@ impl FindingKind {
         FindingKind::LlmStalled,
         FindingKind::LlmHung,
         FindingKind::LlmUnanswered,
+        FindingKind::StreamReset,
         FindingKind::Unknown,
     ];
 
@@ -163,6 +170,7 @@ impl FindingKind {
             FindingKind::LlmStalled => "llm-stalled",
             FindingKind::LlmHung => "llm-hung",
             FindingKind::LlmUnanswered => "llm-unanswered",
+            FindingKind::StreamReset => "stream-reset",
             FindingKind::Unknown => "unknown",
         }
     }
@@ -252,6 +260,7 @@ impl FindingKind {
             | FindingKind::LlmRetried
             | FindingKind::LlmNoTerminal
             | FindingKind::LlmStalled
+            | FindingKind::StreamReset
             | FindingKind::Unknown => FindingClass::Info,
         }
     }
@@ -270,7 +279,10 @@ impl fmt::Display for FindingKind {
 }
 
 /// Which stream a finding is about: the exchange that opened it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+///
+/// On an HTTP/2 connection `seq` is the h2 stream id (odd, not contiguous) and `h2_stream`
+/// repeats it, so a reader never has to know the connection's protocol to read it right.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct StreamRef {
     /// `METHOD path` of the request that opened the stream (`POST /mcp`, `GET /mcp`).
     pub request: String,
@@ -279,8 +291,64 @@ pub struct StreamRef {
     pub rpc_ids: Vec<String>,
     /// Connection and request sequence number of the opening exchange.
     pub conn: u64,
-    /// Request order on that connection (0-based).
+    /// Request order on that connection (0-based) on HTTP/1.1; the stream id on HTTP/2.
     pub seq: u64,
+    /// The connection's protocol: `http1`, `h2c` or `h2`.
+    pub protocol: WireProtocol,
+    /// On HTTP/2 (h2c or h2): the stream id of the opening exchange.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub h2_stream: Option<u64>,
+}
+
+impl Default for StreamRef {
+    fn default() -> Self {
+        StreamRef {
+            request: String::new(),
+            rpc_ids: Vec::new(),
+            conn: 0,
+            seq: 0,
+            protocol: WireProtocol::Http1,
+            h2_stream: None,
+        }
+    }
+}
+
+impl StreamRef {
+    /// Names the connection's protocol (on HTTP/2, `seq` is the stream id).
+    pub fn on(mut self, protocol: WireProtocol) -> Self {
+        self.set_protocol(protocol);
+        self
+    }
+
+    /// As [`StreamRef::on`], in place.
+    pub fn set_protocol(&mut self, protocol: WireProtocol) {
+        self.protocol = protocol;
+        self.h2_stream = (protocol != WireProtocol::Http1).then_some(self.seq);
+    }
+
+    /// `METHOD path ids` then where it ran: `(http1)`, or `(h2 stream 5)` on HTTP/2 — the
+    /// `stream` text of report examples.
+    pub fn label(&self) -> String {
+        label(
+            &self.request,
+            &self.rpc_ids.join(","),
+            self.protocol.as_str(),
+            self.h2_stream,
+        )
+    }
+}
+
+/// The report text of a finding's stream (see [`StreamRef::label`]), from its parts (a
+/// findings log read back gives them as JSON; `protocol` empty in a log written before it was
+/// named: left out).
+pub fn label(request: &str, rpc_ids: &str, protocol: &str, h2_stream: Option<u64>) -> String {
+    let mut out = format!("{request} {rpc_ids}");
+    match (protocol, h2_stream) {
+        ("", _) => {}
+        (p, Some(id)) => out.push_str(&format!(" ({p} stream {id})")),
+        (p, None) => out.push_str(&format!(" ({p})")),
+    }
+    out
 }
 
 /// The cut a finding is about, typed as the pump recorded it: built from its
@@ -425,6 +493,27 @@ impl Finding {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stream_label_names_its_protocol_and_on_h2_its_stream() {
+        let r = StreamRef {
+            request: "POST /mcp".into(),
+            rpc_ids: vec!["7".into()],
+            seq: 5,
+            ..StreamRef::default()
+        };
+        assert_eq!(r.label(), "POST /mcp 7 (http1)");
+        assert_eq!(
+            r.clone().on(WireProtocol::H2).label(),
+            "POST /mcp 7 (h2 stream 5)"
+        );
+        assert_eq!(r.on(WireProtocol::H2).h2_stream, Some(5));
+        assert_eq!(
+            label("POST /mcp", "7", "", None),
+            "POST /mcp 7",
+            "an old log"
+        );
+    }
 
     #[test]
     fn kind_serializes_to_its_kebab_name() {

@@ -192,6 +192,7 @@ mod tests {
             rpc_ids: Vec::new(),
             conn,
             seq,
+            ..StreamRef::default()
         };
         Finding::new(kind, 0, None, stream)
     }

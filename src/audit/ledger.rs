@@ -22,6 +22,7 @@ use super::leak::{self, CallNames, Named};
 use super::log::FindingsLog;
 use super::stream::{Stream, StreamKey};
 pub use super::stream::{is_decimal, is_globally_unique};
+use crate::vocab::WireProtocol;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
@@ -239,6 +240,12 @@ pub struct Ledger {
     pub streams: FxHashMap<StreamKey, Stream>,
     pub sessions: HashMap<Option<String>, Session>,
     pub legs: BTreeMap<(u64, u64), Leg>,
+    /// Connections announced as HTTP/2 (`Observation::Protocol`), until they close; absent:
+    /// HTTP/1.1. Every finding about a stream of one names it (see `record`).
+    pub protocols: FxHashMap<u64, WireProtocol>,
+    /// HTTP/2 connection → the lowest `last_stream` of the `GOAWAY`s its client received,
+    /// until it closes (see `h2`).
+    pub goaways: FxHashMap<u64, u64>,
     /// Globally unique-looking event id ([`is_globally_unique`]) → the stream that last
     /// delivered it, across sessions.
     pub opaque: HashMap<String, StreamKey>,
@@ -297,6 +304,8 @@ impl Ledger {
             streams: FxHashMap::default(),
             sessions: HashMap::new(),
             legs: BTreeMap::new(),
+            protocols: FxHashMap::default(),
+            goaways: FxHashMap::default(),
             opaque: HashMap::new(),
             call_names: CallNames::default(),
             findings: Vec::new(),
@@ -388,7 +397,12 @@ impl Ledger {
     }
 
     /// Counts, logs and keeps `f`.
-    fn record(&mut self, f: Finding, silent: bool) {
+    fn record(&mut self, mut f: Finding, silent: bool) {
+        if f.stream.protocol == WireProtocol::Http1
+            && let Some(p) = self.protocols.get(&f.stream.conn)
+        {
+            f.stream.set_protocol(*p);
+        }
         *self.counts.entry(f.kind.as_str().to_string()).or_insert(0) += 1;
         self.loss.note(&f, silent);
         if let Some(log) = &mut self.log {

@@ -23,6 +23,13 @@
 //!   see [`grace`]), and at most `max_findings` findings are kept in memory (counters and the log
 //!   see every finding).
 //! - Where the proxy cannot know, the finding is `unknown` with the reason in `detail`.
+//! - HTTP/2 (a connection announced by `Observation::Protocol`): an exchange is keyed
+//!   (connection, stream id), exactly as an HTTP/1.1 one is (connection, request number);
+//!   nothing assumes ids are contiguous or that streams answer in order; a cut naming a stream
+//!   ends that stream only; every finding names the protocol and, on HTTP/2, the stream id
+//!   (`StreamRef::protocol`, `h2_stream`). What an endpoint's reset or `GOAWAY` means is in
+//!   [`h2`] (`stream-reset`, class info; a stream not processed and never re-sent is
+//!   `abandoned`).
 //! - Observations may arrive out of exchange order (a response before its request); [`order`]
 //!   holds them until their request, so every judgement sees request, response, events, cut in
 //!   that order.
@@ -57,7 +64,8 @@
 //!   mapping a resume's cursor to its stream and fixing what the resume owes, matching
 //!   JSON-RPC answers; [`events`]: responses, SSE events (classified against the stream for
 //!   a replay: owed, duplicate, reused, another stream's, priming, unseen), cuts and the torn
-//!   event, leg ends): applies observations to the ledger and calls the registry's hooks;
+//!   event, leg ends; [`h2`]: a connection's protocol, an endpoint's `RST_STREAM`, `GOAWAY`):
+//!   applies observations to the ledger and calls the registry's hooks;
 //!   forgets streams and settles the rules. Besides facts it reports only what is about the
 //!   audit itself: `unknown` (a request never seen, a cursor no single stream owns) and
 //!   `observer-gave-up`.
@@ -93,6 +101,7 @@ pub mod exchange;
 pub mod finding;
 pub mod gauges;
 pub mod grace;
+pub mod h2;
 pub mod histo;
 pub mod holes;
 #[cfg(test)]

@@ -30,6 +30,13 @@
 //!   So the audit sees one connection's exchanges one after the other, whichever pump ran
 //!   first (a client that pipelines sees its requests applied as their turns come). At most
 //!   [`MAX_EARLY_PER_CONN`] wait per connection; later ones are applied at once.
+//! - On an HTTP/2 connection (announced by `Observation::Protocol` before its first request)
+//!   `seq` is the stream id: streams interleave, so a request never waits for another
+//!   stream's response (the rule above is HTTP/1.1's). A client opens streams in increasing
+//!   id order and the observer releases their requests in that order, so "requests seen below
+//!   `requests`" holds as on HTTP/1.1 without assuming ids are contiguous. A stream's
+//!   `RST_STREAM` and a cut naming its stream (`h2_stream`) wait for that stream's request
+//!   like its other observations; such a cut holds nothing of other streams or connections.
 
 use super::engine::{Engine, HeldCut};
 use super::events::EventFacts;
@@ -47,8 +54,11 @@ fn seq_of(obs: &Observation) -> Option<(u64, u64)> {
         | Observation::ResponseBody { conn, seq, .. }
         | Observation::SseEvent { conn, seq, .. }
         | Observation::StreamEnd { conn, seq, .. }
-        | Observation::ObserverGaveUp { conn, seq, .. } => Some((*conn, *seq)),
+        | Observation::ObserverGaveUp { conn, seq, .. }
+        | Observation::StreamReset { conn, seq, .. } => Some((*conn, *seq)),
         Observation::LlmEvent(e) => Some((e.conn, e.seq)),
+        // On HTTP/2 a stream-scoped cut is of its stream's exchange.
+        Observation::Cut { conn, point, .. } => point.h2_stream.map(|s| (*conn, s)),
         _ => None,
     }
 }
@@ -142,7 +152,9 @@ impl Engine {
     fn take(&mut self, now: Instant, obs: Observation) {
         // A re-send link held past its time is settled before anything later is applied.
         self.settle_held(now, false);
-        if let Some((conn, seq)) = request_of(&obs) {
+        if let Some((conn, seq)) = request_of(&obs)
+            && !self.is_h2(conn)
+        {
             let c = self.order.entry(conn).or_default();
             if seq > c.answered && c.waiting.len() < MAX_EARLY_PER_CONN {
                 c.waiting.push((now, obs));
@@ -168,6 +180,12 @@ impl Engine {
                 }
                 self.last_order = Some((conn, c.requests));
             }
+        }
+        if let Observation::Cut { point, .. } = &obs
+            && point.h2_stream.is_some()
+        {
+            self.cut(now, obs);
+            return;
         }
         if let Observation::Cut { conn, .. } = obs {
             if self.awaits_request(conn) && self.held.is_none() {
@@ -215,11 +233,13 @@ impl Engine {
                     },
                 );
                 self.release(conn, seq);
+                self.h2_request_applied(now, conn, seq);
             }
             Observation::ConnClosed { conn } => {
                 self.drop_early(now, conn);
                 self.on_conn_closed(now, conn);
                 self.rules.on_conn_closed(&mut self.l, now, conn);
+                self.h2_closed(conn);
             }
             other => self.apply(now, other),
         }
@@ -279,6 +299,11 @@ impl Engine {
 
     /// Applies a response-side observation whose request was seen.
     fn apply(&mut self, now: Instant, obs: Observation) {
+        if let Observation::Cut { .. } = &obs {
+            // A stream-scoped HTTP/2 cut released with its request.
+            self.cut(now, obs);
+            return;
+        }
         if let Observation::ResponseBody { conn, seq, .. }
         | Observation::StreamEnd { conn, seq, .. }
         | Observation::ObserverGaveUp { conn, seq, .. } = &obs
@@ -336,6 +361,21 @@ impl Engine {
             } => self
                 .l
                 .on_observer_gave_up(now, conn, seq, raw_offset, &reason),
+            Observation::Protocol { conn, protocol } => self.on_protocol(conn, protocol),
+            Observation::StreamReset {
+                conn,
+                seq,
+                direction,
+                code,
+                by_proxy,
+            } => self.on_stream_reset(now, conn, seq, direction, code, by_proxy),
+            Observation::GoAway {
+                conn,
+                direction,
+                last_stream,
+                code,
+                by_proxy,
+            } => self.on_goaway(now, conn, direction, last_stream, code, by_proxy),
             _ => {}
         }
     }
@@ -399,6 +439,7 @@ impl Engine {
                 rpc_ids: p.rpc_id.iter().cloned().collect(),
                 conn,
                 seq,
+                ..StreamRef::default()
             },
         )
         .detail(

@@ -164,6 +164,10 @@ pub struct Stream {
     pub deferred: Vec<Finding>,
     /// Order and gap state over all legs (ids and progress values).
     pub seq: Sequences,
+    /// HTTP/2: how an endpoint ended this stream when the proxy did not (the server's
+    /// `RST_STREAM`, or not processed: `REFUSED_STREAM`, above a `GOAWAY`'s last stream), for
+    /// the detail of a lost call's finding (see `h2`).
+    pub h2_end: Option<String>,
 }
 
 impl Stream {
@@ -200,6 +204,7 @@ impl Stream {
             ended_at: None,
             deferred: Vec::new(),
             seq: Sequences::default(),
+            h2_end: None,
         }
     }
 

@@ -69,7 +69,7 @@ pub fn assemble(run: RunDescription, phases: &[PhaseOutcome], story: Vec<String>
                         .session
                         .clone()
                         .unwrap_or_else(|| format!("conn {}", f.stream.conn)),
-                    stream: format!("{} {}", f.stream.request, f.stream.rpc_ids.join(",")),
+                    stream: f.stream.label(),
                     ids: f.ids.clone(),
                     detail: format!("[{policy}] {}", f.detail),
                 });

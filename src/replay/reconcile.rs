@@ -286,6 +286,7 @@ mod tests {
                 rpc_ids: vec![id.to_owned()],
                 conn: 0,
                 seq: 0,
+                ..StreamRef::default()
             },
             ids: vec![],
             raw_offsets: vec![],

@@ -314,7 +314,12 @@ fn add_proxy_logs(report: &mut Report, agents: &[AgentDir], proxies: &ProxyLogs,
             kind,
             FindingExample {
                 session: text("/session"),
-                stream: format!("{} {}", text("/stream/request"), rpc.join(",")),
+                stream: crate::audit::finding::label(
+                    &text("/stream/request"),
+                    &rpc.join(","),
+                    &text("/stream/protocol"),
+                    f.pointer("/stream/h2_stream").and_then(Value::as_u64),
+                ),
                 ids,
                 detail: text("/detail"),
             },

@@ -37,7 +37,7 @@ use super::latency::{self, human_us};
 use super::model::Report;
 
 /// Finding kinds of the proxy's audit: the names `audit::FindingKind::as_str` gives.
-pub const FINDING_KINDS: [&str; 28] = [
+pub const FINDING_KINDS: [&str; 29] = [
     "torn-cut",
     "cursor-ahead",
     "cursor-behind",
@@ -65,6 +65,7 @@ pub const FINDING_KINDS: [&str; 28] = [
     "llm-stalled",
     "llm-hung",
     "llm-unanswered",
+    "stream-reset",
     "unknown",
 ];
 

@@ -19,6 +19,7 @@ mod e2e_more;
 mod e2e_stale_peer;
 mod findings;
 mod gauges;
+mod h2;
 mod judge;
 mod ledger;
 mod links;

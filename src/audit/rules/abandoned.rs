@@ -39,6 +39,10 @@
 //! - A `pending-call` still deferred (its stream ended cleanly without the answer) names its
 //!   later identical calls as candidates the same way; it stays `pending-call`.
 //!
+//! - On HTTP/2 a stream an endpoint ended (the server's `RST_STREAM`, or not processed:
+//!   `REFUSED_STREAM`, above a `GOAWAY`'s last stream; see `audit::h2`) is waited for as a cut
+//!   one is, and the finding's detail ends with how it ended.
+//!
 //! Invariant: watches are keyed by stream and dropped with it; each holds only ids, hashes and
 //! at most [`MAX_CANDIDATES`] candidates per call.
 
@@ -72,6 +76,8 @@ struct LostWatch {
     since: Instant,
     cuts: u32,
     calls: Vec<LostCall>,
+    /// HTTP/2: how an endpoint ended the stream, if not the proxy (`Stream::h2_end`).
+    h2_end: Option<String>,
 }
 
 /// The `abandoned` rule: every armed lost-call watch.
@@ -132,6 +138,7 @@ impl Abandoned {
                 since: now,
                 cuts,
                 calls,
+                h2_end: stream.h2_end.clone(),
             },
         );
     }
@@ -292,7 +299,16 @@ impl WaitEnd<'_> {
     }
 
     /// A finding of `kind` about call `c` of watch `w`.
-    fn finding(&self, kind: FindingKind, w: &LostWatch, c: &LostCall, detail: String) -> Finding {
+    fn finding(
+        &self,
+        kind: FindingKind,
+        w: &LostWatch,
+        c: &LostCall,
+        mut detail: String,
+    ) -> Finding {
+        if let Some(why) = &w.h2_end {
+            detail.push_str(&format!("; {why}"));
+        }
         let mut f = Finding::new(kind, self.at_ms, w.session.clone(), w.reference.clone())
             .ids(vec![c.id.clone()])
             .detail(detail);

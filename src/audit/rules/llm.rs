@@ -344,6 +344,7 @@ impl Exchange {
             rpc_ids: Vec::new(),
             conn: self.conn,
             seq: self.seq,
+            ..StreamRef::default()
         }
     }
 
@@ -535,18 +536,16 @@ impl LlmRule {
             cut: FindingCut::from_point(point),
             raw_offset: point.raw_offset,
         };
-        if let Some(p) = self
-            .pending
-            .iter_mut()
-            .rev()
-            .find(|p| p.ex.conn == conn && p.ex.cut.is_none())
+        // On HTTP/2 a stream-scoped cut names its stream: only that exchange was cut.
+        let only = point.h2_stream;
+        let (from, to) = only.map_or((0, u64::MAX), |s| (s, s));
+        if let Some(p) =
+            self.pending.iter_mut().rev().find(|p| {
+                p.ex.conn == conn && p.ex.cut.is_none() && only.is_none_or(|s| p.ex.seq == s)
+            })
         {
             p.ex.cut = Some(cut);
-        } else if let Some((_, ex)) = self
-            .open
-            .range_mut((conn, 0)..=(conn, u64::MAX))
-            .next_back()
-        {
+        } else if let Some((_, ex)) = self.open.range_mut((conn, from)..=(conn, to)).next_back() {
             ex.cut = Some(cut);
         }
     }

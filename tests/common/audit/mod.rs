@@ -242,6 +242,31 @@ impl Wire {
         cut: Option<usize>,
         action: CutAction,
     ) -> u64 {
+        self.deliver_scoped(conn, seq, body, cut, action, false)
+    }
+
+    /// As [`Wire::deliver`] on an HTTP/2 connection (`seq` is the stream id): a cut ends
+    /// stream `seq` only (`h2_stream`), and the connection stays open.
+    pub fn deliver_h2(
+        &mut self,
+        conn: u64,
+        stream: u64,
+        body: &str,
+        cut: Option<usize>,
+        action: CutAction,
+    ) -> u64 {
+        self.deliver_scoped(conn, stream, body, cut, action, true)
+    }
+
+    fn deliver_scoped(
+        &mut self,
+        conn: u64,
+        seq: u64,
+        body: &str,
+        cut: Option<usize>,
+        action: CutAction,
+        h2: bool,
+    ) -> u64 {
         let base = *self.raw.entry(conn).or_insert(120);
         let bytes = body.as_bytes();
         let limit = cut.unwrap_or(bytes.len()).min(bytes.len());
@@ -351,10 +376,13 @@ impl Wire {
                     raw_offset: base + limit as u64,
                     last_committed_id: rd.committed.clone(),
                     event_index: Some(rd.index),
+                    h2_stream: h2.then_some(seq),
                     ..CutPoint::default()
                 },
             });
-            self.rec(Observation::ConnClosed { conn });
+            if !h2 {
+                self.rec(Observation::ConnClosed { conn });
+            }
             return base + limit as u64;
         }
         let torn = (limit - ev_start) as u64;
@@ -408,10 +436,12 @@ impl Wire {
                 outage_ms: None,
                 by: None,
                 llm: None,
-                h2_stream: None,
+                h2_stream: h2.then_some(seq),
             },
         });
-        self.rec(Observation::ConnClosed { conn });
+        if !h2 {
+            self.rec(Observation::ConnClosed { conn });
+        }
         base + cut as u64
     }
 }
