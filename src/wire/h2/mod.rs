@@ -8,5 +8,7 @@
 //! `seq` of an [`super::Observation`] on an h2 connection *is* the stream id).
 
 pub mod frame;
+pub mod hpack;
+mod huffman;
 
 pub use frame::{ErrorCode, FrameHeader, FrameType, PREFACE};
