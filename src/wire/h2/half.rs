@@ -218,11 +218,8 @@ impl H2Half {
             return self.fail("a frame other than CONTINUATION inside a header block");
         }
         match h.kind {
-            FrameType::Data => {
-                if h.has(flags::END_STREAM) {
-                    self.end_stream(h.stream, end);
-                }
-            }
+            FrameType::Data if h.has(flags::END_STREAM) => self.end_stream(h.stream, end),
+            FrameType::Data => {}
             FrameType::Headers => {
                 let Some(r) = frame::headers_block(h, payload) else {
                     return self.fail("HEADERS padding longer than its payload");
