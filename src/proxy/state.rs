@@ -397,9 +397,10 @@ impl Proxy {
         *write(&self.sink) = sink;
     }
 
-    /// Observes HTTP/1.1 and SSE on every new connection and sends what is learnt, with the
-    /// connections and cuts, to `sink`: the one call that wires an observer and its sink
-    /// (the observer factory and the sink must name the same sink, or facts and cuts part).
+    /// Observes HTTP/1.1 or h2c (told apart by the client's first bytes) and SSE on every new
+    /// connection and sends what is learnt, with the connections and cuts, to `sink`: the one
+    /// call that wires an observer and its sink (the observer factory and the sink must name
+    /// the same sink, or facts and cuts part).
     pub fn observe_http(&self, sink: Arc<dyn ObservationSink>) {
         self.observe_http_routed(sink, crate::wire::llm_routes::LlmRoutes::known());
     }
@@ -411,8 +412,9 @@ impl Proxy {
         routes: Arc<crate::wire::llm_routes::LlmRoutes>,
     ) {
         let observer_sink = sink.clone();
+        // The client's first bytes pick the observer: the HTTP/2 preface → h2c, else HTTP/1.1.
         self.set_observer_factory(Arc::new(move |conn| {
-            crate::wire::http1::observer_pair_routed(conn, observer_sink.clone(), routes.clone())
+            crate::wire::h2::observer_pair_sniffed(conn, observer_sink.clone(), routes.clone())
         }));
         self.set_sink(Some(sink));
     }

@@ -116,7 +116,7 @@ pub(super) struct Outbox {
 const KEEP_SLOTS: usize = 8;
 
 /// Approximate memory of one observation.
-fn size_of_obs(obs: &Observation) -> usize {
+pub(super) fn size_of_obs(obs: &Observation) -> usize {
     let payload = match obs {
         Observation::SseEvent { data, .. } => data.as_ref().map_or(0, |d| d.len()),
         Observation::Request { body, .. } => body.as_ref().map_or(0, |d| d.len()),
@@ -328,36 +328,50 @@ impl Http1Upstream {
         let llm = self
             .llm_body
             .take()
-            .map(|(api, hash, len)| super::LlmRequestSeen {
-                conn: self.conn,
-                seq: info.seq,
-                api,
-                body_hash: hash.digest(),
-                body_len: len,
-                idempotency_key: req.idempotency_key.clone(),
-                retry_count: req.retry_count,
-            });
-        self.out.hold(
-            self.chunk_start + at as u64,
-            Observation::Request {
-                conn: self.conn,
-                seq: info.seq,
-                method: req.method,
-                path: req.path,
-                session: req.session,
-                last_event_id: req.last_event_id,
-                protocol_version: req.protocol_version,
-                has_authorization: req.has_authorization,
-                idempotency_key: req.idempotency_key,
-                accepts_event_stream: req.accepts_event_stream,
-                body,
-            },
-        );
+            .map(|(api, hash, len)| (api, hash.digest(), len));
+        let (request, llm) = request_observations(self.conn, info.seq, req, body, llm);
+        self.out.hold(self.chunk_start + at as u64, request);
         if let Some(llm) = llm {
-            self.out
-                .hold(self.chunk_start + at as u64, Observation::LlmRequest(llm));
+            self.out.hold(self.chunk_start + at as u64, llm);
         }
     }
+}
+
+/// The `Request` (and, on an LLM route, `LlmRequest`) observations of a request whose last
+/// byte was read: `llm` is its API with the hash and length of its whole body. Shared by the
+/// HTTP/1.1 and HTTP/2 observers, so that both report a request with the same facts.
+pub(super) fn request_observations(
+    conn: u64,
+    seq: u64,
+    req: RequestHead,
+    body: Option<bytes::Bytes>,
+    llm: Option<(crate::vocab::LlmApi, u64, u64)>,
+) -> (Observation, Option<Observation>) {
+    let llm = llm.map(|(api, body_hash, body_len)| {
+        Observation::LlmRequest(super::LlmRequestSeen {
+            conn,
+            seq,
+            api,
+            body_hash,
+            body_len,
+            idempotency_key: req.idempotency_key.clone(),
+            retry_count: req.retry_count,
+        })
+    });
+    let request = Observation::Request {
+        conn,
+        seq,
+        method: req.method,
+        path: req.path,
+        session: req.session,
+        last_event_id: req.last_event_id,
+        protocol_version: req.protocol_version,
+        has_authorization: req.has_authorization,
+        idempotency_key: req.idempotency_key,
+        accepts_event_stream: req.accepts_event_stream,
+        body,
+    };
+    (request, llm)
 }
 
 impl WireObserver for Http1Upstream {

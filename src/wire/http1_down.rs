@@ -24,7 +24,9 @@ use std::sync::Arc;
 use super::http1::{BODY_LIMIT, DATA_HEAD, LINE_LIMIT, Outbox, ReqInfo, ReqQueue, data_hash};
 use super::http1_body::{BodyDecoder, ChunkSpot, Piece};
 use super::http1_clean::{CleanEnd, Spot, clean_end_bytes};
-use super::http1_head::{Framing, HeadBuf, HeadKind, HeadStatus, is_event_stream, parse_response};
+use super::http1_head::{
+    Framing, HeadBuf, HeadKind, HeadStatus, ResponseHead, is_event_stream, parse_response,
+};
 use super::http1_view::{ChunkView, Owner, describe, view_at};
 use super::position::SseClass;
 use super::rpc_head::is_response_head;
@@ -41,15 +43,15 @@ enum DownState {
     Opaque,
 }
 
-struct SseCtx {
-    scanner: SseScanner,
+pub(super) struct SseCtx {
+    pub(super) scanner: SseScanner,
     /// (payload offset, raw connection offset) of payload segments: the one holding the start
     /// of the event block in progress, and the current one (at most two between feeds, so the
     /// map does not grow with the reads an event spans).
-    segs: VecDeque<(u64, u64)>,
-    events: u64,
+    pub(super) segs: VecDeque<(u64, u64)>,
+    pub(super) events: u64,
     /// The stream's LLM API, when its request named one.
-    llm: Option<crate::vocab::LlmApi>,
+    pub(super) llm: Option<crate::vocab::LlmApi>,
 }
 
 struct Resp {
@@ -191,26 +193,18 @@ impl Http1Downstream {
             self.state = DownState::Opaque;
             return;
         }
-        let session = head
-            .session
-            .clone()
-            .or_else(|| req.as_ref().and_then(|r| r.session.clone()));
         let no_body = method == "HEAD" || status == 204 || status == 304;
-        let event_stream = !no_body && is_event_stream(head.content_type.as_deref());
-        // An encoded (gzip, br, deflate, …) event stream is not scanned as plain text: the
-        // observer declares it unobservable and relays it as an opaque body.
-        let is_sse = event_stream && head.content_encoding.is_none();
-        if let Some(encoding) = head.content_encoding.as_deref().filter(|_| event_stream) {
-            self.sink.record(Observation::ObserverGaveUp {
-                conn: self.conn,
-                seq,
-                raw_offset: self.view.start + at as u64,
-                reason: format!(
-                    "content-encoding {encoding}: the SSE body is compressed and not observed \
-                     (no events, positions or SSE cuts for this stream; bytes still relayed)"
-                ),
-            });
-        }
+        let raw_offset = self.view.start + at as u64;
+        let (session, sse, stream) = response_stream(
+            self.conn,
+            seq,
+            req.as_ref(),
+            &head,
+            no_body,
+            &*self.sink,
+            raw_offset,
+        );
+        let is_sse = sse.is_some();
         self.view.owners.push(Owner {
             from: at,
             seq,
@@ -230,45 +224,6 @@ impl Http1Downstream {
                 return;
             }
         };
-        // An LLM stream is recognised by its request path (and its SSE content type), never
-        // by its bytes.
-        let llm = req.as_ref().and_then(|r| r.llm);
-        if let Some(r) = req.as_ref().filter(|r| {
-            is_sse
-                && llm.is_none()
-                && r.method == "POST"
-                && r.rpc_id.get().is_none_or(Option::is_none)
-        }) && r.routes.first_notice(&r.path)
-        {
-            tracing::info!(
-                conn = self.conn,
-                path = %super::redact::target(&r.path),
-                "POST answered with text/event-stream on a path that names no known LLM API; \
-                 if it is one, declare it ([[llm_route]] path = \"…\", api = \"chat-completions\" \
-                 in the profile, or --llm-route PATH=API) to get LLM positions and verdicts"
-            );
-        }
-        let sse = is_sse.then(|| {
-            let mut scanner = SseScanner::bounded(DATA_HEAD, LINE_LIMIT);
-            if let Some(api) = llm {
-                scanner.set_llm(api);
-            }
-            Box::new(SseCtx {
-                scanner,
-                segs: VecDeque::new(),
-                events: 0,
-                llm,
-            })
-        });
-        let stream = sse.is_some().then(|| {
-            Arc::new(StreamInfo {
-                seq,
-                method: method.to_string(),
-                path: req.as_ref().map_or_else(String::new, |r| r.path.clone()),
-                session: session.clone(),
-                resume: req.as_ref().is_some_and(|r| r.resume),
-            })
-        });
         if let Some(stream) = &stream {
             self.view.positions.streams.push(StreamSpan {
                 from: at,
@@ -351,46 +306,14 @@ impl Http1Downstream {
             }
             let index = *events;
             *events += 1;
-            // The whole data when short, else the head of its JSON-RPC facts (`sse_data`). An
-            // LLM stream's data is a provider's JSON, read by the LLM reader as it streamed:
-            // no JSON-RPC to read, so no copy per token.
-            let data = llm.is_none().then(|| bytes::Bytes::copy_from_slice(e.data));
             let is_final = rpc_id
                 .as_deref()
                 .is_some_and(|id| is_response_head(e.data, id));
-            out.hold(
-                raw_end,
-                Observation::SseEvent {
-                    conn,
-                    seq,
-                    index,
-                    id: e.id.map(str::to_string),
-                    last_event_id: (!e.last_event_id.is_empty())
-                        .then(|| e.last_event_id.to_string()),
-                    event_type: Some(match e.event_type {
-                        "message" => Cow::Borrowed("message"),
-                        other => Cow::Owned(other.to_owned()),
-                    }),
-                    data_hash: e.data_hash.unwrap_or_else(|| data_hash(e.data)),
-                    data_len: e.data_len,
-                    data,
-                    data_lines: e.data_lines,
-                    raw_start,
-                    raw_end,
-                },
-            );
-            if let (Some(api), Some(facts)) = (llm, e.llm.filter(|f| !f.is_empty())) {
-                out.hold(
-                    raw_end,
-                    Observation::LlmEvent(super::LlmEventSeen {
-                        conn,
-                        seq,
-                        index,
-                        api,
-                        facts: facts.clone(),
-                        raw_end,
-                    }),
-                );
+            let (event, llm_event) =
+                event_observations(conn, seq, index, llm, e, raw_start, raw_end);
+            out.hold(raw_end, event);
+            if let Some(l) = llm_event {
+                out.hold(raw_end, l);
             }
             is_final
         };
@@ -709,4 +632,125 @@ impl WireObserver for Http1Downstream {
         self.view.len = usize::try_from(n).unwrap_or(usize::MAX);
         self.raw += n;
     }
+}
+
+/// What a final response head makes of its stream, for the HTTP/1.1 and HTTP/2 observers
+/// alike: its session (the response's, else the request's), and for a `text/event-stream`
+/// body the SSE scanner (with the LLM reader on an LLM route) and the stream's facts. An
+/// encoded event stream is declared unobservable (`ObserverGaveUp`, recorded now) and gets
+/// no scanner; an SSE answer to a POST on no known LLM route is noted once per path.
+pub(super) fn response_stream(
+    conn: u64,
+    seq: u64,
+    req: Option<&Arc<ReqInfo>>,
+    head: &ResponseHead,
+    no_body: bool,
+    sink: &dyn ObservationSink,
+    raw_offset: u64,
+) -> (Option<String>, Option<Box<SseCtx>>, Option<Arc<StreamInfo>>) {
+    let method = req.map_or("GET", |r| r.method.as_str());
+    let session = head
+        .session
+        .clone()
+        .or_else(|| req.and_then(|r| r.session.clone()));
+    let event_stream = !no_body && is_event_stream(head.content_type.as_deref());
+    // An encoded (gzip, br, deflate, …) event stream is not scanned as plain text: the
+    // observer declares it unobservable and relays it as an opaque body.
+    let is_sse = event_stream && head.content_encoding.is_none();
+    if let Some(encoding) = head.content_encoding.as_deref().filter(|_| event_stream) {
+        sink.record(Observation::ObserverGaveUp {
+            conn,
+            seq,
+            raw_offset,
+            reason: format!(
+                "content-encoding {encoding}: the SSE body is compressed and not observed \
+                 (no events, positions or SSE cuts for this stream; bytes still relayed)"
+            ),
+        });
+    }
+    // An LLM stream is recognised by its request path (and its SSE content type), never
+    // by its bytes.
+    let llm = req.and_then(|r| r.llm);
+    if let Some(r) = req.filter(|r| {
+        is_sse && llm.is_none() && r.method == "POST" && r.rpc_id.get().is_none_or(Option::is_none)
+    }) && r.routes.first_notice(&r.path)
+    {
+        tracing::info!(
+            conn,
+            path = %super::redact::target(&r.path),
+            "POST answered with text/event-stream on a path that names no known LLM API; \
+             if it is one, declare it ([[llm_route]] path = \"…\", api = \"chat-completions\" \
+             in the profile, or --llm-route PATH=API) to get LLM positions and verdicts"
+        );
+    }
+    let sse = is_sse.then(|| {
+        let mut scanner = SseScanner::bounded(DATA_HEAD, LINE_LIMIT);
+        if let Some(api) = llm {
+            scanner.set_llm(api);
+        }
+        Box::new(SseCtx {
+            scanner,
+            segs: VecDeque::new(),
+            events: 0,
+            llm,
+        })
+    });
+    let stream = sse.is_some().then(|| {
+        Arc::new(StreamInfo {
+            seq,
+            method: method.to_string(),
+            path: req.map_or_else(String::new, |r| r.path.clone()),
+            session: session.clone(),
+            resume: req.is_some_and(|r| r.resume),
+        })
+    });
+    (session, sse, stream)
+}
+
+/// The `SseEvent` (and, on an LLM stream, `LlmEvent`) observations of event `index` of the
+/// stream `seq`, dispatched by the byte before raw offset `raw_end`; shared by the HTTP/1.1
+/// and HTTP/2 observers.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn event_observations(
+    conn: u64,
+    seq: u64,
+    index: u64,
+    llm: Option<crate::vocab::LlmApi>,
+    e: &SseEvent<'_>,
+    raw_start: u64,
+    raw_end: u64,
+) -> (Observation, Option<Observation>) {
+    // The whole data when short, else the head of its JSON-RPC facts (`sse_data`). An LLM
+    // stream's data is a provider's JSON, read by the LLM reader as it streamed: no JSON-RPC
+    // to read, so no copy per token.
+    let data = llm.is_none().then(|| bytes::Bytes::copy_from_slice(e.data));
+    let event = Observation::SseEvent {
+        conn,
+        seq,
+        index,
+        id: e.id.map(str::to_string),
+        last_event_id: (!e.last_event_id.is_empty()).then(|| e.last_event_id.to_string()),
+        event_type: Some(match e.event_type {
+            "message" => Cow::Borrowed("message"),
+            other => Cow::Owned(other.to_owned()),
+        }),
+        data_hash: e.data_hash.unwrap_or_else(|| data_hash(e.data)),
+        data_len: e.data_len,
+        data,
+        data_lines: e.data_lines,
+        raw_start,
+        raw_end,
+    };
+    let llm = match (llm, e.llm.filter(|f| !f.is_empty())) {
+        (Some(api), Some(facts)) => Some(Observation::LlmEvent(super::LlmEventSeen {
+            conn,
+            seq,
+            index,
+            api,
+            facts: facts.clone(),
+            raw_end,
+        })),
+        _ => None,
+    };
+    (event, llm)
 }

@@ -159,7 +159,27 @@ pub(super) fn describe(
         let end = o.ended.map_or(raw, |e| e.min(raw));
         point.body_bytes = Some(end.saturating_sub(o.body_start));
     }
-    let runs = &v.positions.runs;
+    fill_run(
+        &mut point,
+        &v.positions,
+        &v.run_facts,
+        &v.classified,
+        delivered,
+    );
+    (point, owner)
+}
+
+/// Fills `point` with what the run holding chunk cut point `delivered` says (class, payload
+/// offset, event, ids, torn bytes, data line), if a run of `positions` holds it; `run_facts`
+/// index `classified.facts` per run. Shared by the HTTP/1.1 and HTTP/2 observers.
+pub(super) fn fill_run(
+    point: &mut CutPoint,
+    positions: &ChunkPositions,
+    run_facts: &[u32],
+    classified: &Classified,
+    delivered: usize,
+) {
+    let runs = &positions.runs;
     let i = runs.partition_point(|r| r.end <= delivered);
     if let Some(run) = runs.get(i).filter(|r| r.start <= delivered) {
         let payload = if run.class == SseClass::ChunkFraming {
@@ -171,13 +191,12 @@ pub(super) fn describe(
         point.llm = run.llm;
         point.payload_offset = Some(payload);
         point.event_index = Some(run.event_index);
-        if let Some(f) = v
-            .run_facts
+        if let Some(f) = run_facts
             .get(i)
-            .and_then(|&f| v.classified.facts.get(f as usize))
+            .and_then(|&f| classified.facts.get(f as usize))
         {
-            point.pending_id = v.classified.pending_id(f).map(str::to_string);
-            let last = v.classified.last_id(f);
+            point.pending_id = classified.pending_id(f).map(str::to_string);
+            let last = classified.last_id(f);
             point.last_committed_id = (!last.is_empty()).then(|| last.to_string());
             point.torn_bytes = if run.class.tears_event() {
                 payload.saturating_sub(f.block_start)
@@ -187,5 +206,4 @@ pub(super) fn describe(
             point.data_line = (f.data_line > 0).then_some(f.data_line);
         }
     }
-    (point, owner)
 }

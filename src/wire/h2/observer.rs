@@ -1,0 +1,368 @@
+//! The h2 observer on the pump's path ([`WireObserver`]), and the observer pairs the proxy
+//! installs: h2 known from TLS ALPN ([`observer_pair_h2`]), or sniffed from the first bytes the
+//! client sends ([`observer_pair_sniffed`]: the h2 preface → h2c, anything else → HTTP/1.1).
+//!
+//! Invariants:
+//! - `observe` returns cut points only inside `DATA` bodies of SSE streams, each run's
+//!   [`crate::wire::StreamSpan`] naming its stream; a cut there is a connection cut
+//!   (`h2_stream: None`), described for the stream it fell in (`exchange` = stream id).
+//! - Sniffing holds at most the 24 bytes of a preface prefix; once decided, the chosen
+//!   observer sees every byte from raw offset 0, in the same reads, and the delivery reports
+//!   made so far.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use super::PREFACE;
+use super::half::H2Half;
+use super::reader::FrameReader;
+use super::shared::Shared;
+use crate::vocab::{Direction, WireProtocol};
+use crate::wire::llm_routes::LlmRoutes;
+use crate::wire::{ChunkPositions, CutPoint, ObservationSink, WireObserver};
+
+/// One direction of an h2 connection as the pump sees it: the frame reader and the half.
+pub struct H2Observer {
+    half: H2Half,
+    reader: FrameReader,
+}
+
+impl H2Observer {
+    /// The half (for tests and the relay's view of the same state).
+    pub fn half(&self) -> &H2Half {
+        &self.half
+    }
+}
+
+/// The two observers of h2 connection `conn` (`protocol`: [`WireProtocol::H2`] after ALPN
+/// `h2`, [`WireProtocol::H2c`] with prior knowledge): `(upstream, downstream)`.
+pub fn observer_pair_h2(
+    conn: u64,
+    sink: Arc<dyn ObservationSink>,
+    routes: Arc<LlmRoutes>,
+    protocol: WireProtocol,
+) -> (Box<dyn WireObserver>, Box<dyn WireObserver>) {
+    let (up, down) = h2_pair(conn, sink, routes, protocol);
+    (Box::new(up), Box::new(down))
+}
+
+/// The two h2 halves of connection `conn` as concrete types.
+pub fn h2_pair(
+    conn: u64,
+    sink: Arc<dyn ObservationSink>,
+    routes: Arc<LlmRoutes>,
+    protocol: WireProtocol,
+) -> (H2Observer, H2Observer) {
+    let (up, down) = halves(conn, sink, routes, protocol);
+    (
+        H2Observer {
+            half: up,
+            reader: FrameReader::new(true),
+        },
+        H2Observer {
+            half: down,
+            reader: FrameReader::new(false),
+        },
+    )
+}
+
+/// The two halves of an h2 connection, sharing their stream table, for the stream relay: it
+/// reads the client preface and then whole frames itself, and calls [`H2Half::preface`] and
+/// [`H2Half::frame`]. `(upstream, downstream)`.
+pub fn halves(
+    conn: u64,
+    sink: Arc<dyn ObservationSink>,
+    routes: Arc<LlmRoutes>,
+    protocol: WireProtocol,
+) -> (H2Half, H2Half) {
+    let shared = Arc::new(Shared::default());
+    let up = H2Half::new(
+        conn,
+        Direction::Upstream,
+        protocol,
+        sink.clone(),
+        shared.clone(),
+        routes.clone(),
+    );
+    let down = H2Half::new(conn, Direction::Downstream, protocol, sink, shared, routes);
+    (up, down)
+}
+
+impl WireObserver for H2Observer {
+    fn observe(&mut self, chunk: &[u8]) -> Option<&ChunkPositions> {
+        let start = self.half.raw;
+        self.half.raw += chunk.len() as u64;
+        if self.half.is_opaque() {
+            return None;
+        }
+        self.half.begin_view(start, chunk.len());
+        let half = &mut self.half;
+        if let Err(e) = self.reader.feed(chunk, &mut |ev| half.on_event(start, ev)) {
+            half.fail(&e.to_string());
+        }
+        let p = &self.half.view.positions;
+        (!p.runs.is_empty()).then_some(p)
+    }
+
+    fn cut_point(&mut self, delivered: usize) -> CutPoint {
+        self.cut_at(self.half.view.start + delivered as u64)
+    }
+
+    fn cut_at(&mut self, raw: u64) -> CutPoint {
+        self.half.cut_at(raw)
+    }
+
+    fn eof(&mut self) {
+        self.half.eof();
+    }
+
+    fn delivered_through(&mut self, raw: u64) {
+        self.half.delivered_through(raw);
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.half.held_bytes() + self.reader.held_bytes()
+    }
+
+    fn dropped(&mut self, start: u64, end: u64) {
+        self.half.dropped(start, end);
+    }
+
+    fn is_opaque(&self) -> bool {
+        self.half.is_opaque()
+    }
+
+    fn passed(&mut self, n: u64) {
+        self.half.raw += n;
+        let start = self.half.raw - n;
+        self.half
+            .view
+            .restart(start, usize::try_from(n).unwrap_or(usize::MAX));
+    }
+}
+
+/// Decision of a sniffing pair.
+const UNDECIDED: u8 = 0;
+const HTTP1: u8 = 1;
+const H2C: u8 = 2;
+
+/// The observer pair that tells h2c from HTTP/1.1 by the client's first bytes.
+pub fn observer_pair_sniffed(
+    conn: u64,
+    sink: Arc<dyn ObservationSink>,
+    routes: Arc<LlmRoutes>,
+) -> (Box<dyn WireObserver>, Box<dyn WireObserver>) {
+    let (h1_up, h1_down) =
+        crate::wire::http1::observer_pair_routed(conn, sink.clone(), routes.clone());
+    let (h2_up, h2_down) = observer_pair_h2(conn, sink, routes, WireProtocol::H2c);
+    let choice = Arc::new(AtomicU8::new(UNDECIDED));
+    (
+        Box::new(SniffUp {
+            choice: choice.clone(),
+            h1: Some(h1_up),
+            h2: Some(h2_up),
+            held: Vec::new(),
+            through: 0,
+            chunk_start: 0,
+            raw: 0,
+        }),
+        Box::new(SniffDown {
+            choice,
+            h1: Some(h1_down),
+            h2: Some(h2_down),
+            seen: false,
+        }),
+    )
+}
+
+/// The upstream half of a sniffing pair.
+struct SniffUp {
+    choice: Arc<AtomicU8>,
+    h1: Option<Box<dyn WireObserver>>,
+    h2: Option<Box<dyn WireObserver>>,
+    /// The bytes read while undecided (a prefix of the preface, at most 23 bytes).
+    held: Vec<u8>,
+    through: u64,
+    /// Raw offset of the last observed chunk's first byte, and after its last.
+    chunk_start: u64,
+    raw: u64,
+}
+
+impl SniffUp {
+    fn chosen(&mut self) -> Option<&mut Box<dyn WireObserver>> {
+        match self.choice.load(Ordering::Acquire) {
+            HTTP1 => self.h1.as_mut(),
+            H2C => self.h2.as_mut(),
+            _ => None,
+        }
+    }
+
+    /// Decides on the bytes held plus `chunk`: `Some(h2)` once decided.
+    fn decide(&mut self, chunk: &[u8]) -> Option<bool> {
+        let n = (PREFACE.len() - self.held.len()).min(chunk.len());
+        let so_far = self.held.len();
+        if chunk[..n] != PREFACE[so_far..so_far + n] {
+            return Some(false);
+        }
+        (so_far + n == PREFACE.len()).then_some(true)
+    }
+}
+
+impl WireObserver for SniffUp {
+    fn observe(&mut self, chunk: &[u8]) -> Option<&ChunkPositions> {
+        self.chunk_start = self.raw;
+        self.raw += chunk.len() as u64;
+        if self.choice.load(Ordering::Acquire) == UNDECIDED {
+            match self.decide(chunk) {
+                None => {
+                    self.held.extend_from_slice(chunk);
+                    return None;
+                }
+                Some(h2) => {
+                    let pick = if h2 { H2C } else { HTTP1 };
+                    self.choice.store(pick, Ordering::Release);
+                    if h2 {
+                        self.h1 = None
+                    } else {
+                        self.h2 = None
+                    }
+                    let held = std::mem::take(&mut self.held);
+                    let through = self.through;
+                    let obs = self.chosen()?;
+                    if !held.is_empty() {
+                        obs.observe(&held);
+                        obs.delivered_through(through);
+                    }
+                }
+            }
+        }
+        self.chosen()?.observe(chunk)
+    }
+
+    fn cut_point(&mut self, delivered: usize) -> CutPoint {
+        let raw = self.chunk_start + delivered as u64;
+        self.cut_at(raw)
+    }
+
+    fn cut_at(&mut self, raw: u64) -> CutPoint {
+        match self.chosen() {
+            Some(o) => o.cut_at(raw),
+            None => CutPoint {
+                raw_offset: raw,
+                ..CutPoint::default()
+            },
+        }
+    }
+
+    fn eof(&mut self) {
+        if let Some(o) = self.chosen() {
+            o.eof();
+        }
+    }
+
+    fn delivered_through(&mut self, raw: u64) {
+        self.through = self.through.max(raw);
+        if let Some(o) = self.chosen() {
+            o.delivered_through(raw);
+        }
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.held.capacity()
+            + self.h1.as_ref().map_or(0, |o| o.held_bytes())
+            + self.h2.as_ref().map_or(0, |o| o.held_bytes())
+    }
+
+    fn dropped(&mut self, start: u64, end: u64) {
+        if let Some(o) = self.chosen() {
+            o.dropped(start, end);
+        }
+    }
+
+    fn is_opaque(&self) -> bool {
+        match self.choice.load(Ordering::Acquire) {
+            HTTP1 => self.h1.as_ref().is_some_and(|o| o.is_opaque()),
+            H2C => self.h2.as_ref().is_some_and(|o| o.is_opaque()),
+            _ => false,
+        }
+    }
+
+    fn passed(&mut self, n: u64) {
+        self.chunk_start = self.raw;
+        self.raw += n;
+        if let Some(o) = self.chosen() {
+            o.passed(n);
+        }
+    }
+}
+
+/// The downstream half of a sniffing pair: HTTP/1.1 until the client's bytes said h2c (a
+/// server that speaks first is not h2c).
+struct SniffDown {
+    choice: Arc<AtomicU8>,
+    h1: Option<Box<dyn WireObserver>>,
+    h2: Option<Box<dyn WireObserver>>,
+    /// Bytes arrived before the decision: an h2c choice then finds the h2 half opaque.
+    seen: bool,
+}
+
+impl SniffDown {
+    fn obs(&mut self) -> &mut Box<dyn WireObserver> {
+        let h2 = self.choice.load(Ordering::Acquire) == H2C && !self.seen;
+        if h2 {
+            self.h1 = None;
+        } else if self.choice.load(Ordering::Acquire) != UNDECIDED {
+            self.h2 = None;
+        }
+        match (h2, &mut self.h1, &mut self.h2) {
+            (true, _, Some(o)) | (false, Some(o), _) => o,
+            // Unreachable by construction; a byte-mode observer keeps the pump correct.
+            (_, h1, _) => h1.insert(Box::new(crate::wire::observe::NoObserver::default())),
+        }
+    }
+}
+
+impl WireObserver for SniffDown {
+    fn observe(&mut self, chunk: &[u8]) -> Option<&ChunkPositions> {
+        if self.choice.load(Ordering::Acquire) == UNDECIDED {
+            self.seen = true;
+        }
+        self.obs().observe(chunk)
+    }
+    fn cut_point(&mut self, delivered: usize) -> CutPoint {
+        self.obs().cut_point(delivered)
+    }
+    fn cut_at(&mut self, raw: u64) -> CutPoint {
+        self.obs().cut_at(raw)
+    }
+    fn eof(&mut self) {
+        self.obs().eof()
+    }
+    fn delivered_through(&mut self, raw: u64) {
+        self.obs().delivered_through(raw)
+    }
+    fn held_bytes(&self) -> usize {
+        self.h1.as_ref().map_or(0, |o| o.held_bytes())
+            + self.h2.as_ref().map_or(0, |o| o.held_bytes())
+    }
+    fn dropped(&mut self, start: u64, end: u64) {
+        self.obs().dropped(start, end)
+    }
+    fn is_opaque(&self) -> bool {
+        // Undecided: not opaque (the client's first bytes may still make it h2c).
+        match self.choice.load(Ordering::Acquire) {
+            H2C if !self.seen => self.h2.as_ref().is_some_and(|o| o.is_opaque()),
+            UNDECIDED => false,
+            _ => self.h1.as_ref().is_some_and(|o| o.is_opaque()),
+        }
+    }
+    fn passed(&mut self, n: u64) {
+        self.obs().passed(n)
+    }
+    fn clean_end(&mut self, delivered: usize) -> crate::wire::CleanEnd {
+        self.obs().clean_end(delivered)
+    }
+    fn clean_end_at(&mut self, raw: u64) -> crate::wire::CleanEnd {
+        self.obs().clean_end_at(raw)
+    }
+}
