@@ -163,8 +163,15 @@ async fn relay(
         if let Some(s) = &sink {
             s.record(Observation::Protocol { conn: id, protocol });
         }
-        let observer: Box<dyn super::h2::observer::FrameObserver> =
-            Box::new(super::h2::observer::Blind::default());
+        let observer: Box<dyn super::h2::observer::FrameObserver> = match &sink {
+            Some(s) => Box::new(super::h2::observer::Watched::new(
+                id,
+                s.clone(),
+                proxy.llm_routes(),
+                protocol,
+            )),
+            None => Box::new(super::h2::observer::Blind::default()),
+        };
         let work = async {
             match (&mut client, &mut upstream) {
                 (Stream::Plain(c), Stream::Plain(u)) => {

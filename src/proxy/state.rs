@@ -108,6 +108,8 @@ pub struct Proxy {
     outage: Mutex<Option<Outage>>,
     kill: Mutex<Arc<KillSignal>>,
     observers: RwLock<Arc<ObserverFactory>>,
+    /// The LLM routes the observers recognise (the h2 stream relay builds its own observer).
+    llm_routes: RwLock<Arc<crate::wire::llm_routes::LlmRoutes>>,
     sink: RwLock<Option<Arc<dyn ObservationSink>>>,
     next_conn: AtomicU64,
     listen: Mutex<Option<SocketAddr>>,
@@ -178,6 +180,7 @@ impl Proxy {
             outage: Mutex::new(None),
             kill: Mutex::new(Arc::default()),
             observers: RwLock::new(Arc::new(byte_mode)),
+            llm_routes: RwLock::new(crate::wire::llm_routes::LlmRoutes::known()),
             sink: RwLock::new(None),
             next_conn: AtomicU64::new(0),
             listen: Mutex::new(None),
@@ -417,6 +420,10 @@ impl Proxy {
             crate::wire::h2::observer_pair_sniffed(conn, observer_sink.clone(), routes.clone())
         }));
         self.set_sink(Some(sink));
+    }
+
+    pub(crate) fn llm_routes(&self) -> Arc<crate::wire::llm_routes::LlmRoutes> {
+        read(&self.llm_routes).clone()
     }
 
     pub(crate) fn sink(&self) -> Option<Arc<dyn ObservationSink>> {

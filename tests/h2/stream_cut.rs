@@ -296,3 +296,44 @@ async fn chromium_eventsource_reconnects_a_cut_stream_with_last_event_id_and_its
     proxy_recorded_its_reset(what, &hop, WireProtocol::H2);
     node_server_saw_reset_and_resume(what, &server);
 }
+
+/// The shipped `sse_cut` itself (no test fault): `at = "mid-value"` in event 3 (index 2) of the
+/// first leg of stream `a`, `action = "reset"`, on an h2c connection. The relay positions the
+/// cut from the h2 observer's SSE positions inside the stream's `DATA` bodies; the Node client
+/// sees only stream `a` reset, resumes it with `Last-Event-ID: 2`, and `b` flows on exactly.
+#[tokio::test]
+async fn the_shipped_sse_cut_tears_one_h2_stream_mid_value_and_the_node_client_resumes_it() {
+    let server = Server::start("node-server", launch::node_server(None)).await;
+    let cfg: tearline::fault::sse_cut::SseCutConfig = toml::from_str(
+        "at = \"mid-value\"\nleg = \"first\"\nevents = [2, 2]\npath = \"/sse?stream=a*\"\naction = \"reset\"",
+    )
+    .expect("sse_cut config");
+    let cut = tearline::fault::named("cut", tearline::fault::sse_cut::factory(cfg));
+    let hop =
+        route::open_with_faults(Route::Observed, server.addr(), None, |_| {}, vec![cut]).await;
+    let cmd = launch::node_client(&hop.url("http"), None, &ask(&["a", "b"]));
+    let log = Peer::spawn("node-client", cmd).succeed(LIMIT).await;
+    let what = "node client over h2c, sse_cut mid-value";
+    only_a_reset_and_resumed(what, &log);
+    proxy_recorded_its_reset(what, &hop, WireProtocol::H2c);
+    let obs = hop.observations();
+    let cuts: Vec<_> = obs
+        .iter()
+        .filter_map(|o| match o {
+            Observation::Cut { point, .. } => Some(point.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(cuts.len(), 1, "{what}: one cut: {cuts:?}");
+    assert_eq!(
+        cuts[0].class,
+        Some(tearline::wire::SseClass::MidValue),
+        "{what}: {cuts:?}"
+    );
+    assert!(
+        cuts[0].h2_stream.is_some() && cuts[0].h2_stream == cuts[0].exchange,
+        "{what}: the cut names its h2 stream: {cuts:?}"
+    );
+    assert_eq!(cuts[0].event_index, Some(2), "{what}: {cuts:?}");
+    node_server_saw_reset_and_resume(what, &server);
+}

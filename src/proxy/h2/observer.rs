@@ -4,16 +4,22 @@
 //! Why a seam here: the relay edits frames, so it cannot hand the byte pump's
 //! [`crate::wire::WireObserver`] a chunk and a delivered offset; it shows the observer whole
 //! frames as read (raw offsets of the direction, before any edit) and says what became of
-//! them. The h2 observer core implements this trait; [`Blind`] is the relay without one (no
-//! positions: positioned faults never fire, h2 faults still do).
+//! them. [`Watched`] drives the h2 observer core (`wire::h2`'s two halves) through it;
+//! [`Blind`] is the relay without a sink (no positions: positioned faults never fire, h2 faults
+//! still do).
 //!
 //! Invariant: positions returned for a frame are relative to its `DATA` *body* (padding and
 //! the pad length byte excluded): cut point `k` = the first `k` body bytes delivered.
 
 use std::sync::Arc;
 
+use crate::vocab::WireProtocol;
 use crate::vocab::{Direction, StreamInfo};
-use crate::wire::h2::FrameHeader;
+use crate::wire::ObservationSink;
+use crate::wire::h2::H2Half;
+use crate::wire::h2::frame::{HEADER_LEN, data_body};
+use crate::wire::h2::{FrameHeader, FrameType};
+use crate::wire::llm_routes::LlmRoutes;
 use crate::wire::{ChunkPositions, CutPoint};
 
 /// An HTTP/2 observer as the stream relay drives it (both directions of one connection).
@@ -82,5 +88,92 @@ impl FrameObserver for Blind {
             h2_stream: Some(u64::from(stream)),
             ..CutPoint::default()
         }
+    }
+}
+
+/// The relay with the h2 observer core: both halves of `wire::h2`, sharing their stream table.
+///
+/// The relay records the connection's `Protocol`, its cuts and every frame it writes itself
+/// (`StreamReset`, `GoAway` with `by_proxy`), so the halves are asked only to describe a cut
+/// and to end the stream it hit, never to record those again.
+pub(crate) struct Watched {
+    /// `[upstream, downstream]`.
+    halves: [H2Half; 2],
+    /// The last frame shown had positions (a `DATA` body of an SSE stream).
+    positioned: bool,
+    /// The stream and the raw offset of the body of the last `DATA` frame shown downstream.
+    last_body: Option<(u32, u64)>,
+    /// The stream cut last and the raw offset its cut fell at, until the relay says how it
+    /// ended the stream.
+    cut: Option<(u32, u64)>,
+}
+
+impl Watched {
+    /// The observer of connection `conn`, reporting to `sink`.
+    pub(crate) fn new(
+        conn: u64,
+        sink: Arc<dyn ObservationSink>,
+        routes: Arc<LlmRoutes>,
+        protocol: WireProtocol,
+    ) -> Watched {
+        let (up, down) = crate::wire::h2::halves(conn, sink, routes, protocol);
+        Watched {
+            halves: [up, down],
+            positioned: false,
+            last_body: None,
+            cut: None,
+        }
+    }
+
+    fn half(&mut self, dir: Direction) -> &mut H2Half {
+        &mut self.halves[usize::from(dir == Direction::Downstream)]
+    }
+}
+
+impl FrameObserver for Watched {
+    fn frame(&mut self, dir: Direction, raw: u64, header: &FrameHeader, payload: &[u8]) {
+        if dir == Direction::Downstream && header.kind == FrameType::Data {
+            let body = data_body(header, payload).map_or(0, |b| b.start);
+            self.last_body = Some((header.stream, raw + (HEADER_LEN + body) as u64));
+        }
+        self.positioned = self.half(dir).frame(header, payload, raw).is_some();
+    }
+
+    fn positions(&self) -> Option<&ChunkPositions> {
+        if self.positioned {
+            self.halves[1].last_positions()
+        } else {
+            None
+        }
+    }
+
+    fn cut_point(&mut self, stream: u32, delivered: usize) -> CutPoint {
+        let body = match self.last_body {
+            Some((s, at)) if s == stream => at,
+            _ => self.halves[1].raw_read(),
+        };
+        let raw = body + delivered as u64;
+        self.cut = Some((stream, raw));
+        self.halves[1].describe_stream_cut(stream, raw)
+    }
+
+    fn response_sse(&self, stream: u32) -> bool {
+        self.halves[1].response_is_sse(stream)
+    }
+
+    fn delivered_through(&mut self, dir: Direction, raw: u64) {
+        self.half(dir).delivered_through(raw);
+    }
+
+    fn ended_by_proxy(&mut self, stream: u32, clean: bool) {
+        let raw = match self.cut.take() {
+            Some((s, raw)) if s == stream => raw,
+            _ => self.halves[1].raw_read(),
+        };
+        self.halves[1].end_stream_by_proxy(stream, raw, clean);
+    }
+
+    fn eof(&mut self, dir: Direction) {
+        self.half(dir).eof();
     }
 }

@@ -440,24 +440,55 @@ impl H2Half {
     /// [`StreamEnding::EndStream`]) and, for a reset, the proxy's `StreamReset` are recorded;
     /// the stream's later frames are read for HPACK only. The other streams flow on.
     pub fn cut_stream(&mut self, stream: u32, raw: u64, how: StreamEnding) -> CutPoint {
-        self.delivered_through(raw);
-        self.out.end_stream_at(stream, raw);
+        let point = self.describe_stream_cut(stream, raw);
+        self.end_stream_by_proxy(stream, raw, how == StreamEnding::EndStream);
+        if let StreamEnding::Reset(code) = how {
+            self.proxy_reset(stream, code);
+        }
+        point
+    }
+
+    /// Describes a cut of `stream` after exactly the bytes before raw offset `raw` (inside one
+    /// of its `DATA` bodies, as [`H2Half::frame`] positioned it), without ending anything: for
+    /// a relay that records the cut and the resets it writes itself, then calls
+    /// [`H2Half::end_stream_by_proxy`].
+    pub fn describe_stream_cut(&self, stream: u32, raw: u64) -> CutPoint {
         let mut point = describe(&self.view, &self.history, raw);
         point.h2_stream = Some(u64::from(stream));
-        if point.exchange != Some(u64::from(stream)) {
-            // The raw offset is not inside this stream's body: keep only what is certain.
-            point.exchange = Some(u64::from(stream));
-        }
-        match how {
-            StreamEnding::EndStream => self.end_response(stream, raw, true),
-            StreamEnding::Reset(code) => {
-                self.end_response_unclean(stream, raw);
-                self.proxy_reset(stream, code);
-            }
+        // Outside this stream's body, keep only what is certain: the stream.
+        point.exchange = Some(u64::from(stream));
+        point
+    }
+
+    /// The proxy ended `stream` after the bytes before raw offset `raw` (`clean`: with
+    /// `END_STREAM`; else with `RST_STREAM`, recorded by the caller): the stream's
+    /// observations produced past `raw` are discarded, its `StreamEnd` is recorded, its later
+    /// frames are read for HPACK only. The other streams flow on.
+    pub fn end_stream_by_proxy(&mut self, stream: u32, raw: u64, clean: bool) {
+        self.delivered_through(raw);
+        self.out.end_stream_at(stream, raw);
+        if clean {
+            self.end_response(stream, raw, true);
+        } else {
+            self.end_response_unclean(stream, raw);
         }
         self.reqs.remove(&stream);
         self.out.release(self.out.through(), &*self.sink);
-        point
+    }
+
+    /// Raw offset after the last byte this half has read.
+    pub fn raw_read(&self) -> u64 {
+        self.raw
+    }
+
+    /// The positions [`H2Half::frame`] returned for the last frame it read, if any.
+    pub fn last_positions(&self) -> Option<&ChunkPositions> {
+        (!self.view.positions.runs.is_empty()).then_some(&self.view.positions)
+    }
+
+    /// Whether `stream`'s response (read by this, the downstream, half) is an SSE stream.
+    pub fn response_is_sse(&self, stream: u32) -> bool {
+        self.resps.get(&stream).is_some_and(|r| r.is_sse())
     }
 
     /// The proxy wrote `RST_STREAM(code)` on `stream` in this half's direction: records the
