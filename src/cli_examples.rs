@@ -7,6 +7,8 @@ use clap::{CommandFactory, Parser};
 
 use super::Cli;
 
+// Test-only like this whole module (the layer check reads this attribute pair).
+#[cfg(test)]
 #[path = "cli_examples_text.rs"]
 mod text;
 
