@@ -166,9 +166,11 @@ impl FrameObserver for Watched {
     }
 
     fn ended_by_proxy(&mut self, stream: u32, clean: bool) {
+        // A stream the relay ended without cutting it (an h2 kind's reset): it ends where
+        // delivery stands, so nothing read but not yet delivered is released early.
         let raw = match self.cut.take() {
             Some((s, raw)) if s == stream => raw,
-            _ => self.halves[1].raw_read(),
+            _ => self.halves[1].delivered(),
         };
         self.halves[1].end_stream_by_proxy(stream, raw, clean);
     }

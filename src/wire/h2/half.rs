@@ -476,6 +476,11 @@ impl H2Half {
         self.out.release(self.out.through(), &*self.sink);
     }
 
+    /// Every byte before this raw offset was delivered (as the relay last said).
+    pub fn delivered(&self) -> u64 {
+        self.out.through()
+    }
+
     /// Raw offset after the last byte this half has read.
     pub fn raw_read(&self) -> u64 {
         self.raw
