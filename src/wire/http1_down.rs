@@ -43,6 +43,20 @@ enum DownState {
     Opaque,
 }
 
+/// The raw offset of payload offset `p` by the segment map `segs` of an [`SseCtx`]
+/// (`raw_base` when the map is empty).
+pub(super) fn seg_raw(segs: &VecDeque<(u64, u64)>, raw_base: u64, p: u64) -> u64 {
+    let i = segs.partition_point(|s| s.0 <= p).saturating_sub(1);
+    segs.get(i).map_or(raw_base, |s| s.1 + (p - s.0))
+}
+
+/// Forgets the segments that end at or before payload offset `p` (the last one is kept).
+pub(super) fn seg_forget(segs: &mut VecDeque<(u64, u64)>, p: u64) {
+    while segs.len() > 1 && segs[1].0 <= p {
+        segs.pop_front();
+    }
+}
+
 pub(super) struct SseCtx {
     pub(super) scanner: SseScanner,
     /// (payload offset, raw connection offset) of payload segments: the one holding the start
@@ -281,9 +295,7 @@ impl Http1Downstream {
         // the block in progress's start: only the segment holding that start (the last one
         // beginning at or before it) is ever looked up again, besides the new one.
         let block = scanner.event_block_start();
-        while segs.len() > 1 && segs[1].0 <= block {
-            segs.pop_front();
-        }
+        seg_forget(segs, block);
         segs.truncate(1);
         segs.push_back((p_base, raw_base));
         self.map = (p_base, at);
@@ -295,15 +307,9 @@ impl Http1Downstream {
             .and_then(|r| r.rpc_id.get().cloned().flatten());
         let out = &mut self.out;
         let mut on_event = |e: &SseEvent<'_>, span: EventSpan| {
-            let raw_of = |p: u64| {
-                let i = segs.partition_point(|s| s.0 <= p).saturating_sub(1);
-                segs.get(i).map_or(raw_base, |s| s.1 + (p - s.0))
-            };
-            let raw_start = raw_of(span.start);
+            let raw_start = seg_raw(segs, raw_base, span.start);
             let raw_end = raw_base + (span.end - p_base);
-            while segs.len() > 1 && segs[1].0 <= span.end {
-                segs.pop_front();
-            }
+            seg_forget(segs, span.end);
             let index = *events;
             *events += 1;
             let is_final = rpc_id

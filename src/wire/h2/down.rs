@@ -21,7 +21,7 @@ use super::headers::Fields;
 use super::view::{Exchange, Piece};
 use crate::vocab::StreamInfo;
 use crate::wire::http1::{BODY_LIMIT, LINE_LIMIT};
-use crate::wire::http1_down::{SseCtx, event_observations, response_stream};
+use crate::wire::http1_down::{SseCtx, event_observations, response_stream, seg_forget, seg_raw};
 use crate::wire::rpc_head::is_response_head;
 use crate::wire::sse::{EventSpan, SseEvent};
 use crate::wire::{Observation, PositionRun, StreamSpan};
@@ -153,9 +153,7 @@ impl H2Half {
         // As in `http1_down`: keep the segment holding the block in progress's start and the
         // new one (a later event's raw start is looked up at or after it).
         let block = scanner.event_block_start();
-        while segs.len() > 1 && segs[1].0 <= block {
-            segs.pop_front();
-        }
+        seg_forget(segs, block);
         segs.truncate(1);
         segs.push_back((p_base, raw_base));
         resp.map = (p_base, at);
@@ -163,15 +161,9 @@ impl H2Half {
         let (conn, out) = (self.conn, &mut self.out);
         let rpc_id = resp.ex.req.rpc_id.get().cloned().flatten();
         let mut on_event = |e: &SseEvent<'_>, span: EventSpan| {
-            let raw_of = |p: u64| {
-                let i = segs.partition_point(|s| s.0 <= p).saturating_sub(1);
-                segs.get(i).map_or(raw_base, |s| s.1 + (p - s.0))
-            };
-            let raw_start = raw_of(span.start);
+            let raw_start = seg_raw(segs, raw_base, span.start);
             let raw_end = raw_base + (span.end - p_base);
-            while segs.len() > 1 && segs[1].0 <= span.end {
-                segs.pop_front();
-            }
+            seg_forget(segs, span.end);
             let index = *events;
             *events += 1;
             let is_final = rpc_id
