@@ -16,6 +16,13 @@
 //! may finish meanwhile); with any other code it closes right after the GOAWAY. The fault fires
 //! at most once per connection.
 //!
+//! Never before the server's connection preface: a client must get the server's `SETTINGS` as
+//! the first frame of the connection (RFC 9113 §3.4), and every real client (Node, Go, Python
+//! `h2`) ends the connection with `PROTOCOL_ERROR` when a `GOAWAY` comes first. A trigger that
+//! falls due earlier (`after_streams = 1` fires on the first request, which a client sends
+//! before the server's `SETTINGS` can arrive) waits for that `SETTINGS` and fires right after
+//! it; the drain counts from then.
+//!
 //! Profile keys: exactly one of `after_ms` or `after_streams` (>= 1); `to` (`"client"` default,
 //! `"server"`, `"both"`); `code` (an error code name of [`ErrorCode::NAMED`], default
 //! `"no_error"`); `drain_ms` (default 1000, only with `no_error`); plus `probability`
@@ -206,6 +213,10 @@ pub struct Goaway {
     /// `None` until it fires; then the last stream id told to the client (`Some(None)`: no
     /// GOAWAY went to the client).
     fired: Option<Option<u32>>,
+    /// The server's connection preface (its first `SETTINGS`) was forwarded to the client.
+    preface: bool,
+    /// The trigger fell due before the server's preface: it fires right after it.
+    due: bool,
 }
 
 impl Goaway {
@@ -218,6 +229,21 @@ impl Goaway {
             highest_client: 0,
             highest_push: 0,
             fired: None,
+            preface: false,
+            due: false,
+        }
+    }
+
+    /// The server's `SETTINGS` (not an ACK) was forwarded to the client at `now`: the first
+    /// one is its connection preface, after which the fault may speak; a trigger already due
+    /// fires now (its actions in `out` come right after that `SETTINGS`).
+    pub fn on_server_settings(&mut self, now: Instant, out: &mut Vec<GoawayAction>) {
+        if self.preface {
+            return;
+        }
+        self.preface = true;
+        if self.due {
+            self.fire(now, out);
         }
     }
 
@@ -237,10 +263,8 @@ impl Goaway {
         }
         self.highest_client = self.highest_client.max(id);
         self.streams += 1;
-        if self.fired.is_none()
-            && matches!(self.cfg.trigger, GoawayTrigger::Streams(n) if self.streams >= n)
-        {
-            self.fire(now, out);
+        if matches!(self.cfg.trigger, GoawayTrigger::Streams(n) if self.streams >= n) {
+            self.trigger(now, out);
         }
         NewStream::Forward
     }
@@ -252,8 +276,8 @@ impl Goaway {
 
     /// The next time [`Goaway::on_timer`] has something to do.
     pub fn next_timer(&self) -> Option<Instant> {
-        match (self.fired, self.cfg.trigger) {
-            (None, GoawayTrigger::After(after)) => Some(self.opened + after),
+        match (self.fired, self.due, self.cfg.trigger) {
+            (None, false, GoawayTrigger::After(after)) => Some(self.opened + after),
             _ => None,
         }
     }
@@ -261,7 +285,19 @@ impl Goaway {
     /// The clock reached `now`: the actions due.
     pub fn on_timer(&mut self, now: Instant, out: &mut Vec<GoawayAction>) {
         if self.next_timer().is_some_and(|t| now >= t) {
+            self.trigger(now, out);
+        }
+    }
+
+    /// The trigger fell due at `now`: fire, or wait for the server's preface.
+    fn trigger(&mut self, now: Instant, out: &mut Vec<GoawayAction>) {
+        if self.fired.is_some() {
+            return;
+        }
+        if self.preface {
             self.fire(now, out);
+        } else {
+            self.due = true;
         }
     }
 
@@ -358,6 +394,9 @@ impl H2Fault for GoawayFault {
                 if verdict == NewStream::Unprocessed {
                     refuse(h.stream, actions);
                 }
+            }
+            (Direction::Downstream, FrameType::Settings) if !h.has(flags::ACK) => {
+                self.state.on_server_settings(now, &mut self.out);
             }
             (Direction::Downstream, FrameType::PushPromise) => {
                 if let Some(id) = promised_stream(&h, frame.payload) {

@@ -90,6 +90,7 @@ fn a_timed_graceful_goaway_names_the_highest_forwarded_stream_then_closes_after_
     );
     let mut g = Goaway::new(c, t0);
     let mut out = Vec::new();
+    g.on_server_settings(t0, &mut out);
     assert_eq!(g.on_client_stream(1, t0, &mut out), NewStream::Forward);
     assert_eq!(g.on_client_stream(3, t0, &mut out), NewStream::Forward);
     assert!(out.is_empty());
@@ -125,6 +126,7 @@ fn a_stream_the_client_opens_after_the_goaway_never_reaches_the_server() {
     );
     let mut g = Goaway::new(c, t0);
     let mut out = Vec::new();
+    g.on_server_settings(t0, &mut out);
     assert_eq!(g.on_client_stream(1, t0, &mut out), NewStream::Forward);
     assert!(out.is_empty());
     assert_eq!(g.on_client_stream(3, t0, &mut out), NewStream::Forward);
@@ -155,6 +157,7 @@ fn an_error_goaway_to_both_ends_closes_at_once() {
     let mut g = Goaway::new(c, t0);
     g.on_push_stream(2);
     let mut out = Vec::new();
+    g.on_server_settings(t0, &mut out);
     g.on_timer(t0, &mut out);
     assert_eq!(
         out,
@@ -186,6 +189,7 @@ fn a_goaway_to_the_server_alone_leaves_new_client_streams_flowing() {
     );
     let mut g = Goaway::new(c, t0);
     let mut out = Vec::new();
+    g.on_server_settings(t0, &mut out);
     assert_eq!(g.on_client_stream(1, t0, &mut out), NewStream::Forward);
     assert_eq!(
         out,
@@ -226,6 +230,8 @@ fn on_the_relay_new_streams_trigger_the_goaway_and_a_late_stream_is_refused_not_
     let mut rng = crate::fault::conn_rng(1, "p", 0);
     let mut a = H2Actions::default();
     let facts = StreamFacts::default();
+    let settings = frame(Direction::Downstream, FrameType::Settings, 0, &[]);
+    f.on_frame(&settings, &facts, t0, &mut rng, &mut a);
     let up = |kind, stream| frame(Direction::Upstream, kind, stream, &[0x82]);
     f.on_frame(&up(FrameType::Headers, 1), &facts, t0, &mut rng, &mut a);
     assert!(a.inject.is_empty() && a.close.is_none());
@@ -281,6 +287,8 @@ fn a_goaway_to_the_server_names_the_highest_promised_stream() {
     let mut f = c.make(Common::default(), t0);
     let mut rng = crate::fault::conn_rng(1, "p", 0);
     let mut a = H2Actions::default();
+    let settings = frame(Direction::Downstream, FrameType::Settings, 0, &[]);
+    f.on_frame(&settings, &StreamFacts::default(), t0, &mut rng, &mut a);
     let promise = [0, 0, 0, 4, 0x82];
     let push = frame(Direction::Downstream, FrameType::PushPromise, 1, &promise);
     f.on_frame(&push, &StreamFacts::default(), t0, &mut rng, &mut a);
@@ -293,5 +301,75 @@ fn a_goaway_to_the_server_names_the_highest_promised_stream() {
             last_stream: 4,
             code: ErrorCode::NO_ERROR
         }]
+    );
+}
+
+#[test]
+fn a_goaway_due_before_the_servers_preface_waits_for_its_settings_and_drains_from_then() {
+    let t0 = Instant::now();
+    let c = cfg(
+        GoawayTo::Client,
+        GoawayTrigger::Streams(1),
+        ErrorCode::NO_ERROR,
+    );
+    let mut f = c.make(Common::default(), t0);
+    let mut rng = crate::fault::conn_rng(1, "p", 0);
+    let mut a = H2Actions::default();
+    let facts = StreamFacts::default();
+    // The first request comes before the server's SETTINGS can: the trigger is due, nothing
+    // may go to the client yet.
+    let req = frame(Direction::Upstream, FrameType::Headers, 1, &[0x82]);
+    f.on_frame(&req, &facts, t0, &mut rng, &mut a);
+    assert!(a.inject.is_empty() && a.close.is_none(), "{a:?}");
+    assert_eq!(f.next_timer(), None, "waits for a frame, not a time");
+    // A SETTINGS ACK from the server is not its preface.
+    let mut ack = frame(Direction::Downstream, FrameType::Settings, 0, &[]);
+    ack.header.flags = flags::ACK;
+    f.on_frame(&ack, &facts, t0, &mut rng, &mut a);
+    assert!(a.inject.is_empty(), "an ACK is not the preface");
+    let t1 = t0 + Duration::from_millis(3);
+    let settings = frame(Direction::Downstream, FrameType::Settings, 0, &[]);
+    a.clear();
+    f.on_frame(&settings, &facts, t1, &mut rng, &mut a);
+    assert_eq!(
+        a.verdict,
+        Verdict::Forward,
+        "the SETTINGS itself passes first"
+    );
+    assert_eq!(
+        a.inject,
+        [Inject::GoAway {
+            to: Direction::Downstream,
+            last_stream: 1,
+            code: ErrorCode::NO_ERROR
+        }],
+        "right after the server's preface, naming the stream forwarded"
+    );
+    assert_eq!(a.close, Some((t1 + DEFAULT_DRAIN, CutAction::Fin)));
+    a.clear();
+    f.on_frame(&settings, &facts, t1, &mut rng, &mut a);
+    assert!(a.inject.is_empty() && a.close.is_none(), "fires once");
+}
+
+#[test]
+fn a_timed_goaway_before_the_servers_preface_fires_with_it() {
+    let t0 = Instant::now();
+    let c = cfg(
+        GoawayTo::Client,
+        GoawayTrigger::After(Duration::ZERO),
+        ErrorCode::NO_ERROR,
+    );
+    let mut g = Goaway::new(c, t0);
+    let mut out = Vec::new();
+    g.on_timer(t0, &mut out);
+    assert!(out.is_empty() && !g.fired(), "not before the preface");
+    assert_eq!(g.next_timer(), None);
+    g.on_server_settings(t0 + Duration::from_millis(2), &mut out);
+    assert!(g.fired());
+    assert_eq!(
+        out.last(),
+        Some(&GoawayAction::CloseAt(
+            t0 + Duration::from_millis(2) + DEFAULT_DRAIN
+        ))
     );
 }
