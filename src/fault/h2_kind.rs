@@ -100,11 +100,23 @@ pub fn downstream_only(r: &mut KeyReader<'_>, why: &str) -> Result<(), FaultConf
 /// `RST_STREAM(CANCEL)` so the server abandons it; the client gets `RST_STREAM(REFUSED_STREAM)`
 /// (not processed, safe to retry), and the relay drops the server's later `DATA` on it.
 pub fn refuse(stream: u32, actions: &mut H2Actions) {
+    abandon_at_server(stream, actions);
+    refused_to_client(stream, actions);
+}
+
+/// The server half of [`refuse`]: `RST_STREAM(CANCEL)` right after the stream's header block.
+pub fn abandon_at_server(stream: u32, actions: &mut H2Actions) {
     actions.inject.push(Inject::RstStream {
         to: Direction::Upstream,
         stream,
         code: ErrorCode::CANCEL,
     });
+}
+
+/// The client half of [`refuse`]: `RST_STREAM(REFUSED_STREAM)`. Never before the server's
+/// connection preface (its first `SETTINGS`) reached the client: a kind that refuses earlier
+/// keeps the id and sends this once that `SETTINGS` passed.
+pub fn refused_to_client(stream: u32, actions: &mut H2Actions) {
     actions.inject.push(Inject::RstStream {
         to: Direction::Downstream,
         stream,

@@ -12,6 +12,12 @@
 //! client, as with a real refusal, cannot tell. Refused streams do not count as open. A stream
 //! that closes frees its place for the next one.
 //!
+//! Never before the server's connection preface: the client must get the server's `SETTINGS`
+//! as the first frame of the connection (RFC 9113 §3.4); Node and Go end the connection with
+//! `PROTOCOL_ERROR` when an `RST_STREAM` comes first. A client that opens several streams at
+//! once does so before the server's `SETTINGS` can arrive, so the refusals of those streams
+//! wait for it (the server is told at once) and follow it, in order.
+//!
 //! Profile keys: `max_concurrent` (required; 0 refuses every stream), plus `probability`
 //! (`direction` may only be `"downstream"`, the default).
 //!
@@ -23,7 +29,9 @@ use tokio::time::Instant;
 use super::ConnRng;
 use super::common::Common;
 use super::h2::{FrameView, H2Actions, H2Fault, StreamFacts, Verdict};
-use super::h2_kind::{H2KindConfig as KindConfig, downstream_only, h2_conn, refuse};
+use super::h2_kind::{
+    H2KindConfig as KindConfig, abandon_at_server, downstream_only, h2_conn, refused_to_client,
+};
 use super::keys::{FaultConfigError, KeyReader};
 use super::kind::{KindInfo, Scope};
 use crate::vocab::Direction;
@@ -141,12 +149,18 @@ impl KindConfig for RefuseStreamsConfig {
             seen: 0,
             refused: [0; RECENT],
             next: 0,
+            preface: false,
+            waiting: Vec::new(),
         })
     }
 }
 
 /// Refused stream ids remembered to drop the client's `DATA` still in flight on them.
 const RECENT: usize = 16;
+
+/// Refusals kept waiting for the server's preface, at most: past it they go at once (memory
+/// never follows a client that opens streams without end before the server speaks).
+const WAITING_CAP: usize = 256;
 
 /// `refuse_streams` on the relay.
 #[derive(Debug)]
@@ -157,6 +171,10 @@ struct RefuseFault {
     /// The most recently refused stream ids (0: none), a ring.
     refused: [u32; RECENT],
     next: usize,
+    /// The server's first `SETTINGS` (its connection preface) reached the client.
+    preface: bool,
+    /// Streams refused before it, whose `REFUSED_STREAM` waits for it.
+    waiting: Vec<u32>,
 }
 
 impl H2Fault for RefuseFault {
@@ -179,13 +197,24 @@ impl H2Fault for RefuseFault {
             (FrameType::Headers, Direction::Upstream) if id % 2 == 1 && id > self.seen => {
                 self.seen = id;
                 if self.state.on_client_stream(id, end) == Admission::Refuse {
-                    refuse(id, actions);
+                    abandon_at_server(id, actions);
+                    if self.preface || self.waiting.len() >= WAITING_CAP {
+                        refused_to_client(id, actions);
+                    } else {
+                        self.waiting.push(id);
+                    }
                     self.refused[self.next] = id;
                     self.next = (self.next + 1) % RECENT;
                 }
             }
             (FrameType::Data, Direction::Upstream) if id != 0 && self.refused.contains(&id) => {
                 actions.verdict = Verdict::Drop;
+            }
+            (FrameType::Settings, Direction::Downstream) if !self.preface && !h.has(flags::ACK) => {
+                self.preface = true;
+                for id in self.waiting.drain(..) {
+                    refused_to_client(id, actions);
+                }
             }
             (FrameType::Data | FrameType::Headers, dir) if end => self.state.on_end_stream(id, dir),
             (FrameType::RstStream, _) => self.state.on_reset(id),
@@ -283,6 +312,9 @@ mod tests {
         let mut a = H2Actions::default();
         let facts = StreamFacts::default();
         let headers = flags::END_HEADERS;
+        let mut settings = frame(FrameType::Settings, 0, 0);
+        settings.direction = Direction::Downstream;
+        f.on_frame(&settings, &facts, t, &mut rng, &mut a);
         f.on_frame(
             &frame(FrameType::Headers, headers, 1),
             &facts,
@@ -345,6 +377,53 @@ mod tests {
             &mut a,
         );
         assert!(a.inject.is_empty(), "stream 1's reset freed its place");
+    }
+
+    #[test]
+    fn a_refusal_before_the_servers_settings_reaches_the_client_right_after_them() {
+        let t = Instant::now();
+        let mut f = RefuseStreamsConfig { max_concurrent: 1 }.make(Common::default(), t);
+        let mut rng = crate::fault::conn_rng(1, "p", 0);
+        let mut a = H2Actions::default();
+        let facts = StreamFacts::default();
+        let rst = |to, code| crate::fault::h2::Inject::RstStream {
+            to,
+            stream: 3,
+            code,
+        };
+        for id in [1, 3] {
+            f.on_frame(
+                &frame(FrameType::Headers, flags::END_HEADERS, id),
+                &facts,
+                t,
+                &mut rng,
+                &mut a,
+            );
+        }
+        assert_eq!(
+            a.inject,
+            [rst(Direction::Upstream, crate::wire::h2::ErrorCode::CANCEL)],
+            "the server is told at once, the client not before the server's preface"
+        );
+        a.clear();
+        let mut ack = frame(FrameType::Settings, flags::ACK, 0);
+        ack.direction = Direction::Downstream;
+        f.on_frame(&ack, &facts, t, &mut rng, &mut a);
+        assert!(a.inject.is_empty(), "an ACK is not the preface");
+        let mut settings = frame(FrameType::Settings, 0, 0);
+        settings.direction = Direction::Downstream;
+        f.on_frame(&settings, &facts, t, &mut rng, &mut a);
+        assert_eq!(
+            a.inject,
+            [rst(
+                Direction::Downstream,
+                crate::wire::h2::ErrorCode::REFUSED_STREAM
+            )],
+            "right after the server's SETTINGS"
+        );
+        a.clear();
+        f.on_frame(&settings, &facts, t, &mut rng, &mut a);
+        assert!(a.inject.is_empty(), "once");
     }
 
     #[test]
