@@ -12,6 +12,10 @@
 //! Precise rules:
 //! - A reset written by the proxy (`by_proxy`) is not judged here: the proxy's fault records
 //!   its own `Cut` naming the stream, and that cut is judged (`torn-cut`, resume, `abandoned`).
+//!   Except a refusal: `RST_STREAM(REFUSED_STREAM)` the proxy wrote to the client on a stream
+//!   that had no response (an h2 kind — `refuse_streams`, or `goaway`'s late stream — records
+//!   no `Cut`): reported `stream-reset` naming the proxy, then not processed, as a server's
+//!   refusal is (below), so the user learns the stream was refused and whether it was re-sent.
 //! - An endpoint's reset of a stream whose exchange is still open is reported `stream-reset`
 //!   (class info: who sent it, its code), then:
 //!   - sent by the client: the client gave up on that stream, as a client that closes its
@@ -88,14 +92,22 @@ impl Engine {
         code: u32,
         by_proxy: bool,
     ) {
-        if by_proxy {
-            return;
-        }
-        let Some(key) = self.l.legs.get(&(conn, seq)).map(|l| l.stream) else {
+        let refused = direction == Direction::Downstream && code == ErrorCode::REFUSED_STREAM.0;
+        let Some(leg) = self.l.legs.get(&(conn, seq)) else {
             return;
         };
+        // Above a GOAWAY's last stream it is already judged not processed (`on_goaway`).
+        let above_goaway = self.l.goaways.get(&conn).is_some_and(|last| seq > *last);
+        if by_proxy && !(refused && leg.status.is_none() && !above_goaway) {
+            return;
+        }
+        let key = leg.stream;
         let name = code_name(code);
         let (who, meaning) = match direction {
+            Direction::Downstream if by_proxy => (
+                "proxy (an h2 fault refused it)",
+                "the server never processed this stream: its calls are the client's to re-send",
+            ),
             Direction::Upstream => (
                 "client",
                 "the client gave up on this stream (judged as a client that closes its \
@@ -120,15 +132,18 @@ impl Engine {
         self.l.emit(f);
         match direction {
             Direction::Upstream => self.end_leg(now, conn, seq, false, false),
-            Direction::Downstream if code == ErrorCode::REFUSED_STREAM.0 => self.stream_ended_by(
-                now,
-                conn,
-                seq,
-                format!(
-                    "not processed: the server refused h2 stream {seq} (RST_STREAM(REFUSED_STREAM)), \
-                     and the client never re-sent it"
-                ),
-            ),
+            Direction::Downstream if refused => {
+                let by = if by_proxy { "the proxy" } else { "the server" };
+                self.stream_ended_by(
+                    now,
+                    conn,
+                    seq,
+                    format!(
+                        "not processed: {by} refused h2 stream {seq} (RST_STREAM(REFUSED_STREAM)), \
+                         and the client never re-sent it"
+                    ),
+                )
+            }
             Direction::Downstream => self.stream_ended_by(
                 now,
                 conn,
