@@ -67,6 +67,10 @@ impl Engine {
             return;
         };
         leg.status = Some(status);
+        if !leg.late {
+            let head = now.saturating_duration_since(leg.requested_at);
+            self.l.histos.record("response-head", head);
+        }
         leg.sse = content_type.as_deref().is_some_and(|c| {
             c.trim()
                 .to_ascii_lowercase()
@@ -135,8 +139,15 @@ impl Engine {
         let key = leg.stream;
         let first = !leg.first_event;
         leg.first_event = true;
+        let gap = leg
+            .last_event_at
+            .replace(now)
+            .map(|prev| now.saturating_duration_since(prev));
         let since = now.saturating_duration_since(leg.requested_at);
         let is_resume = leg.resume.is_some();
+        if let Some(gap) = gap {
+            self.l.histos.record("event-gap", gap);
+        }
         if first && !leg.late {
             self.l.histos.record("first-event", since);
             if is_resume {

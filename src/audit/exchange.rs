@@ -414,6 +414,7 @@ impl Ledger {
             status: None,
             sse: false,
             first_event: false,
+            last_event_at: None,
             resume,
             unmapped_resume: unmapped,
             body_broken: false,

@@ -1,13 +1,18 @@
 //! The latency histograms the auditor keeps, so users of any client get them from the proxy.
 //!
-//! All four are measured between observation receipt times (`tokio::time::Instant::now()` when
+//! All six are measured between observation receipt times (`tokio::time::Instant::now()` when
 //! the observer's record reached the auditor), in microseconds, so they include the observer's
 //! own delay but no clock of the client or server:
 //! - `client-reconnect`: cut of a stream → the client's reconnect for it (resume GET, or the
 //!   re-open / re-issue that stands in for one);
 //! - `server-replay`: resume request → first event delivered on the replay leg;
 //! - `first-event`: request → first event of every SSE response (opening and resume legs);
-//! - `final-response`: request → the JSON-RPC response to each of its calls (SSE or JSON).
+//! - `final-response`: request → the JSON-RPC response to each of its calls (SSE or JSON);
+//! - `response-head`: request → its response head delivered to the client (what a buffering hop
+//!   that holds response headers until the first event — `hold_headers` — adds to it, since
+//!   observations reach the auditor when their bytes reach the client);
+//! - `event-gap`: one delivered SSE event → the next on the same exchange (a flow-control
+//!   stall — `flow_stall` — or a server that pauses shows as its maximum).
 //!
 //! Invariant: values are clamped into the histogram's range (1 µs … 1 h), never dropped.
 
@@ -16,11 +21,13 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// Names of the histograms, in report order.
-pub const NAMES: [&str; 4] = [
+pub const NAMES: [&str; 6] = [
     "client-reconnect",
     "server-replay",
     "first-event",
     "final-response",
+    "response-head",
+    "event-gap",
 ];
 
 const MAX_US: u64 = 3_600_000_000;
@@ -98,6 +105,6 @@ mod tests {
         assert_eq!(fe.min(), 1);
         assert!(fe.max() >= MAX_US - MAX_US / 1000);
         assert!(fe.equivalent(fe.value_at_quantile(0.5), 3000));
-        assert_eq!(s.len(), 4);
+        assert_eq!(s.len(), NAMES.len());
     }
 }

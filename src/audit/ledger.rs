@@ -216,6 +216,8 @@ pub struct Leg {
     pub status: Option<u16>,
     pub sse: bool,
     pub first_event: bool,
+    /// When its last SSE event was delivered (for `event-gap`).
+    pub last_event_at: Option<Instant>,
     /// Set for a resume GET whose cursor mapped to `stream`.
     pub resume: Option<Resume>,
     /// A resume GET whose cursor could not be mapped (judged `unknown`).
