@@ -16,8 +16,13 @@
 //! a receiver that granted a large window sees the stall later, or not at all.
 //!
 //! A withheld update is a held frame on the relay, which holds the later frames of its stream
-//! and direction behind it: with `target = "connection"` that includes the receiver's `PING`s
-//! and `SETTINGS` acknowledgements (stream 0) for the stall's length.
+//! and direction behind it; stream 0's frames never wait for each other, so with `target =
+//! "connection"` the receiver's `PING`s and `SETTINGS` acknowledgements still pass.
+//!
+//! The credit comes back whole: the held updates are the receiver's own frames, released
+//! unchanged at the stall's end (none is dropped or merged), so the sender's window is what it
+//! would have been without the stall — a body many times the window completes after it (see
+//! the peer tests in `tests/h2/kind_flow.rs`).
 //!
 //! Profile keys: `stall_ms` (required, > 0), `target` (`"stream"` default, `"connection"`),
 //! `stream` (`"sse"` default, `"all"`; only with `target = "stream"`), `after_bytes` (default

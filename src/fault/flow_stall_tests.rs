@@ -196,3 +196,58 @@ fn an_upstream_stall_withholds_the_servers_updates_for_request_bodies() {
     f.on_frame(&down_update, &facts, t + ms(1), &mut rng, &mut a);
     assert_eq!(a.verdict, Verdict::Hold(Hold::Until(t + ms(51))));
 }
+
+#[test]
+fn every_update_withheld_in_a_stall_leaves_at_its_end_so_all_the_credit_returns() {
+    // The peer tests show it end to end (a body many times the window completes after the
+    // stall); here the decision: each update sent during the stall is released at the stall's
+    // end, unchanged, none later, so by then the credit returned is exactly the credit sent.
+    let t = Instant::now();
+    let mut f = FlowStall::new(FlowStallConfig {
+        target: StallTarget::Connection,
+        stall: ms(100),
+        after_bytes: 0,
+    });
+    f.on_data(1, 16_384, true, t);
+    let end = t + ms(100);
+    // (sent at, increment): some during the stall, some after.
+    let sent = [
+        (0, 32_768u64),
+        (10, 1),
+        (50, 16_384),
+        (99, 7),
+        (100, 500),
+        (150, 9),
+    ];
+    let mut released: Vec<(Instant, u64)> = sent
+        .iter()
+        .map(|&(at, inc)| {
+            let now = t + ms(at);
+            (f.on_window_update(0, now).unwrap_or(now), inc)
+        })
+        .collect();
+    assert!(
+        released[..4].iter().all(|(when, _)| *when == end),
+        "every update of the stall leaves at its end: {released:?}"
+    );
+    released.sort_by_key(|(when, _)| *when);
+    let by_end: u64 = released
+        .iter()
+        .filter(|(when, _)| *when <= end)
+        .map(|(_, inc)| inc)
+        .sum();
+    let sent_by_end: u64 = sent
+        .iter()
+        .filter(|(at, _)| *at <= 100)
+        .map(|(_, inc)| inc)
+        .sum();
+    assert_eq!(
+        by_end, sent_by_end,
+        "the credit withheld, all of it, at the end"
+    );
+    assert_eq!(
+        f.on_window_update(0, t + ms(101)),
+        None,
+        "the stall is once"
+    );
+}
