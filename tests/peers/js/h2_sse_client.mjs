@@ -8,7 +8,9 @@
 // ended because its session did), goaway (code, last stream id), resume (Last-Event-ID, new h2
 // stream id), reconnect, end, error, done.
 // Usage: node h2_sse_client.mjs URL --streams a,b --n N [--query Q] [--ca CA] [--resume K]
-//        [--timeout MS]
+//        [--retry-delay MS] [--timeout MS]
+// --retry-delay waits that long before each resume (default 0: at once), as an application
+// that backs off before it retries.
 import http2 from 'node:http2';
 import fs from 'node:fs';
 import { SseParser, codeName, logger } from './h2_sse_parse.mjs';
@@ -22,6 +24,7 @@ const query = arg('--query', '');
 const ca = arg('--ca', null);
 const resumes = Number(arg('--resume', '0'));
 const timeoutMs = Number(arg('--timeout', '20000'));
+const retryDelay = Number(arg('--retry-delay', '0'));
 
 let session = null;
 function connect() {
@@ -77,7 +80,8 @@ function follow(name) {
     const finish = () => {
       if (last === String(n) || tries >= resumes) return resolve(last === String(n));
       tries += 1;
-      open();
+      if (retryDelay > 0) setTimeout(open, retryDelay);
+      else open();
     };
     open();
   });

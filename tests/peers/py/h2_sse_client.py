@@ -9,7 +9,9 @@ reset (h2 stream id and RST_STREAM code, from h2's own StreamReset event), goawa
 stream id, from h2's ConnectionTerminated), resume, end, error, done.
 
 Usage: python3 h2_sse_client.py URL --streams a,b --n N [--query Q] [--ca CA] [--resume K]
-       [--timeout MS]
+       [--retry-delay MS] [--timeout MS]
+--retry-delay waits that long before each resume (default 0: at once), as an application that
+backs off before it retries.
 """
 
 import argparse
@@ -97,6 +99,8 @@ async def follow(client: httpx.AsyncClient, args, name: str, results: dict, star
     for attempt in range(args.resume + 1):
         url = f"{args.url}/sse?stream={name}&n={args.n}" + (f"&{args.query}" if args.query else "")
         headers = {"accept": "text/event-stream"}
+        if attempt > 0 and args.retry_delay > 0:
+            await anyio.sleep(args.retry_delay / 1000)
         if last:
             headers["last-event-id"] = last
             log("resume", stream=name, last_event_id=last)
@@ -132,6 +136,7 @@ async def main() -> int:
     p.add_argument("--ca")
     p.add_argument("--resume", type=int, default=0)
     p.add_argument("--timeout", type=float, default=20000.0, help="milliseconds")
+    p.add_argument("--retry-delay", type=float, default=0.0, help="milliseconds")
     args = p.parse_args()
     verify = ssl.create_default_context(cafile=args.ca) if args.ca else True
     prior_knowledge = args.url.startswith("http://")
