@@ -7,6 +7,7 @@
 //! drops; every socket is on 127.0.0.1 with a port the kernel chose.
 #![allow(dead_code)]
 
+pub mod audited;
 pub mod certs;
 pub mod check;
 pub mod cut;

@@ -85,6 +85,11 @@ impl Peer {
         self.log.snapshot()
     }
 
+    /// What the peer wrote on stderr so far (its last 8 to 16 KiB), kept after it exits.
+    pub fn stderr(&self) -> Arc<Mutex<String>> {
+        self.stderr.clone()
+    }
+
     fn describe(&self) -> String {
         format!(
             "{} logged:\n{}\nstderr:\n{}",
