@@ -5,12 +5,20 @@
 //! outcome is judged against what the peers themselves logged (JSON lines, see
 //! `tests/peers/*/h2_sse_*`). The peers install themselves (`tests/peers/provision.sh`).
 //!
+//! The HTTP/2 fault kinds (`goaway`, `hold_headers`, `flow_stall`, `refuse_streams`) between
+//! these peers are in `kind_*`, one file per kind, each judged by the peers' logs and by a real
+//! auditor behind the proxy.
+//!
 //! One executable, one module per concern, so the test build links one binary.
 
 #[path = "../peers/mod.rs"]
 mod peers;
 
-mod h2_kinds;
+mod kind_common;
+mod kind_flow;
+mod kind_goaway;
+mod kind_hold;
+mod kind_refuse;
 mod pairs;
 mod stream_cut;
 mod support;
