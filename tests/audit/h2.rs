@@ -604,3 +604,54 @@ async fn a_connection_scoped_cut_on_h2_tears_the_stream_it_names_and_ends_every_
     lost.sort();
     assert_eq!(lost, ["1", "3"], "{:#?}", w.auditor.findings());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_call_the_proxy_refused_is_lost_unless_resent_and_named_as_the_proxys_refusal() {
+    // `refuse_streams`: the relay's RST_STREAM(REFUSED_STREAM) to the client, no `Cut`.
+    let w = Wire::new();
+    h2c(&w, 1);
+    call_on(&w, 1, 1, "7");
+    reset(&w, 1, 1, Direction::Upstream, CANCEL, true);
+    reset(&w, 1, 1, Direction::Downstream, REFUSED_STREAM, true);
+    w.auditor.finish();
+    let said = of(&w, K::StreamReset);
+    assert!(
+        said.len() == 1 && said[0].detail.contains("sent by the proxy"),
+        "{:#?}",
+        w.auditor.findings()
+    );
+    let lost = of(&w, K::Abandoned);
+    assert!(
+        lost.len() == 1 && lost[0].detail.contains("not processed: the proxy refused"),
+        "{:#?}",
+        w.auditor.findings()
+    );
+
+    let mut w = Wire::new();
+    h2c(&w, 1);
+    call_on(&w, 1, 1, "7");
+    reset(&w, 1, 1, Direction::Downstream, REFUSED_STREAM, true);
+    call_on(&w, 1, 3, "7");
+    w.sse_ok(1, 3);
+    answer(&mut w, 1, 3, "7");
+    w.auditor.finish();
+    let found = w.kinds();
+    assert!(found.contains(&K::Reissued), "{found:?}");
+    assert!(!found.contains(&K::Abandoned), "{found:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_stream_code_on_the_proxys_cut_of_an_answered_stream_is_no_refusal() {
+    // A stream-scope cut may reset the client's stream with any code: it had its response,
+    // its own `Cut` is judged, and the reset says nothing more.
+    let mut w = Wire::new();
+    cut_one_of_three(&mut w);
+    reset(&w, 1, 3, Direction::Downstream, REFUSED_STREAM, true);
+    w.auditor.finish();
+    assert!(
+        of(&w, K::StreamReset).is_empty(),
+        "{:#?}",
+        w.auditor.findings()
+    );
+    assert_eq!(of(&w, K::TornCut).len(), 1);
+}
