@@ -8,8 +8,12 @@
 //! (the server's decoder table would fall out of step with the client's encoder), so the
 //! stream's header block still reaches the server, immediately followed by
 //! `RST_STREAM(id, CANCEL)`; the client's later `DATA` on it is dropped (and credited back by
-//! the relay), the server's too. A server may have begun the request in that instant; the
-//! client, as with a real refusal, cannot tell. Refused streams do not count as open. A stream
+//! the relay), the server's too. A server may have begun the request in that instant, and one
+//! that answers before it reads the CANCEL (Go's `net/http` server, at times) has its response
+//! HEADERS reach the client after the `REFUSED_STREAM` — they cannot be dropped either, for
+//! the client's HPACK table — where a real refusal sends none: Go's `net/http` client then
+//! returns that response and fails reading its body with the refusal, instead of retrying the
+//! stream itself (`tests/h2/kind_refuse.rs`). Refused streams do not count as open. A stream
 //! that closes frees its place for the next one.
 //!
 //! Never before the server's connection preface: the client must get the server's `SETTINGS`
