@@ -148,7 +148,7 @@ async fn the_go_clients_stream_stalls_only_once_more_than_its_4_mib_window_is_in
     let server = Server::start("node-server", launch::node_server(Some(&certs))).await;
     // One stream of 8 events of 1 MB; the stall starts at 3 MB, when the Go client has already
     // returned the credit for what it read: the server has a full 4 MiB window to spend first.
-    let stall = 1_500;
+    let stall = 2_500;
     let f = fault(&[
         ("kind", s("flow_stall")),
         ("stream", s("all")),

@@ -82,9 +82,13 @@ fn refusals(auditor: &Auditor) -> Vec<(u64, Option<u64>)> {
 /// The client logged `REFUSED_STREAM` on stream `b`, retried it after `a` ended, and completed
 /// both; the server was told to abandon the refused stream and wrote nothing on it.
 fn refused_then_retried(what: &str, log: &[Value], server: &Server) -> u64 {
+    // b is refused at least once (again if a retry comes while a is still open), a never.
     let resets = events(log, "reset");
     assert!(
-        resets.len() == 1 && resets[0]["stream"] == "b" && resets[0]["code"] == "REFUSED_STREAM",
+        !resets.is_empty()
+            && resets
+                .iter()
+                .all(|r| r["stream"] == "b" && r["code"] == "REFUSED_STREAM"),
         "{what}: the client saw b refused:\n{}",
         show(log)
     );
@@ -137,9 +141,8 @@ async fn the_node_client_sees_refused_stream_and_its_retry_after_the_first_strea
         refused_by_proxy(&hop.observations(), 0, refused),
         "{what}: the proxy's refusal"
     );
-    assert_eq!(
-        refusals(&auditor),
-        [(0, Some(refused))],
+    assert!(
+        refusals(&auditor).contains(&(0, Some(refused))),
         "{what}: the audit names the refusal:\n{}",
         audited::show(&auditor)
     );
@@ -163,9 +166,8 @@ async fn httpx_sees_refused_stream_and_its_retry_after_the_first_stream_is_serve
         refused_by_proxy(&hop.observations(), 0, refused),
         "{what}: the proxy's refusal"
     );
-    assert_eq!(
-        refusals(&auditor),
-        [(0, Some(refused))],
+    assert!(
+        refusals(&auditor).contains(&(0, Some(refused))),
         "{what}: the audit names the refusal:\n{}",
         audited::show(&auditor)
     );
@@ -182,7 +184,30 @@ async fn the_go_client_retries_a_refused_stream_by_itself_against_the_go_server(
     let stderr = peer.stderr();
     let log = peer.succeed(LIMIT).await;
     let what = "Go client at max_concurrent = 1";
-    complete_and_exact(what, &log, &["a", "b"], N, 0);
+    for st in ["a", "b"] {
+        let want: Vec<(String, String)> = (1..=N)
+            .map(|k| (k.to_string(), check::data(st, k, 0)))
+            .collect();
+        assert_eq!(check::messages(&log, st), want, "{what}: stream {st}");
+    }
+    let done = events(&log, "done");
+    assert!(
+        done.len() == 1 && done[0]["complete"] == true,
+        "{what}: {}",
+        show(&log)
+    );
+    // The proxy forwards a refused stream's header block to the server (HPACK) and cancels
+    // it; a server that answers before it reads the CANCEL (Go's does, at times) has its
+    // response HEADERS reach the client after the REFUSED_STREAM, and net/http then returns
+    // that response and fails reading its body with the refusal: the application sees a
+    // reset, and retries it here. Any reset it saw is that refusal, never another.
+    assert!(
+        events(&log, "reset")
+            .iter()
+            .all(|r| r["code"] == "REFUSED_STREAM"),
+        "{what}: {}",
+        show(&log)
+    );
     let said = stderr.lock().unwrap().clone();
     assert!(
         said.contains("retrying after failure") && said.contains("REFUSED_STREAM"),
