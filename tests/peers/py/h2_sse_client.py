@@ -22,6 +22,7 @@ import time
 
 import anyio
 import h2.events
+import h2.exceptions
 import httpx
 
 START = time.monotonic()
@@ -119,7 +120,9 @@ async def follow(client: httpx.AsyncClient, args, name: str, results: dict, star
                         last = ev_id
                         log("message", stream=name, h2_stream=stream_id, id=ev_id, data=data)
                 log("end", stream=name, h2_stream=stream_id, last_id=last)
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, h2.exceptions.ProtocolError) as exc:
+            # httpcore lets h2's own ProtocolError through unwrapped when frames keep coming
+            # after a GOAWAY closed h2's connection state: the application sees it as is.
             log_error(name, exc, stream_id)
         started.set()
         if last == str(args.n):
