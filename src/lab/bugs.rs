@@ -20,101 +20,10 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
+pub use super::config::{IdStyle, ServerBug};
 use super::ring::StoredEvent;
 use super::session::event_id;
 use super::truth::{Injected, LegHandle};
-
-/// A scripted server bug (`tearline serve --bug`).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    Default,
-    PartialOrd,
-    Ord,
-    clap::ValueEnum,
-    serde::Serialize,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum ServerBug {
-    /// A correct event store.
-    #[default]
-    None,
-    /// A resume sends the first two replayed progress events in swapped order.
-    Reorder,
-    /// A resume sends the first replayed event (the end of its "replay"), then skips the next
-    /// two progress events (the ones "produced between replay and live delivery") when a later
-    /// event follows them, then continues.
-    DropAfterReplay,
-    /// A resume sends its first replayed progress event twice.
-    Duplicate,
-    /// One event store for all sessions, keyed by JSON-RPC request id: a resume is served from
-    /// the first stream ever opened for the same request id, whichever session opened it.
-    SharedStore,
-    /// A resume drops the call's JSON-RPC response and ends the body cleanly there (the
-    /// response is lost for every later resume too).
-    LoseFinal,
-}
-
-impl ServerBug {
-    /// Every bug, `None` first.
-    pub const ALL: [ServerBug; 6] = [
-        ServerBug::None,
-        ServerBug::Reorder,
-        ServerBug::DropAfterReplay,
-        ServerBug::Duplicate,
-        ServerBug::SharedStore,
-        ServerBug::LoseFinal,
-    ];
-
-    /// The kebab-case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ServerBug::None => "none",
-            ServerBug::Reorder => "reorder",
-            ServerBug::DropAfterReplay => "drop-after-replay",
-            ServerBug::Duplicate => "duplicate",
-            ServerBug::SharedStore => "shared-store",
-            ServerBug::LoseFinal => "lose-final",
-        }
-    }
-}
-
-/// How the lab names events.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    Default,
-    PartialOrd,
-    Ord,
-    clap::ValueEnum,
-    serde::Serialize,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum IdStyle {
-    /// `<stream>-<seq>` (plain endpoint: `<seq>`).
-    #[default]
-    Counter,
-    /// Random UUID-like ids.
-    Opaque,
-}
-
-impl IdStyle {
-    /// The kebab-case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            IdStyle::Counter => "counter",
-            IdStyle::Opaque => "opaque",
-        }
-    }
-}
 
 /// A random UUID-like id whose last group starts with a letter.
 pub fn opaque_id() -> String {
