@@ -120,6 +120,7 @@ pub mod conn;
 mod delivery;
 pub mod hold;
 mod http;
+pub mod ids;
 mod legs;
 pub mod llm;
 pub mod plain;

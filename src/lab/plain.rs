@@ -21,9 +21,9 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::Shared;
-use super::bugs::{IdStyle, opaque_id};
-use super::config::LineEnding;
+use super::config::{IdStyle, LineEnding};
 use super::http::{TRANSPORT_ERROR, rpc_error, sse_response};
+use super::ids::opaque_id;
 use super::sse_body::{LabBody, SseEncoder};
 use super::truth::{Answer, LabLeg};
 
