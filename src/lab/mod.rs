@@ -124,6 +124,7 @@ pub mod ids;
 mod legs;
 pub mod llm;
 pub mod plain;
+pub mod plain_feed;
 pub mod plain_priming;
 mod post;
 pub mod ring;
@@ -167,7 +168,7 @@ pub(crate) struct Shared {
     pub(crate) enc: sse_body::SseEncoder,
     pub(crate) sessions: session::Sessions,
     pub(crate) bugs: bugs::BugState,
-    pub(crate) plain: plain::Feed,
+    pub(crate) plain: plain_feed::Feed,
     pub(crate) shutdown: CancellationToken,
     pub(crate) tasks: TaskTracker,
     /// The gate held `blob` results wait at (see [`hold`]).
@@ -206,7 +207,7 @@ pub async fn serve_tls(
         sessions: session::Sessions::new(config.max_sessions, config.buffer, config.buffer_bytes)
             .with_id_style(config.ids),
         bugs: bugs::BugState::default(),
-        plain: plain::Feed::new(config.ids, config.line_ending),
+        plain: plain_feed::Feed::new(config.ids, config.line_ending),
         cfg: config,
         shutdown: shutdown.child_token(),
         tasks: TaskTracker::new(),

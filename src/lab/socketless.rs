@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::sse_body::LabBody;
-use super::{LabConfig, LabError, Shared, bugs, plain, session, sse_body};
+use super::{LabConfig, LabError, Shared, bugs, plain_feed, session, sse_body};
 
 /// One lab server state, without a listener. Dropping it does not stop streams; call
 /// [`DirectLab::shutdown`].
@@ -35,7 +35,7 @@ impl DirectLab {
             )
             .with_id_style(config.ids),
             bugs: bugs::BugState::default(),
-            plain: plain::Feed::new(config.ids, config.line_ending),
+            plain: plain_feed::Feed::new(config.ids, config.line_ending),
             cfg: config,
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
