@@ -15,10 +15,9 @@ use serde_json::{Value, json};
 
 use super::Shared;
 use super::auth::Audience;
-use super::config::{OnEvicted, ProtocolVersion};
+use super::config::{LabConfig, OnEvicted, ProtocolVersion};
 use super::delivery::{self, Delivery};
 use super::legs;
-use super::session::Session;
 use super::sse_body::LabBody;
 use super::truth::Answer;
 
@@ -196,8 +195,8 @@ pub fn check_version(headers: &HeaderMap) -> Result<(), Refusal> {
 }
 
 /// The request's token audience when auth is on (`Ok(None)` when off); 401 if missing/invalid.
-pub fn audience(shared: &Shared, headers: &HeaderMap) -> Result<Option<Audience>, Refusal> {
-    if !shared.cfg.auth {
+pub fn audience(cfg: &LabConfig, headers: &HeaderMap) -> Result<Option<Audience>, Refusal> {
+    if !cfg.auth {
         return Ok(None);
     }
     match headers
@@ -222,29 +221,6 @@ pub fn audience(shared: &Shared, headers: &HeaderMap) -> Result<Option<Audience>
     }
 }
 
-/// The session the request names: 400 if the header is missing, 404 if unknown or ended.
-pub fn session(shared: &Shared, headers: &HeaderMap) -> Result<Arc<Session>, Refusal> {
-    let Some(id) = headers.get(SESSION_HEADER) else {
-        return Err(Box::new(rpc_error(
-            StatusCode::BAD_REQUEST,
-            Value::Null,
-            TRANSPORT_ERROR,
-            "Mcp-Session-Id header is required",
-        )));
-    };
-    id.to_str()
-        .ok()
-        .and_then(|id| shared.sessions.get(id))
-        .ok_or_else(|| {
-            Box::new(rpc_error(
-                StatusCode::NOT_FOUND,
-                Value::Null,
-                TRANSPORT_ERROR,
-                "session not found",
-            ))
-        })
-}
-
 fn get(shared: &Arc<Shared>, headers: &HeaderMap) -> Response<LabBody> {
     if !shared.cfg.protocol.resumable() {
         return method_not_allowed("POST");
@@ -258,8 +234,8 @@ fn get(shared: &Arc<Shared>, headers: &HeaderMap) -> Response<LabBody> {
         );
     }
     let checked = check_version(headers)
-        .and_then(|()| audience(shared, headers))
-        .and_then(|aud| session(shared, headers).map(|s| (aud, s)));
+        .and_then(|()| audience(&shared.cfg, headers))
+        .and_then(|aud| shared.sessions.named(headers).map(|s| (aud, s)));
     let (aud, session) = match checked {
         Ok(v) => v,
         Err(resp) => return *resp,
@@ -367,7 +343,7 @@ fn delete(shared: &Arc<Shared>, headers: &HeaderMap) -> Response<LabBody> {
     if !shared.cfg.protocol.resumable() {
         return method_not_allowed("POST");
     }
-    let checked = audience(shared, headers).and_then(|_| session(shared, headers));
+    let checked = audience(&shared.cfg, headers).and_then(|_| shared.sessions.named(headers));
     match checked {
         Ok(s) => {
             shared.sessions.remove(&s.id);

@@ -20,7 +20,7 @@ use super::config::ProtocolVersion;
 use super::delivery::{self, Delivery};
 use super::http::{
     SESSION_HEADER, TRANSPORT_ERROR, accepts, audience, check_version, json_response, rpc_error,
-    session, sse_response,
+    sse_response,
 };
 use super::session::Session;
 use super::sse_body::LabBody;
@@ -119,7 +119,7 @@ where
     if super::stateless::is_modern(&shared.cfg, &headers, &messages) {
         return super::stateless::handle(shared, &headers, messages, batch).await;
     }
-    let aud = match audience(shared, &headers) {
+    let aud = match audience(&shared.cfg, &headers) {
         Ok(a) => a,
         Err(resp) => return *resp,
     };
@@ -135,7 +135,7 @@ where
         return initialize(shared, init);
     }
     let session = if shared.cfg.protocol.resumable() {
-        match session(shared, &headers) {
+        match shared.sessions.named(&headers) {
             Ok(s) => s,
             Err(resp) => return *resp,
         }

@@ -14,10 +14,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
+use http::StatusCode;
+use http::header::HeaderMap;
+use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::config::{IdStyle, ProtocolVersion};
+use super::http::{Refusal, SESSION_HEADER, TRANSPORT_ERROR, rpc_error};
 use super::ids::IdNamer;
 use super::ring::{Next, Ring};
 
@@ -252,6 +256,27 @@ impl Sessions {
             byte_budget,
             style: IdStyle::Counter,
         }
+    }
+
+    /// The session a request's `Mcp-Session-Id` names: 400 if the header is missing, 404 if
+    /// unknown or ended.
+    pub(crate) fn named(&self, headers: &HeaderMap) -> Result<Arc<Session>, Refusal> {
+        let Some(id) = headers.get(SESSION_HEADER) else {
+            return Err(Box::new(rpc_error(
+                StatusCode::BAD_REQUEST,
+                Value::Null,
+                TRANSPORT_ERROR,
+                "Mcp-Session-Id header is required",
+            )));
+        };
+        id.to_str().ok().and_then(|id| self.get(id)).ok_or_else(|| {
+            Box::new(rpc_error(
+                StatusCode::NOT_FOUND,
+                Value::Null,
+                TRANSPORT_ERROR,
+                "session not found",
+            ))
+        })
     }
 
     /// The same table, whose sessions name events in `style`.

@@ -264,7 +264,7 @@ pub(crate) async fn handle(
     if let Err(resp) = validate(&shared.cfg, headers, m) {
         return *resp;
     }
-    let aud = match audience(shared, headers) {
+    let aud = match audience(&shared.cfg, headers) {
         Ok(a) => a,
         Err(resp) => return *resp,
     };
