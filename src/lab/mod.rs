@@ -127,6 +127,7 @@ pub mod plain;
 pub mod plain_feed;
 pub mod plain_priming;
 mod post;
+mod resume;
 pub mod ring;
 pub mod session;
 #[doc(hidden)]
@@ -149,9 +150,8 @@ use tokio_util::task::TaskTracker;
 pub use config::{
     Chunking, LabConfig, LineEnding, OnEvicted, OnUnauthorized, ProtocolVersion, SideEffects,
 };
-pub use http::{
-    EVICTED_ERROR, FRESH_STREAM_GREETING, SESSION_HEADER, TRANSPORT_ERROR, VERSION_HEADER,
-};
+pub use http::{EVICTED_ERROR, SESSION_HEADER, TRANSPORT_ERROR, VERSION_HEADER};
+pub use resume::FRESH_STREAM_GREETING;
 
 /// Errors of the lab server.
 #[derive(Debug, thiserror::Error)]
