@@ -1,19 +1,14 @@
-//! Routing of HTTP requests on the MCP endpoint, the response plumbing every handler shares
-//! (JSON-RPC errors, JSON and SSE responses) and the checks every method shares (Accept,
-//! Origin, protocol header, token). GET and DELETE are [`super::resume`].
+//! The response plumbing every lab handler shares (JSON-RPC errors, JSON and SSE responses)
+//! and the checks every method of the MCP endpoint shares (Accept, Origin, protocol header,
+//! token). Which handler answers a request is [`super::router`]'s business.
 //!
 //! Invariants: every error response carries a JSON-RPC error object (`"id": null` unless the
 //! request id is known) with `Content-Type: application/json`; no input makes a handler panic.
 
-use std::convert::Infallible;
-use std::sync::Arc;
-
-use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
-use http::{Method, Request, Response, StatusCode};
+use http::{Response, StatusCode};
 use serde_json::{Value, json};
 
-use super::Shared;
 use super::auth::Audience;
 use super::config::{LabConfig, ProtocolVersion};
 use super::sse_body::LabBody;
@@ -26,41 +21,6 @@ pub const VERSION_HEADER: &str = "mcp-protocol-version";
 pub const TRANSPORT_ERROR: i64 = -32000;
 /// JSON-RPC error code of a resume whose cursor event was evicted (HTTP 410).
 pub const EVICTED_ERROR: i64 = -32010;
-
-/// Handles one request; never fails (errors become JSON-RPC error responses).
-pub async fn handle<B>(
-    shared: Arc<Shared>,
-    req: Request<B>,
-) -> Result<Response<LabBody>, Infallible>
-where
-    B: hyper::body::Body<Data = Bytes> + Send + 'static,
-    B::Error: std::error::Error + Send + Sync + 'static,
-{
-    if let Some(api) = crate::vocab::LlmApi::from_path(req.uri().path()) {
-        return Ok(super::llm::handle(&shared, api, req).await);
-    }
-    if shared.cfg.plain_path.as_deref() == Some(req.uri().path()) {
-        return Ok(super::plain::handle(&shared, req.method(), req.headers()));
-    }
-    if req.uri().path() != shared.cfg.path {
-        return Ok(rpc_error(
-            StatusCode::NOT_FOUND,
-            Value::Null,
-            TRANSPORT_ERROR,
-            "no such endpoint",
-        ));
-    }
-    if let Err(resp) = check_origin(req.headers()) {
-        return Ok(*resp);
-    }
-    let resp = match *req.method() {
-        Method::POST => super::post::handle(&shared, req).await,
-        Method::GET => super::resume::get(&shared, req.headers()),
-        Method::DELETE => super::resume::delete(&shared, req.headers()),
-        _ => method_not_allowed("GET, POST, DELETE"),
-    };
-    Ok(resp)
-}
 
 /// An error response, boxed so `Result`s carrying it stay small.
 pub type Refusal = Box<Response<LabBody>>;
@@ -148,7 +108,7 @@ pub fn accepts(headers: &HeaderMap, needed: &[&str]) -> bool {
 }
 
 /// 403 for a present `Origin` that is not a loopback origin (DNS-rebinding defence).
-fn check_origin(headers: &HeaderMap) -> Result<(), Refusal> {
+pub fn check_origin(headers: &HeaderMap) -> Result<(), Refusal> {
     let Some(origin) = headers.get(header::ORIGIN) else {
         return Ok(());
     };

@@ -129,6 +129,7 @@ pub mod plain_priming;
 mod post;
 mod resume;
 pub mod ring;
+mod router;
 pub mod session;
 #[doc(hidden)]
 #[cfg(feature = "harness")]
@@ -258,7 +259,7 @@ pub async fn serve_tls(
                 }
             };
             let svc_shared = Arc::clone(&conn_shared);
-            let svc = service_fn(move |req| http::handle(Arc::clone(&svc_shared), req));
+            let svc = service_fn(move |req| router::handle(Arc::clone(&svc_shared), req));
             let conn = conn::serve(stream, svc, conn_shared.cfg.read_timeout);
             tokio::select! {
                 r = conn => if let Err(e) = r {

@@ -47,7 +47,7 @@ impl DirectLab {
 
     /// Answers one request (must run inside a tokio runtime: streams spawn producers).
     pub async fn answer(&self, req: Request<Full<Bytes>>) -> Response<LabBody> {
-        match super::http::handle(Arc::clone(&self.shared), req).await {
+        match super::router::handle(Arc::clone(&self.shared), req).await {
             Ok(r) => r,
             Err(never) => match never {},
         }
