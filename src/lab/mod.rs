@@ -131,6 +131,7 @@ mod resume;
 pub mod ring;
 mod router;
 pub mod session;
+mod shared;
 #[doc(hidden)]
 #[cfg(feature = "harness")]
 pub mod socketless;
@@ -148,6 +149,8 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use shared::{LlmState, Shared};
+
 pub use config::{
     Chunking, LabConfig, LineEnding, OnEvicted, OnUnauthorized, ProtocolVersion, SideEffects,
 };
@@ -160,22 +163,6 @@ pub enum LabError {
     /// The configuration cannot describe a working server.
     #[error("invalid lab configuration: {0}")]
     Config(&'static str),
-}
-
-/// State shared by every connection of one server.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) cfg: LabConfig,
-    pub(crate) enc: sse_body::SseEncoder,
-    pub(crate) sessions: session::Sessions,
-    pub(crate) bugs: bugs::BugState,
-    pub(crate) plain: plain_feed::Feed,
-    pub(crate) shutdown: CancellationToken,
-    pub(crate) tasks: TaskTracker,
-    /// The gate held `blob` results wait at (see [`hold`]).
-    pub(crate) gate: hold::Gate,
-    /// State of the LLM endpoints (see [`llm`]).
-    pub(crate) llm: llm::LlmState,
 }
 
 /// Serves the lab on `listener` until `shutdown` is cancelled; then stops accepting, ends
@@ -213,7 +200,7 @@ pub async fn serve_tls(
         shutdown: shutdown.child_token(),
         tasks: TaskTracker::new(),
         gate: hold::Gate::default(),
-        llm: llm::LlmState::default(),
+        llm: LlmState::default(),
     });
     if let Some(idle) = shared.cfg.session_idle {
         shared

@@ -19,9 +19,9 @@ use http::{Method, Response, StatusCode};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::Shared;
 use super::http::{TRANSPORT_ERROR, rpc_error, sse_response};
 pub use super::plain_feed::PLAIN_EVENTS;
+use super::shared::Shared;
 use super::sse_body::{LabBody, SseEncoder};
 use super::truth::{Answer, LabLeg};
 

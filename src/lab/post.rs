@@ -15,7 +15,6 @@ use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::{Value, json};
 
-use super::Shared;
 use super::config::ProtocolVersion;
 use super::delivery::{self, Delivery};
 use super::http::{
@@ -23,6 +22,7 @@ use super::http::{
     sse_response,
 };
 use super::session::Session;
+use super::shared::Shared;
 use super::sse_body::LabBody;
 use super::tools::{self, Step, Tool};
 

@@ -13,7 +13,6 @@ use http::header::{self, HeaderMap};
 use http::{Response, StatusCode};
 use serde_json::{Value, json};
 
-use super::Shared;
 use super::config::OnEvicted;
 use super::delivery::{self, Delivery};
 use super::http::{
@@ -21,6 +20,7 @@ use super::http::{
     rpc_error, rpc_error_data, sse_response,
 };
 use super::legs;
+use super::shared::Shared;
 use super::sse_body::LabBody;
 use super::truth::Answer;
 

@@ -12,8 +12,8 @@ use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
 use serde_json::Value;
 
-use super::Shared;
 use super::http::{TRANSPORT_ERROR, check_origin, method_not_allowed, rpc_error};
+use super::shared::Shared;
 use super::sse_body::LabBody;
 use super::{llm, plain, post, resume};
 

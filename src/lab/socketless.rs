@@ -10,8 +10,9 @@ use http_body_util::Full;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::shared::{LlmState, Shared};
 use super::sse_body::LabBody;
-use super::{LabConfig, LabError, Shared, bugs, plain_feed, session, sse_body};
+use super::{LabConfig, LabError, bugs, plain_feed, session, sse_body};
 
 /// One lab server state, without a listener. Dropping it does not stop streams; call
 /// [`DirectLab::shutdown`].
@@ -40,7 +41,7 @@ impl DirectLab {
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
             gate: super::hold::Gate::default(),
-            llm: super::llm::LlmState::default(),
+            llm: LlmState::default(),
         });
         Ok(DirectLab { shared })
     }

@@ -42,10 +42,10 @@ use http::{Response, StatusCode};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::Shared;
 use super::config::{LabConfig, ProtocolVersion};
 use super::http::{TRANSPORT_ERROR, VERSION_HEADER, audience, json_response, rpc_error_data};
 use super::session::Session;
+use super::shared::Shared;
 use super::sse_body::LabBody;
 use super::tools::{Step, Tool};
 
