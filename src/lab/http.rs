@@ -19,6 +19,14 @@ pub const SESSION_HEADER: &str = "mcp-session-id";
 pub const VERSION_HEADER: &str = "mcp-protocol-version";
 /// JSON-RPC error code the lab uses for transport-level refusals (bad session, auth, …).
 pub const TRANSPORT_ERROR: i64 = -32000;
+/// JSON-RPC: the body is not JSON.
+pub const PARSE_ERROR: i64 = -32700;
+/// JSON-RPC: not a valid request object (or batch).
+pub const INVALID_REQUEST: i64 = -32600;
+/// JSON-RPC: no such method.
+pub const METHOD_NOT_FOUND: i64 = -32601;
+/// JSON-RPC: the method's parameters are invalid.
+pub const INVALID_PARAMS: i64 = -32602;
 /// JSON-RPC error code of a resume whose cursor event was evicted (HTTP 410).
 pub const EVICTED_ERROR: i64 = -32010;
 

@@ -115,6 +115,7 @@
 
 pub mod auth;
 pub mod bugs;
+mod calls;
 pub mod config;
 pub mod conn;
 mod delivery;
