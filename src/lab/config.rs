@@ -180,7 +180,7 @@ pub struct LabConfig {
     /// Records what the lab emitted per leg (see [`crate::lab::truth`]); `None`: no record.
     pub truth: Option<std::sync::Arc<super::truth::LabTruth>>,
     /// Knobs of the LLM endpoints (see [`crate::lab::llm`]).
-    pub llm: super::llm::Knobs,
+    pub llm: super::llm::knobs::Knobs,
     /// 2026-07-28: answer `tools/call` with one `application/json` body (the final response,
     /// no progress notifications) instead of an SSE stream, as the spec lets a server choose
     /// (see [`super::tools::answer_json`]). Off by default; the accuracy harness cuts such
@@ -245,7 +245,7 @@ impl Default for LabConfig {
             plain_path: None,
             plain_priming: false,
             truth: None,
-            llm: super::llm::Knobs::default(),
+            llm: super::llm::knobs::Knobs::default(),
             json_results: false,
         }
     }
