@@ -83,7 +83,7 @@ wait_port() { # port -> waits until something accepts on 127.0.0.1:port (10 s at
 
 tearline_addr() { # log file -> the address tearline printed it listens on (10 s at most)
   for _ in $(seq 100); do
-    a=$(grep -o 'listening on 127\.0\.0\.1:[0-9]*' "$1" | head -1 | cut -d' ' -f3 || true)
+    a=$(grep -so 'listening on 127\.0\.0\.1:[0-9]*' "$1" | head -1 | cut -d' ' -f3 || true)
     [ -n "$a" ] && { echo "$a"; return; }
     sleep 0.1
   done
