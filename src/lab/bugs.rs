@@ -1,5 +1,6 @@
-//! Scripted server bugs of the lab, each off by default, and the lab's event-id styles: the
-//! ground truth the audit's verdicts are measured against (see [`super::truth`]).
+//! Scripted server bugs of the lab, each off by default: the ground truth the audit's verdicts
+//! are measured against (see [`super::truth`]). The knobs themselves ([`ServerBug`],
+//! [`IdStyle`]) are values of [`super::config`]; event ids are [`super::ids`].
 //!
 //! Why: real event stores misbehave in a handful of ways (PROTOCOL.md, "What real servers put
 //! on the wire"); the lab reproduces each one on purpose, on a resume leg only, and records
@@ -13,178 +14,13 @@
 //!   JSON-RPC response. The lab's progress notifications never contain `"result":` and its
 //!   responses always do, so the classification of an event by its bytes is exact.
 //! - Every injected deviation is recorded on the leg's truth record before the bytes leave.
-//! - Opaque ids ([`IdStyle::Opaque`]) are random UUID-like strings (version-4 layout, the last
-//!   group starting with a letter so no client mistakes them for `<stream>-<seq>`), unique per
-//!   session, mapped back to `(stream, seq)` by the session's [`IdNamer`].
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
+pub use super::config::{IdStyle, ServerBug};
 use super::ring::StoredEvent;
-use super::session::event_id;
 use super::truth::{Injected, LegHandle};
-
-/// A scripted server bug (`tearline serve --bug`).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    Default,
-    PartialOrd,
-    Ord,
-    clap::ValueEnum,
-    serde::Serialize,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum ServerBug {
-    /// A correct event store.
-    #[default]
-    None,
-    /// A resume sends the first two replayed progress events in swapped order.
-    Reorder,
-    /// A resume sends the first replayed event (the end of its "replay"), then skips the next
-    /// two progress events (the ones "produced between replay and live delivery") when a later
-    /// event follows them, then continues.
-    DropAfterReplay,
-    /// A resume sends its first replayed progress event twice.
-    Duplicate,
-    /// One event store for all sessions, keyed by JSON-RPC request id: a resume is served from
-    /// the first stream ever opened for the same request id, whichever session opened it.
-    SharedStore,
-    /// A resume drops the call's JSON-RPC response and ends the body cleanly there (the
-    /// response is lost for every later resume too).
-    LoseFinal,
-}
-
-impl ServerBug {
-    /// Every bug, `None` first.
-    pub const ALL: [ServerBug; 6] = [
-        ServerBug::None,
-        ServerBug::Reorder,
-        ServerBug::DropAfterReplay,
-        ServerBug::Duplicate,
-        ServerBug::SharedStore,
-        ServerBug::LoseFinal,
-    ];
-
-    /// The kebab-case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ServerBug::None => "none",
-            ServerBug::Reorder => "reorder",
-            ServerBug::DropAfterReplay => "drop-after-replay",
-            ServerBug::Duplicate => "duplicate",
-            ServerBug::SharedStore => "shared-store",
-            ServerBug::LoseFinal => "lose-final",
-        }
-    }
-}
-
-/// How the lab names events.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    Default,
-    PartialOrd,
-    Ord,
-    clap::ValueEnum,
-    serde::Serialize,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum IdStyle {
-    /// `<stream>-<seq>` (plain endpoint: `<seq>`).
-    #[default]
-    Counter,
-    /// Random UUID-like ids.
-    Opaque,
-}
-
-impl IdStyle {
-    /// The kebab-case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            IdStyle::Counter => "counter",
-            IdStyle::Opaque => "opaque",
-        }
-    }
-}
-
-/// A random UUID-like id whose last group starts with a letter.
-pub fn opaque_id() -> String {
-    let v: u128 = rand::random();
-    let hex = format!("{v:032x}");
-    let last = &hex[20..32];
-    let letter = b"abcdef"[usize::from(last.as_bytes()[0]) % 6] as char;
-    format!(
-        "{}-{}-4{}-a{}-{letter}{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[13..16],
-        &hex[17..20],
-        &last[1..]
-    )
-}
-
-/// Opaque names of one session, both ways.
-#[derive(Debug, Default)]
-struct Names {
-    by_name: HashMap<String, (u64, u64)>,
-    by_pos: HashMap<(u64, u64), String>,
-}
-
-/// Names the events of one session and maps names back to `(stream, seq)`.
-#[derive(Debug, Default)]
-pub struct IdNamer {
-    style: IdStyle,
-    names: Mutex<Names>,
-}
-
-impl IdNamer {
-    /// A namer of `style`.
-    pub fn new(style: IdStyle) -> Self {
-        IdNamer {
-            style,
-            ..IdNamer::default()
-        }
-    }
-
-    /// The id of event `seq` of `stream` (the same string every time it is asked).
-    pub fn name(&self, stream: u64, seq: u64) -> String {
-        match self.style {
-            IdStyle::Counter => event_id(stream, seq),
-            IdStyle::Opaque => {
-                let mut n = lock(&self.names);
-                if let Some(name) = n.by_pos.get(&(stream, seq)) {
-                    return name.clone();
-                }
-                let name = loop {
-                    let id = opaque_id();
-                    if !n.by_name.contains_key(&id) {
-                        break id;
-                    }
-                };
-                n.by_name.insert(name.clone(), (stream, seq));
-                n.by_pos.insert((stream, seq), name.clone());
-                name
-            }
-        }
-    }
-
-    /// The `(stream, seq)` an id names, if it is one of this session's ids.
-    pub fn parse(&self, id: &str) -> Option<(u64, u64)> {
-        match self.style {
-            IdStyle::Counter => super::session::parse_event_id(id),
-            IdStyle::Opaque => lock(&self.names).by_name.get(id.trim()).copied(),
-        }
-    }
-}
 
 /// Whether `bytes` (one lab event) carries a `notifications/progress`.
 pub fn is_progress(bytes: &[u8]) -> bool {
@@ -336,19 +172,6 @@ mod tests {
 
     fn seqs(s: &Shaped) -> Vec<u64> {
         s.events.iter().map(|e| e.seq).collect()
-    }
-
-    #[test]
-    fn opaque_ids_are_unique_stable_and_not_counters() {
-        let n = IdNamer::new(IdStyle::Opaque);
-        let a = n.name(1, 0);
-        assert_eq!(n.name(1, 0), a);
-        assert_ne!(n.name(1, 1), a);
-        assert_eq!(n.parse(&a), Some((1, 0)));
-        assert_eq!(a.len(), 36);
-        let last = a.rsplit('-').next().unwrap_or("");
-        assert!(last.as_bytes()[0].is_ascii_lowercase(), "{a}");
-        assert_eq!(IdNamer::new(IdStyle::Counter).parse("3-4"), Some((3, 4)));
     }
 
     #[test]

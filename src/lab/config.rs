@@ -169,9 +169,9 @@ pub struct LabConfig {
     /// how often a side effect ran. Clones of a config share it.
     pub side_effects: SideEffects,
     /// A scripted server bug acting on resume legs (see [`crate::lab::bugs`]).
-    pub bug: super::bugs::ServerBug,
+    pub bug: ServerBug,
     /// How events are named: `<stream>-<seq>` counters or opaque UUID-like ids.
-    pub ids: super::bugs::IdStyle,
+    pub ids: IdStyle,
     /// Path of the plain-SSE endpoint (no MCP, no session; see [`crate::lab::plain`]).
     pub plain_path: Option<String>,
     /// The plain feed starts every resume with a priming event repeating the cursor (see
@@ -180,7 +180,7 @@ pub struct LabConfig {
     /// Records what the lab emitted per leg (see [`crate::lab::truth`]); `None`: no record.
     pub truth: Option<std::sync::Arc<super::truth::LabTruth>>,
     /// Knobs of the LLM endpoints (see [`crate::lab::llm`]).
-    pub llm: super::llm::Knobs,
+    pub llm: super::llm::knobs::Knobs,
     /// 2026-07-28: answer `tools/call` with one `application/json` body (the final response,
     /// no progress notifications) instead of an SSE stream, as the spec lets a server choose
     /// (see [`super::tools::answer_json`]). Off by default; the accuracy harness cuts such
@@ -240,13 +240,105 @@ impl Default for LabConfig {
             narrow: false,
             max_event_bytes: None,
             side_effects: SideEffects::default(),
-            bug: super::bugs::ServerBug::None,
-            ids: super::bugs::IdStyle::Counter,
+            bug: ServerBug::None,
+            ids: IdStyle::Counter,
             plain_path: None,
             plain_priming: false,
             truth: None,
-            llm: super::llm::Knobs::default(),
+            llm: super::llm::knobs::Knobs::default(),
             json_results: false,
+        }
+    }
+}
+
+/// A scripted server bug (`tearline serve --bug`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Default,
+    PartialOrd,
+    Ord,
+    clap::ValueEnum,
+    serde::Serialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum ServerBug {
+    /// A correct event store.
+    #[default]
+    None,
+    /// A resume sends the first two replayed progress events in swapped order.
+    Reorder,
+    /// A resume sends the first replayed event (the end of its "replay"), then skips the next
+    /// two progress events (the ones "produced between replay and live delivery") when a later
+    /// event follows them, then continues.
+    DropAfterReplay,
+    /// A resume sends its first replayed progress event twice.
+    Duplicate,
+    /// One event store for all sessions, keyed by JSON-RPC request id: a resume is served from
+    /// the first stream ever opened for the same request id, whichever session opened it.
+    SharedStore,
+    /// A resume drops the call's JSON-RPC response and ends the body cleanly there (the
+    /// response is lost for every later resume too).
+    LoseFinal,
+}
+
+impl ServerBug {
+    /// Every bug, `None` first.
+    pub const ALL: [ServerBug; 6] = [
+        ServerBug::None,
+        ServerBug::Reorder,
+        ServerBug::DropAfterReplay,
+        ServerBug::Duplicate,
+        ServerBug::SharedStore,
+        ServerBug::LoseFinal,
+    ];
+
+    /// The kebab-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServerBug::None => "none",
+            ServerBug::Reorder => "reorder",
+            ServerBug::DropAfterReplay => "drop-after-replay",
+            ServerBug::Duplicate => "duplicate",
+            ServerBug::SharedStore => "shared-store",
+            ServerBug::LoseFinal => "lose-final",
+        }
+    }
+}
+
+/// How the lab names events.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Default,
+    PartialOrd,
+    Ord,
+    clap::ValueEnum,
+    serde::Serialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum IdStyle {
+    /// `<stream>-<seq>` (plain endpoint: `<seq>`).
+    #[default]
+    Counter,
+    /// Random UUID-like ids.
+    Opaque,
+}
+
+impl IdStyle {
+    /// The kebab-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IdStyle::Counter => "counter",
+            IdStyle::Opaque => "opaque",
         }
     }
 }

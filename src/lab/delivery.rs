@@ -24,13 +24,13 @@ use bytes::{Bytes, BytesMut};
 use tokio::sync::mpsc;
 use tokio_util::sync::DropGuard;
 
-use super::Shared;
 use super::auth::Audience;
 use super::bugs::LegShape;
 use super::config::{Chunking, OnEvicted, OnUnauthorized};
 use super::hold::Hold;
 use super::ring::Next;
 use super::session::Session;
+use super::shared::Shared;
 use super::sse_body::{LabBody, lines};
 
 /// What one response body delivers.

@@ -7,9 +7,9 @@
 
 use std::sync::Arc;
 
-use super::Shared;
 use super::bugs::{LegShape, ServerBug};
 use super::session::Session;
+use super::shared::Shared;
 use super::tools::Step;
 use super::truth::{Answer, Injected, LabLeg};
 

@@ -14,6 +14,31 @@
 //! always sends it); Python `mcp` 2.x sends `server/discover` first in its default `auto` mode
 //! while TS `@modelcontextprotocol/client` 2.x stays legacy unless `versionNegotiation` asks.
 //!
+//! # Layers
+//! The lab's files import in one direction, bottom to top, as `LAB_LAYERS` below lists them; the
+//! test in `layers.rs` fails on an import of a higher layer, or on a circle within a layer,
+//! naming the file and the path. Why: the lab grew as one circle of 14 files (the config
+//! imported the bugs, the bugs the sessions, the sessions the config; routing, POST and the
+//! stateless era imported one another), so no part could be read or changed alone and h2 had
+//! no place to enter. A protocol layer now sits below the MCP and LLM behaviour, as in `src/`:
+//! 1. Values: `config` (every knob, `ServerBug` and `IdStyle` included), `llm::knobs`,
+//!    `auth` (the token audience) and `truth` (the record the outside reads back). They import
+//!    nothing above.
+//! 2. Protocol: `conn` (HTTP/1.1, h2c and h2 on one port), `http` (JSON-RPC errors, JSON and
+//!    SSE responses, the request checks), `sse_body` (SSE framing, the response body).
+//! 3. State: `hold`, `ring`, `ids` (event names), `session` (sessions and their lookup by
+//!    header), `bugs` (what a scripted bug does to a batch, the shared store), `plain_feed`.
+//! 4. Server state: `shared`, what every connection shares (state types from below only).
+//! 5. MCP building blocks: `tools` (and their producers), `legs` (truth and bug of a leg),
+//!    `delivery` (ring to body), `calls` (planning and streaming a call, for both eras).
+//! 6. Handlers, one per endpoint and era: `post`, `stateless`, `resume` (GET, DELETE), `plain`,
+//!    `plain_priming`, `llm`.
+//! 7. Dispatch: `router` (which handler answers), `socketless`, and this file (the server).
+//!
+//! No lower module calls a higher one: what a lower layer used to reach up for moved down (the
+//! ids, the plain feed, the server state) or is passed in (the checks of `http` take the
+//! config, not the server).
+//!
 //! # Endpoint (default `/mcp`; HTTP/1.1, h2c and h2 on one port, see [`conn`])
 //! - `POST initialize` → 200 JSON with `Mcp-Session-Id` (32 hex digits). The revision is the
 //!   client's `protocolVersion` if it is 2025-03-26, 2025-06-18 or 2025-11-25, else
@@ -115,18 +140,26 @@
 
 pub mod auth;
 pub mod bugs;
+mod calls;
 pub mod config;
 pub mod conn;
 mod delivery;
 pub mod hold;
 mod http;
+pub mod ids;
+#[cfg(test)]
+mod layers;
 mod legs;
 pub mod llm;
 pub mod plain;
+pub mod plain_feed;
 pub mod plain_priming;
 mod post;
+mod resume;
 pub mod ring;
+mod router;
 pub mod session;
+mod shared;
 #[doc(hidden)]
 #[cfg(feature = "harness")]
 pub mod socketless;
@@ -144,12 +177,34 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use shared::{LlmState, Shared};
+
 pub use config::{
     Chunking, LabConfig, LineEnding, OnEvicted, OnUnauthorized, ProtocolVersion, SideEffects,
 };
-pub use http::{
-    EVICTED_ERROR, FRESH_STREAM_GREETING, SESSION_HEADER, TRANSPORT_ERROR, VERSION_HEADER,
-};
+pub use http::{EVICTED_ERROR, SESSION_HEADER, TRANSPORT_ERROR, VERSION_HEADER};
+pub use resume::FRESH_STREAM_GREETING;
+
+/// The lab's layers, bottom to top (see the module doc): a module imports only modules of the
+/// layers before its own, or of its own layer without closing a circle. `llm::knobs` is apart
+/// from `llm` because the config holds it; `mod` is this file.
+#[cfg(test)]
+const LAB_LAYERS: &[&[&str]] = &[
+    &["config", "llm::knobs", "auth", "truth"],
+    &["conn", "http", "sse_body"],
+    &["hold", "ring", "ids", "session", "bugs", "plain_feed"],
+    &["shared"],
+    &["tools", "legs", "delivery", "calls"],
+    &[
+        "post",
+        "stateless",
+        "resume",
+        "plain",
+        "plain_priming",
+        "llm",
+    ],
+    &["router", "socketless", "mod"],
+];
 
 /// Errors of the lab server.
 #[derive(Debug, thiserror::Error)]
@@ -157,22 +212,6 @@ pub enum LabError {
     /// The configuration cannot describe a working server.
     #[error("invalid lab configuration: {0}")]
     Config(&'static str),
-}
-
-/// State shared by every connection of one server.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) cfg: LabConfig,
-    pub(crate) enc: sse_body::SseEncoder,
-    pub(crate) sessions: session::Sessions,
-    pub(crate) bugs: bugs::BugState,
-    pub(crate) plain: plain::Feed,
-    pub(crate) shutdown: CancellationToken,
-    pub(crate) tasks: TaskTracker,
-    /// The gate held `blob` results wait at (see [`hold`]).
-    pub(crate) gate: hold::Gate,
-    /// State of the LLM endpoints (see [`llm`]).
-    pub(crate) llm: llm::LlmState,
 }
 
 /// Serves the lab on `listener` until `shutdown` is cancelled; then stops accepting, ends
@@ -205,12 +244,12 @@ pub async fn serve_tls(
         sessions: session::Sessions::new(config.max_sessions, config.buffer, config.buffer_bytes)
             .with_id_style(config.ids),
         bugs: bugs::BugState::default(),
-        plain: plain::Feed::new(config.ids, config.line_ending),
+        plain: plain_feed::Feed::new(config.ids, config.line_ending),
         cfg: config,
         shutdown: shutdown.child_token(),
         tasks: TaskTracker::new(),
         gate: hold::Gate::default(),
-        llm: llm::LlmState::default(),
+        llm: LlmState::default(),
     });
     if let Some(idle) = shared.cfg.session_idle {
         shared
@@ -256,7 +295,7 @@ pub async fn serve_tls(
                 }
             };
             let svc_shared = Arc::clone(&conn_shared);
-            let svc = service_fn(move |req| http::handle(Arc::clone(&svc_shared), req));
+            let svc = service_fn(move |req| router::handle(Arc::clone(&svc_shared), req));
             let conn = conn::serve(stream, svc, conn_shared.cfg.read_timeout);
             tokio::select! {
                 r = conn => if let Err(e) = r {

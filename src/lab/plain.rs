@@ -14,56 +14,16 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use http::header::HeaderMap;
 use http::{Method, Response, StatusCode};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::Shared;
-use super::bugs::{IdStyle, opaque_id};
-use super::config::LineEnding;
 use super::http::{TRANSPORT_ERROR, rpc_error, sse_response};
+pub use super::plain_feed::PLAIN_EVENTS;
+use super::shared::Shared;
 use super::sse_body::{LabBody, SseEncoder};
 use super::truth::{Answer, LabLeg};
-
-/// Events in the plain feed.
-pub const PLAIN_EVENTS: u64 = 16;
-
-/// The fixed plain feed: ids and encoded events.
-#[derive(Debug)]
-pub struct Feed {
-    ids: Vec<String>,
-    events: Vec<Bytes>,
-}
-
-impl Feed {
-    /// The feed for `style` ids and `eol` line endings.
-    pub fn new(style: IdStyle, eol: LineEnding) -> Self {
-        let enc = SseEncoder::new(eol);
-        let ids: Vec<String> = (0..PLAIN_EVENTS)
-            .map(|k| match style {
-                IdStyle::Counter => k.to_string(),
-                IdStyle::Opaque => opaque_id(),
-            })
-            .collect();
-        let events = ids
-            .iter()
-            .enumerate()
-            .map(|(k, id)| {
-                let data =
-                    json!({"tick": k, "of": PLAIN_EVENTS, "last": k as u64 + 1 == PLAIN_EVENTS});
-                enc.message(Some(id), &[data.to_string().as_bytes()])
-            })
-            .collect();
-        Feed { ids, events }
-    }
-
-    /// Index of the event named `id`.
-    fn find(&self, id: &str) -> Option<usize> {
-        self.ids.iter().position(|i| i == id.trim())
-    }
-}
 
 /// Handles a request on the plain path.
 pub(crate) fn handle(

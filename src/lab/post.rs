@@ -15,21 +15,16 @@ use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::{Value, json};
 
-use super::Shared;
+use super::calls;
 use super::config::ProtocolVersion;
-use super::delivery::{self, Delivery};
 use super::http::{
-    SESSION_HEADER, TRANSPORT_ERROR, accepts, audience, check_version, json_response, rpc_error,
-    session, sse_response,
+    INVALID_REQUEST, PARSE_ERROR, SESSION_HEADER, TRANSPORT_ERROR, accepts, audience,
+    check_version, json_response, rpc_error,
 };
 use super::session::Session;
+use super::shared::Shared;
 use super::sse_body::LabBody;
-use super::tools::{self, Step, Tool};
-
-const PARSE_ERROR: i64 = -32700;
-const INVALID_REQUEST: i64 = -32600;
-const METHOD_NOT_FOUND: i64 = -32601;
-const INVALID_PARAMS: i64 = -32602;
+use super::tools::Step;
 
 /// Handles a POST on the endpoint.
 pub async fn handle<B>(shared: &Arc<Shared>, req: Request<B>) -> Response<LabBody>
@@ -119,7 +114,7 @@ where
     if super::stateless::is_modern(&shared.cfg, &headers, &messages) {
         return super::stateless::handle(shared, &headers, messages, batch).await;
     }
-    let aud = match audience(shared, &headers) {
+    let aud = match audience(&shared.cfg, &headers) {
         Ok(a) => a,
         Err(resp) => return *resp,
     };
@@ -135,7 +130,7 @@ where
         return initialize(shared, init);
     }
     let session = if shared.cfg.protocol.resumable() {
-        match session(shared, &headers) {
+        match shared.sessions.named(&headers) {
             Ok(s) => s,
             Err(resp) => return *resp,
         }
@@ -161,7 +156,7 @@ where
     let mut steps = Vec::new();
     let mut calls = 0;
     for m in &messages {
-        let Some(step) = plan(shared, m) else {
+        let Some(step) = calls::plan(shared, m) else {
             continue;
         };
         if let Step::Call { id, tool, .. } = &step {
@@ -205,89 +200,7 @@ where
         return json_response(StatusCode::OK, &body);
     }
 
-    stream_steps(shared, session, steps, aud)
-}
-
-/// Answers `steps` on a new SSE stream of `session`. For a 2026-07-28 session, closing the
-/// response stream cancels the producer (the spec's cancellation on stream close).
-pub(super) fn stream_steps(
-    shared: &Arc<Shared>,
-    session: Arc<Session>,
-    steps: Vec<Step>,
-    aud: Option<super::auth::Audience>,
-) -> Response<LabBody> {
-    let stream = session.open_stream();
-    let shape = super::legs::post_leg(shared, &session, stream, &steps);
-    let cancel = session.cancel.child_token();
-    let guard = (!session.version.resumable()).then(|| cancel.clone().drop_guard());
-    let body = delivery::spawn(
-        shared,
-        Delivery {
-            session: Arc::clone(&session),
-            stream,
-            cursor: None,
-            audience: aud,
-            guard,
-            shape,
-        },
-    );
-    shared.tasks.spawn(tools::produce(
-        session,
-        stream,
-        steps,
-        shared.enc,
-        shared.cfg.retry,
-        cancel,
-        shared.cfg.truth.clone(),
-    ));
-    sse_response(body)
-}
-
-/// The step answering message `m`, or `None` for notifications and responses.
-pub(super) fn plan(shared: &Shared, m: &Value) -> Option<Step> {
-    let id = m.get("id").cloned();
-    let method = m.get("method").and_then(Value::as_str);
-    let reply_error = |id: Value, code: i64, msg: &str| {
-        Step::Reply(json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": msg}}))
-    };
-    let (Some(id), Some(method)) = (id.clone(), method) else {
-        let is_response = id.is_some() && (m.get("result").is_some() || m.get("error").is_some());
-        let is_notification = method.is_some() && id.is_none();
-        return if is_response || is_notification {
-            None
-        } else {
-            Some(reply_error(
-                id.unwrap_or(Value::Null),
-                INVALID_REQUEST,
-                "invalid request",
-            ))
-        };
-    };
-    let reply = |result: Value| Step::Reply(json!({"jsonrpc": "2.0", "id": id, "result": result}));
-    Some(match method {
-        "ping" => reply(json!({})),
-        "tools/list" => reply(tools::list()),
-        "tools/call" => {
-            let params = m.get("params").cloned().unwrap_or(Value::Null);
-            let name = params.get("name").and_then(Value::as_str).unwrap_or("");
-            let args = params.get("arguments").cloned().unwrap_or(Value::Null);
-            let parsed = Tool::parse(name, &args, shared.cfg.max_blob_bytes)
-                .map(|t| t.with_counter(&shared.cfg.side_effects))
-                .and_then(|t| super::stateless::fit_event(t, &args, shared.cfg.max_event_bytes));
-            match parsed {
-                Ok(tool) => {
-                    let token = params
-                        .get("_meta")
-                        .and_then(|meta| meta.get("progressToken"))
-                        .cloned()
-                        .unwrap_or_else(|| id.clone());
-                    Step::Call { id, token, tool }
-                }
-                Err(msg) => reply_error(id, INVALID_PARAMS, &msg),
-            }
-        }
-        _ => reply_error(id, METHOD_NOT_FOUND, "method not found"),
-    })
+    calls::stream_steps(shared, session, steps, aud)
 }
 
 fn initialize(shared: &Shared, init: &Value) -> Response<LabBody> {

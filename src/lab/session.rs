@@ -14,11 +14,15 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
+use http::StatusCode;
+use http::header::HeaderMap;
+use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::bugs::{IdNamer, IdStyle};
-use super::config::ProtocolVersion;
+use super::config::{IdStyle, ProtocolVersion};
+use super::http::{Refusal, SESSION_HEADER, TRANSPORT_ERROR, rpc_error};
+use super::ids::IdNamer;
 use super::ring::{Next, Ring};
 
 /// One MCP session (or, in 2026-07-28 mode, the state of one request's stream).
@@ -227,17 +231,6 @@ impl Session {
     }
 }
 
-/// The event id of event `seq` of `stream`.
-pub fn event_id(stream: u64, seq: u64) -> String {
-    format!("{stream}-{seq}")
-}
-
-/// Parses an event id of the form `<stream>-<seq>`.
-pub fn parse_event_id(id: &str) -> Option<(u64, u64)> {
-    let (stream, seq) = id.trim().split_once('-')?;
-    Some((stream.parse().ok()?, seq.parse().ok()?))
-}
-
 /// Why a session could not be created.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TooManySessions;
@@ -263,6 +256,27 @@ impl Sessions {
             byte_budget,
             style: IdStyle::Counter,
         }
+    }
+
+    /// The session a request's `Mcp-Session-Id` names: 400 if the header is missing, 404 if
+    /// unknown or ended.
+    pub(crate) fn named(&self, headers: &HeaderMap) -> Result<Arc<Session>, Refusal> {
+        let Some(id) = headers.get(SESSION_HEADER) else {
+            return Err(Box::new(rpc_error(
+                StatusCode::BAD_REQUEST,
+                Value::Null,
+                TRANSPORT_ERROR,
+                "Mcp-Session-Id header is required",
+            )));
+        };
+        id.to_str().ok().and_then(|id| self.get(id)).ok_or_else(|| {
+            Box::new(rpc_error(
+                StatusCode::NOT_FOUND,
+                Value::Null,
+                TRANSPORT_ERROR,
+                "session not found",
+            ))
+        })
     }
 
     /// The same table, whose sessions name events in `style`.
@@ -356,14 +370,6 @@ impl Sessions {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn event_ids_round_trip_and_reject_garbage() {
-        assert_eq!(parse_event_id(&event_id(7, 42)), Some((7, 42)));
-        for bad in ["", "7", "7-", "-3", "a-1", "1-b", "1-2-3"] {
-            assert_eq!(parse_event_id(bad), None, "{bad:?}");
-        }
-    }
 
     #[test]
     fn session_table_enforces_its_limit_and_removal_cancels() {

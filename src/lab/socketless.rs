@@ -10,8 +10,9 @@ use http_body_util::Full;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::shared::{LlmState, Shared};
 use super::sse_body::LabBody;
-use super::{LabConfig, LabError, Shared, bugs, plain, session, sse_body};
+use super::{LabConfig, LabError, bugs, plain_feed, session, sse_body};
 
 /// One lab server state, without a listener. Dropping it does not stop streams; call
 /// [`DirectLab::shutdown`].
@@ -35,19 +36,19 @@ impl DirectLab {
             )
             .with_id_style(config.ids),
             bugs: bugs::BugState::default(),
-            plain: plain::Feed::new(config.ids, config.line_ending),
+            plain: plain_feed::Feed::new(config.ids, config.line_ending),
             cfg: config,
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
             gate: super::hold::Gate::default(),
-            llm: super::llm::LlmState::default(),
+            llm: LlmState::default(),
         });
         Ok(DirectLab { shared })
     }
 
     /// Answers one request (must run inside a tokio runtime: streams spawn producers).
     pub async fn answer(&self, req: Request<Full<Bytes>>) -> Response<LabBody> {
-        match super::http::handle(Arc::clone(&self.shared), req).await {
+        match super::router::handle(Arc::clone(&self.shared), req).await {
             Ok(r) => r,
             Err(never) => match never {},
         }

@@ -42,12 +42,12 @@ use http::{Response, StatusCode};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::Shared;
 use super::config::{LabConfig, ProtocolVersion};
 use super::http::{TRANSPORT_ERROR, VERSION_HEADER, audience, json_response, rpc_error_data};
 use super::session::Session;
+use super::shared::Shared;
 use super::sse_body::LabBody;
-use super::tools::{Step, Tool};
+use super::tools::Step;
 
 /// JSON-RPC code of a header/body mismatch or a missing required header (HTTP 400).
 pub const HEADER_MISMATCH: i64 = -32020;
@@ -103,31 +103,6 @@ pub(crate) fn initialize_refused(shared: &Shared, id: Value, init: &Value) -> Re
          per-request _meta, or restart it without --protocol to serve both eras)",
         Some(json!({"supported": supported(&shared.cfg), "requested": requested})),
     )
-}
-
-/// Shrinks a `blob` without an explicit `size` to fit `max_event` bytes, or refuses an explicit
-/// one that does not fit (the message names the option).
-pub fn fit_event(tool: Tool, args: &Value, max_event: Option<usize>) -> Result<Tool, String> {
-    const OVERHEAD: usize = 256;
-    let (Some(max), Tool::Blob { size, lines, hold }) = (max_event, &tool) else {
-        return Ok(tool);
-    };
-    // JSON framing of each item plus the `data: ` prefix and line end of each line.
-    let budget = max.saturating_sub(OVERHEAD + 40 * lines);
-    if *size <= budget {
-        return Ok(tool);
-    }
-    if args.get("size").is_some_and(|s| !s.is_null()) {
-        return Err(format!(
-            "blob of {size} bytes does not fit one SSE event of at most {max} bytes \
-             (--max-event-bytes); ask for size <= {budget}"
-        ));
-    }
-    Ok(Tool::Blob {
-        size: budget,
-        lines: *lines,
-        hold: *hold,
-    })
 }
 
 fn mismatch(id: &Value, what: String) -> Response<LabBody> {
@@ -264,7 +239,7 @@ pub(crate) async fn handle(
     if let Err(resp) = validate(&shared.cfg, headers, m) {
         return *resp;
     }
-    let aud = match audience(shared, headers) {
+    let aud = match audience(&shared.cfg, headers) {
         Ok(a) => a,
         Err(resp) => return *resp,
     };
@@ -289,7 +264,7 @@ pub(crate) async fn handle(
         "subscriptions/listen" => listen(shared, id, &m["params"]),
         "tools/call" if m["params"]["name"] == "confirm" => ok(confirm(&m["params"])),
         "tools/call" => {
-            let Some(step) = super::post::plan(shared, m) else {
+            let Some(step) = super::calls::plan(shared, m) else {
                 return ok(json!({}));
             };
             if let Step::Call { tool, .. } = &step
@@ -325,7 +300,7 @@ pub(crate) async fn handle(
                 shared.cfg.buffer_bytes,
                 shared.shutdown.child_token(),
             ));
-            super::post::stream_steps(shared, session, vec![step], aud)
+            super::calls::stream_steps(shared, session, vec![step], aud)
         }
         other => {
             let mut resp = rpc_error_data(

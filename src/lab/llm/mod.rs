@@ -43,7 +43,7 @@ pub mod pace;
 pub mod request;
 pub mod responses;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
@@ -52,19 +52,12 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 
 pub use knobs::{Knobs, LlmArgs, ToolMode, UsageMode};
 
-use super::Shared;
+use super::shared::Shared;
 use super::sse_body::LabBody;
 use crate::vocab::LlmApi;
 use answer::Answer;
 use frame::{Frame, Sse};
 use request::LlmRequest;
-
-/// Per-server state of the LLM endpoints.
-#[derive(Debug, Default)]
-pub(crate) struct LlmState {
-    /// Requests answered so far (each answer's index, hence its ids).
-    answered: AtomicU64,
-}
 
 /// The events of a streamed answer to `req` under `knobs` with line ending `eol`: what the
 /// lab writes, for tests that need the exact bytes and the position of each part.
