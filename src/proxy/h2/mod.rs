@@ -27,6 +27,7 @@
 //! - Flow control stays whole: every byte of server `DATA` the client never receives is
 //!   credited back with a connection-level `WINDOW_UPDATE`.
 
+mod batch;
 mod core;
 mod hold;
 pub(crate) mod observer;

@@ -147,19 +147,22 @@ impl<'a> OutQueue<'a> {
     pub(crate) async fn next(&self) -> Next {
         loop {
             let notified = self.ready.notified();
-            {
-                let mut q = self.lock();
-                if q.credit > 0 {
-                    let n = q.credit.min(0x7fff_ffff) as u32;
-                    q.credit -= u64::from(n);
-                    return Next::Credit(n);
-                }
-                if let Some(item) = q.items.pop_front() {
-                    return Next::Item(item);
-                }
+            if let Some(next) = self.try_next() {
+                return next;
             }
             notified.await;
         }
+    }
+
+    /// The next thing to write if there is one now.
+    pub(crate) fn try_next(&self) -> Option<Next> {
+        let mut q = self.lock();
+        if q.credit > 0 {
+            let n = q.credit.min(0x7fff_ffff) as u32;
+            q.credit -= u64::from(n);
+            return Some(Next::Credit(n));
+        }
+        q.items.pop_front().map(Next::Item)
     }
 
     /// `n` counted bytes were written: room for the reader.

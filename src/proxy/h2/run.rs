@@ -3,16 +3,18 @@
 //!
 //! Invariants: a reader reads only while its destination queue has room (backpressure) and
 //! stops once the core ended the connection; a writer writes each item no earlier than its
-//! time, flushes, and passes EOF on as a write shutdown (half-close) after every earlier item;
+//! time (what is due at once as one batch), flushes, and passes EOF on as a write shutdown (half-close) after every earlier item;
 //! the relay ends when both directions ended (or one failed, or a cut was written). The core's
 //! lock is never held across an await.
 
 use std::sync::Mutex;
 
+use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::Notify;
 use tokio::time::{Instant, sleep_until};
 
+use super::batch::Batch;
 use super::core::Core;
 use super::queue::{Next, Out, OutQueue};
 use super::reader::{FrameReader, MAX_FRAME};
@@ -88,6 +90,8 @@ pub(crate) async fn read<R: AsyncRead + Unpin>(
 }
 
 /// Writes `q` to `dir`'s destination until EOF is passed on or a cut ends the connection.
+/// Everything due at one wake-up goes out as one batch ([`Batch`]): it is written when the
+/// queue has nothing more due now, when it is full, and before any wait for an item's time.
 pub(crate) async fn write<W: AsyncWrite + Unpin>(
     (core, stats): (&Mutex<Core<'_>>, &Stats),
     dir: Direction,
@@ -95,11 +99,34 @@ pub(crate) async fn write<W: AsyncWrite + Unpin>(
     q: &OutQueue<'_>,
 ) -> Result<(), Stop> {
     let io = |e| Stop::Io(dest(dir), e);
+    let mut batch = Batch::default();
+    // Writes the batch and settles it: stats, queue room, then the observer's releases.
+    macro_rules! settle {
+        () => {
+            if !batch.is_empty() {
+                let s = batch.write_to(&mut dst).await.map_err(io)?;
+                stats.delivered(dir, s.bytes);
+                q.written(s.counted);
+                if !s.releases.is_empty() {
+                    let mut c = lock(core);
+                    for (d, raw) in s.releases {
+                        c.observer.delivered_through(d, raw);
+                    }
+                }
+            }
+        };
+    }
     loop {
-        match q.next().await {
+        let next = match q.try_next() {
+            Some(next) => next,
+            None => {
+                settle!();
+                q.next().await
+            }
+        };
+        match next {
             Next::Credit(n) => {
-                dst.write_all(&window_update(0, n)).await.map_err(io)?;
-                dst.flush().await.map_err(io)?;
+                batch.push(Bytes::copy_from_slice(&window_update(0, n)), false, None);
             }
             Next::Item(Out::Bytes {
                 bytes,
@@ -108,29 +135,27 @@ pub(crate) async fn write<W: AsyncWrite + Unpin>(
                 release,
             }) => {
                 if at > Instant::now() {
+                    settle!();
                     sleep_until(at).await;
                 }
-                dst.write_all(&bytes).await.map_err(io)?;
-                dst.flush().await.map_err(io)?;
-                stats.delivered(dir, bytes.len());
-                if counted {
-                    q.written(bytes.len());
-                }
-                if let Some((d, raw)) = release {
-                    lock(core).observer.delivered_through(d, raw);
-                }
+                batch.push(bytes, counted, release);
             }
             Next::Item(Out::Eof { at }) => {
+                settle!();
                 sleep_until(at).await;
                 // The peer may be gone already; its half-close then has no one to reach.
                 let _ = dst.shutdown().await;
                 return Ok(());
             }
             Next::Item(Out::Cut { action, at }) => {
+                settle!();
                 sleep_until(at).await;
                 let _ = dst.flush().await;
                 return Err(Stop::Cut(action));
             }
+        }
+        if batch.full() {
+            settle!();
         }
     }
 }
