@@ -10,6 +10,7 @@
 #[path = "../peers/mod.rs"]
 mod peers;
 
+mod connection_cut;
 mod h2_kinds;
 mod pairs;
 mod stream_cut;

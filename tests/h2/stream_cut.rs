@@ -17,9 +17,11 @@
 use std::time::Duration;
 
 use serde_json::Value;
-use tearline::vocab::{Direction, WireProtocol};
 use tearline::audit::FindingKind;
+use tearline::fault::keys::FaultDef;
+use tearline::fault::registry::{Built, build};
 use tearline::proxy::FaultList;
+use tearline::vocab::{Direction, WireProtocol};
 use tearline::wire::{CutPoint, Observation, SseClass};
 
 use crate::support::certs::Certs;
@@ -55,14 +57,18 @@ fn show(log: &[Value]) -> String {
         .join("\n")
 }
 
-/// The shipped `sse_cut`: `at = "mid-value"` in event 3 (index 2) of the first leg of each
-/// stream whose path matches `path`, `action = "reset"`, plus `extra` TOML lines.
+/// The shipped `sse_cut` as a fault list defines it (`kind = "sse_cut"`, so the HTTP/2 keys
+/// `scope` and `h2_error` apply): `at = "mid-value"` in event 3 (index 2) of the first leg of
+/// each stream whose path matches `path`, `action = "reset"`, plus `extra` TOML lines.
 pub fn shipped_cut(path: &str, extra: &str) -> FaultList {
-    let cfg: tearline::fault::sse_cut::SseCutConfig = toml::from_str(&format!(
-        "at = \"mid-value\"\nleg = \"first\"\nevents = [2, 2]\npath = \"{path}\"\naction = \"reset\"\n{extra}"
+    let def: toml::Table = toml::from_str(&format!(
+        "kind = \"sse_cut\"\nat = \"mid-value\"\nleg = \"first\"\nevents = [2, 2]\npath = \"{path}\"\naction = \"reset\"\n{extra}"
     ))
-    .expect("sse_cut config");
-    vec![tearline::fault::named("cut", tearline::fault::sse_cut::factory(cfg))]
+    .expect("sse_cut definition");
+    match build(&FaultDef::from_pairs(def)) {
+        Ok(Built::Conn(f)) => vec![f],
+        other => panic!("sse_cut is a connection fault: {other:?}"),
+    }
 }
 
 /// A proxy on `route` to `server` tearing event 3 of stream `a` with the shipped `sse_cut`.
