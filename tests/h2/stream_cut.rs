@@ -375,10 +375,13 @@ async fn chromium_eventsource_reconnects_a_cut_stream_with_last_event_id_and_its
     let certs = Certs::new();
     let server = Server::start("node-server", launch::node_server(Some(&certs))).await;
     let hop = tearing(Route::Terminated, &server, Some(&certs)).await;
+    // Events 330 ms apart (each still torn inside by `split`): Chromium drops data its network
+    // stack read but its page had not yet dispatched when the RST_STREAM comes, so with events
+    // 10 ms apart a loaded machine sometimes resumes from event 1 (event 2 delivered on the
+    // wire, never dispatched) — a real race of the browser's, not the one tested here.
     let url = format!(
-        "{}/page?streams=a,b&n={N}&{}&retry=100",
+        "{}/page?streams=a,b&n={N}&interval=300&size={SIZE}&split=30&retry=100",
         hop.url("https"),
-        query()
     );
     let log = Peer::spawn("chromium", launch::chromium(&url, 20_000))
         .succeed(LIMIT)
