@@ -160,14 +160,16 @@ impl Engine {
         version: Option<String>,
         now: Instant,
     ) -> Stream {
-        Stream::new(
+        let mut s = Stream::new(
             r.session.clone(),
             reference,
             origin,
             version,
             now,
             self.l.cfg.ids_per_stream,
-        )
+        );
+        s.target = target_hash(&r.path);
+        s
     }
 
     /// A resume GET: map the cursor, judge it, open the replay leg.
@@ -424,12 +426,12 @@ impl Ledger {
         self.legs.insert((r.conn, r.seq), leg);
     }
 
-    /// True if and only if stream `key` was opened by a request for `path`.
+    /// True if and only if stream `key` was opened by a request for `path` (the raw target,
+    /// query values included: the recorded `reference.request` names the parameters only).
     pub fn same_path(&self, key: StreamKey, path: &str) -> bool {
         self.streams
             .get(&key)
-            .and_then(|s| s.reference.request.split_once(' '))
-            .is_some_and(|p| p.1 == path)
+            .is_some_and(|s| s.target == target_hash(path))
     }
 
     /// Several streams of one session delivered the cursor's id (plain EventSource streams have
@@ -541,4 +543,9 @@ fn unanswered_call(id: String, method: String, params_hash: u64, r: &RequestFact
         started: None,
         progress_token: None,
     }
+}
+
+/// The hash a stream keeps of the raw request target that opened it (never `0`).
+fn target_hash(path: &str) -> u64 {
+    crate::wire::http1::data_hash(path.as_bytes()).max(1)
 }

@@ -168,6 +168,10 @@ pub struct Stream {
     /// `RST_STREAM`, or not processed: `REFUSED_STREAM`, above a `GOAWAY`'s last stream), for
     /// the detail of a lost call's finding (see `h2`).
     pub h2_end: Option<String>,
+    /// The hash of the raw request target that opened the stream (`0` until set): a
+    /// session-less resume continues a stream of the same target, compared here because
+    /// `reference.request` names query parameters without their values.
+    pub target: u64,
 }
 
 impl Stream {
@@ -203,6 +207,7 @@ impl Stream {
             open_legs: 0,
             ended_at: None,
             deferred: Vec::new(),
+            target: 0,
             seq: Sequences::default(),
             h2_end: None,
         }

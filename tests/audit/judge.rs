@@ -237,6 +237,39 @@ async fn plain_eventsource_resume_links_by_url_and_a_404_side_request_is_no_stre
     }
 }
 
+/// Plain EventSource on URLs with query values (`/events?stream=a`, `?stream=b`, as recorded:
+/// `?stream=…`): a resume of `?stream=a` continues that stream (its query values, not only
+/// its parameter names, are compared), and a resume of a URL no stream was opened with is
+/// not taken for one of them.
+#[tokio::test(start_paused = true)]
+async fn plain_eventsource_resume_links_by_the_whole_url_with_its_query_values() {
+    for (resume_url, want) in [
+        ("/events?stream=a&n=6", vec![K::TornCut, K::ReplayExact]),
+        ("/events?stream=c&n=6", vec![K::TornCut, K::Unknown]),
+    ] {
+        let mut w = Wire::new();
+        let e = |id: &str| event(Eol::Lf, Some(id), None, &[&format!("tick {id}")]);
+        w.get_url(1, 0, "/events?stream=a&n=6", None);
+        w.sse_ok(1, 0);
+        let body = e("1") + &e("2") + &e("3");
+        let cut = e("1").len() + e("2").len() + 9;
+        w.deliver(1, 0, &body, Some(cut), CutAction::Fin);
+        w.get_url(3, 0, "/events?stream=b&n=6", None);
+        w.sse_ok(3, 0);
+        w.stream_clean(3, 0, &(e("1") + &e("2") + &e("3")));
+        w.get_url(2, 0, resume_url, Some("2"));
+        w.sse_ok(2, 0);
+        w.stream_clean(2, 0, &(e("3") + &e("4")));
+        w.auditor.finish();
+        assert_eq!(
+            w.kinds(),
+            want,
+            "resume of {resume_url}: {:#?}",
+            w.auditor.findings()
+        );
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn plain_eventsource_reopened_without_cursor_is_cursor_missing() {
     let eol = Eol::Lf;

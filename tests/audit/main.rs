@@ -20,6 +20,7 @@ mod e2e_stale_peer;
 mod findings;
 mod gauges;
 mod h2;
+mod h2_llm_cancel;
 mod judge;
 mod ledger;
 mod links;

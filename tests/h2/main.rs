@@ -14,6 +14,7 @@
 #[path = "../peers/mod.rs"]
 mod peers;
 
+mod connection_cut;
 mod kind_common;
 mod kind_flow;
 mod kind_goaway;

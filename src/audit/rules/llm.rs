@@ -12,7 +12,9 @@
 //!   ended cleanly (the body's end, the proxy's `clean-end`) — that the wire cannot tell
 //!   whether the client failed visibly or used the partial answer; a stream that broke (a
 //!   reset, a FIN inside the body, the connection closed) showed the client an error, so it
-//!   is a visible loss, and the summary does not count it (nor `llm-unanswered`) as silent
+//!   is a visible loss, and the summary does not count it (nor `llm-unanswered`) as silent;
+//!   on HTTP/2 the client's own `RST_STREAM` (a user's cancel) ends the stream as the client
+//!   giving up, as its connection's close does on HTTP/1.1, and the detail says so
 //!   ([`Ledger::emit_visible_loss`]). Later requests with the same
 //!   API and body but no re-send marker are named as candidates: an application may ask the
 //!   same thing again, so an identical request is not proof.
@@ -52,7 +54,7 @@ use tokio::time::Instant;
 use crate::audit::finding::{Finding, FindingCut, FindingKind, StreamRef};
 use crate::audit::ledger::Ledger;
 use crate::audit::rule::Rule;
-use crate::vocab::{CutAction, LlmApi};
+use crate::vocab::{CutAction, Direction, LlmApi};
 use crate::wire::Observation;
 use crate::wire::llm_args::ArgsStatus;
 use crate::wire::{CutPoint, LlmEventSeen, LlmPos, LlmRequestSeen};
@@ -86,6 +88,9 @@ enum End {
     Broken,
     /// The connection closed while the stream was open.
     Closed,
+    /// HTTP/2: the client reset the stream (`RST_STREAM` with this code): it gave up on it, as
+    /// a client that closes its connection does on HTTP/1.1.
+    ClientReset(u32),
 }
 
 /// The proxy's cut of a stream's connection.
@@ -300,6 +305,10 @@ impl Exchange {
                 "the body ended normally (a clean end of the stream)".to_owned()
             }
             (None, Some(End::Broken)) => "the body stopped without its end".to_owned(),
+            (None, Some(End::ClientReset(code))) => format!(
+                "the client reset the stream (RST_STREAM({})): it gave up on the answer",
+                crate::wire::h2::ErrorCode(*code).name().to_ascii_uppercase()
+            ),
             (None, Some(End::Closed)) if self.closed_by_proxy => {
                 "the proxy closed its connection at shutdown (its drain timeout ended with it \
                  open)"
@@ -550,6 +559,28 @@ impl LlmRule {
         }
     }
 
+    /// The client reset `(conn, seq)` (HTTP/2 `RST_STREAM`, `code`): a stream still open ends
+    /// there, given up by the client; one the server's side already ended unclean (the
+    /// observer may say so first) is told as the client's reset too.
+    pub fn on_llm_client_reset(
+        &mut self,
+        l: &mut Ledger,
+        now: Instant,
+        conn: u64,
+        seq: u64,
+        code: u32,
+    ) {
+        if let Some(mut ex) = self.open.remove(&(conn, seq)) {
+            ex.end = Some((now, End::ClientReset(code)));
+            self.judge_llm_end(l, now, ex);
+        } else if let Some(p) = self.pending.iter_mut().find(|p| {
+            p.ex.conn == conn && p.ex.seq == seq && matches!(p.ex.end, Some((_, End::Broken)))
+        }) && let Some(end) = p.ex.end.as_mut()
+        {
+            end.1 = End::ClientReset(code);
+        }
+    }
+
     /// `conn` closed: its LLM streams still open ended there.
     pub fn on_llm_conn_closed(&mut self, l: &mut Ledger, now: Instant, conn: u64) {
         let keys: Vec<(u64, u64)> = self
@@ -686,7 +717,12 @@ impl LlmRule {
             return;
         }
         let clean = ex.ended_cleanly();
-        let what_client_did = if clean {
+        let gave_up = matches!(ex.end, Some((_, End::ClientReset(_)))) && ex.cut.is_none();
+        let what_client_did = if gave_up {
+            "the client gave up on the stream itself (its own RST_STREAM, as a client that \
+             closes its connection), so it knows the answer is partial (a visible loss, not a \
+             silent one)"
+        } else if clean {
             "the client either failed visibly or used the partial answer — the wire cannot tell \
              which"
         } else {
@@ -824,6 +860,13 @@ impl Rule for LlmRule {
             Observation::StreamEnd { conn, seq, clean } => {
                 self.on_llm_stream_end(l, now, *conn, *seq, *clean)
             }
+            Observation::StreamReset {
+                conn,
+                seq,
+                direction: Direction::Upstream,
+                code,
+                by_proxy: false,
+            } => self.on_llm_client_reset(l, now, *conn, *seq, *code),
             Observation::LlmRequest(r) => self.on_llm_request(l, now, r.clone()),
             Observation::LlmEvent(e) => self.on_llm_event(l, now, e),
             Observation::ObserverGaveUp {

@@ -341,6 +341,23 @@ impl<'a> Core<'a> {
         if d.scope.scope == CutScope::Connection || d.cut.action == CutAction::Fin {
             let n = surgery::connection_cut_len(&body, k);
             let point = self.observer.cut_point(h.stream, k);
+            // Every other SSE stream ends with the connection, delivered through its last
+            // `DATA` body: each is recorded as cut there (before the connection's cut, which
+            // ends what is left), so an event it tore is judged too, not only this stream's.
+            for other in self.observer.stands(h.stream) {
+                self.record(Observation::Cut {
+                    conn: self.conn,
+                    direction: dir,
+                    action: match d.cut.action {
+                        CutAction::CleanEnd => CutAction::Fin,
+                        a => a,
+                    },
+                    point: CutPoint {
+                        by: Some(d.cut.by),
+                        ..other
+                    },
+                });
+            }
             self.emit(dir, frame.slice(..n), None, now);
             self.end_connection(dir, d.cut, point, d.last_at);
             return;

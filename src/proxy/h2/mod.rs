@@ -8,8 +8,9 @@
 //! writes the frames a fault asks for.
 //!
 //! When it is used ([`wanted`]): the proxy observes HTTP (not `--observe bytes`), its faults
-//! include a stream-scope one (an `sse_cut` with `scope = "stream"`, the default, or an h2
-//! kind), and the connection speaks h2: the client's first bytes are the h2 preface (h2c with
+//! include a positioned one (an `sse_cut`, whatever its `scope`: the byte pumps cannot place a
+//! cut inside an h2 stream's SSE body, so a `scope = "connection"` or `action = "fin"` cut is
+//! the relay's too) or an h2 kind, and the connection speaks h2: the client's first bytes are the h2 preface (h2c with
 //! prior knowledge) or TLS negotiated ALPN `h2`. Every other connection keeps the two pumps.
 //!
 //! Invariants:
@@ -50,19 +51,18 @@ use self::observer::FrameObserver;
 use self::queue::OutQueue;
 use super::pump::Stop;
 use super::state::{Proxy, Published};
-use crate::fault::h2::CutScope;
 use crate::fault::{ConnRng, conn_rng};
 use crate::vocab::Direction;
 
 /// Bytes of forwarded frames each direction's write queue holds at most (plus one frame).
 pub(crate) const QUEUE_CAP: usize = 4 << 20;
 
-/// True if the fault list asks for the stream relay on h2 connections: a stream-scope
-/// positioned fault or an h2 kind.
+/// True if the fault list asks for the stream relay on h2 connections: a positioned fault
+/// (of either scope) or an h2 kind.
 pub(crate) fn wanted(list: &Published) -> bool {
     list.factories
         .iter()
-        .any(|f| f.h2().is_some() || f.h2_body_cut().is_some_and(|b| b.scope == CutScope::Stream))
+        .any(|f| f.h2().is_some() || f.h2_body_cut().is_some())
 }
 
 /// Instantiates the faults of connection `id` for the relay, drawing from the connection RNG

@@ -60,6 +60,13 @@ pub(crate) trait FrameObserver: Send {
         let _ = (stream, clean);
     }
 
+    /// Where each SSE stream still open but `except` stands (see `H2Half::stands`): a cut of
+    /// the whole connection tears each of them there.
+    fn stands(&self, except: u32) -> Vec<CutPoint> {
+        let _ = except;
+        Vec::new()
+    }
+
     /// `dir`'s source sent EOF.
     fn eof(&mut self, dir: Direction) {
         let _ = dir;
@@ -173,6 +180,10 @@ impl FrameObserver for Watched {
             _ => self.halves[1].delivered(),
         };
         self.halves[1].end_stream_by_proxy(stream, raw, clean);
+    }
+
+    fn stands(&self, except: u32) -> Vec<CutPoint> {
+        self.halves[1].stands(except)
     }
 
     fn eof(&mut self, dir: Direction) {

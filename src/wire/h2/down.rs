@@ -36,6 +36,21 @@ pub(super) struct Resp {
     body_len: u64,
     /// (payload offset, view offset) of the current body piece's first byte.
     map: (u64, usize),
+    /// SSE only: where the stream stands at the end of its last `DATA` body, so a cut of the
+    /// whole connection can say what it tore on this stream too (see [`H2Half::stands`]).
+    tail: Option<Tail>,
+}
+
+/// The class and facts of the cut point at the end of a stream's last `DATA` body (all
+/// `Copy`: kept per frame without allocating; the ids are read from the scanner when asked).
+#[derive(Debug, Clone, Copy)]
+struct Tail {
+    raw: u64,
+    payload: u64,
+    class: crate::wire::SseClass,
+    event_index: u64,
+    block_start: u64,
+    data_line: u32,
 }
 
 impl Resp {
@@ -97,6 +112,7 @@ impl H2Half {
                 over: false,
                 body_len: 0,
                 map: (0, 0),
+                tail: None,
             },
         );
     }
@@ -202,7 +218,7 @@ impl H2Half {
 
     /// The body of `stream`'s current `DATA` frame ended at view offset `at`: a cut point that
     /// waits for its next byte is classified now (the next bytes on the wire are not payload).
-    pub(super) fn down_data_end(&mut self, stream: u32, _at: usize) {
+    pub(super) fn down_data_end(&mut self, stream: u32, at: usize) {
         let Some(resp) = self.resps.get_mut(&stream) else {
             return;
         };
@@ -211,7 +227,68 @@ impl H2Half {
         };
         let before = self.view.classified.runs.len();
         sse.scanner.flush_pending(&mut self.view.classified);
+        let payload = sse.scanner.payload_offset();
+        let classified = &self.view.classified;
+        if let Some(run) = classified.run_at(payload)
+            && let Some(f) = classified.facts.get(run.facts as usize)
+        {
+            resp.tail = Some(Tail {
+                raw: self.view.start + at as u64,
+                payload,
+                class: if resp.ex.req.resume {
+                    run.class.on_resume()
+                } else {
+                    run.class
+                },
+                event_index: run.event_index,
+                block_start: f.block_start,
+                data_line: f.data_line,
+            });
+        }
         take_runs(&mut self.view, resp, before);
+    }
+
+    /// Where each SSE stream still open, `except` the one a cut fell in, stands: the cut of
+    /// the whole connection delivered each of them through the end of its last `DATA` body.
+    /// One point per stream that has a body (`h2_stream` set), described as a stream-scope
+    /// cut at that end would be: class, event index, ids, torn bytes, data line.
+    pub fn stands(&self, except: u32) -> Vec<crate::wire::CutPoint> {
+        let mut out: Vec<crate::wire::CutPoint> = self
+            .resps
+            .iter()
+            .filter(|(id, _)| **id != except)
+            .filter_map(|(id, r)| {
+                let (sse, t) = (r.sse.as_ref()?, r.tail?);
+                let scanner = &sse.scanner;
+                let last = scanner.last_event_id();
+                Some(crate::wire::CutPoint {
+                    class: Some(t.class),
+                    raw_offset: t.raw,
+                    payload_offset: Some(t.payload),
+                    event_index: Some(t.event_index),
+                    pending_id: scanner.pending_id().map(str::to_owned),
+                    last_committed_id: (!last.is_empty()).then(|| last.to_owned()),
+                    torn_bytes: if t.class.tears_event() {
+                        t.payload.saturating_sub(t.block_start)
+                    } else {
+                        0
+                    },
+                    data_line: (t.data_line > 0).then_some(t.data_line),
+                    request: Some(format!(
+                        "{} {}",
+                        r.ex.req.method,
+                        crate::wire::redact::target(&r.ex.req.path)
+                    )),
+                    session: r.ex.session.clone(),
+                    rpc_id: r.ex.req.rpc_id.get().cloned().flatten(),
+                    exchange: Some(u64::from(*id)),
+                    h2_stream: Some(u64::from(*id)),
+                    ..crate::wire::CutPoint::default()
+                })
+            })
+            .collect();
+        out.sort_unstable_by_key(|p| p.h2_stream);
+        out
     }
 
     /// `stream`'s response ended at raw offset `at` (`clean`: with `END_STREAM`).

@@ -748,3 +748,50 @@ fn streams_past_the_cap_are_relayed_unobserved_and_memory_stays_bounded() {
     let per_stream = down.held_bytes() / MAX_STREAMS;
     assert!(per_stream < 4096, "{per_stream} bytes per stream");
 }
+
+#[test]
+fn where_each_open_sse_stream_stands_is_its_last_bodys_end_with_the_event_it_would_tear() {
+    let (c, s) = conversation();
+    let sink = Arc::new(Keep::default());
+    let (mut up, mut down) = halves(5, sink.clone(), LlmRoutes::known(), WireProtocol::H2c);
+    up.preface(PREFACE.len() as u64);
+    frames(&mut up, &c.bytes, PREFACE.len(), |_, _| false);
+    // Every server frame before stream 1's "lo\n\n": stream 1 stands inside event 2's value
+    // ("id: 2\ndata: hel"), stream 3 right after its whole replayed event.
+    let lo = point_in(&s, 1, b"lo\n\n", 0);
+    let at = frames(&mut down, &s.bytes, 0, |h, r| {
+        h.kind == FrameType::Data && h.stream == 1 && r < lo && lo <= r + h.frame_len() as u64
+    });
+    let hel_end = point_in(&s, 1, b"hel", 3);
+    let all = down.stands(0);
+    assert_eq!(
+        all.iter().map(|p| p.h2_stream).collect::<Vec<_>>(),
+        [Some(1), Some(3)],
+        "{all:#?}"
+    );
+    let one = &all[0];
+    assert_eq!(one.class, Some(SseClass::MidValue));
+    assert_eq!(one.raw_offset, hel_end);
+    assert_eq!(one.exchange, Some(1));
+    assert_eq!(one.event_index, Some(1));
+    assert_eq!(one.pending_id.as_deref(), Some("2"));
+    assert_eq!(one.last_committed_id.as_deref(), Some("1"));
+    assert_eq!(one.torn_bytes, b"id: 2\ndata: hel".len() as u64);
+    assert_eq!(one.data_line, Some(1));
+    assert_eq!(one.request.as_deref(), Some("POST /mcp"));
+    let three = &all[1];
+    assert!(
+        three.class.is_some_and(|k| !k.tears_event()) && three.torn_bytes == 0,
+        "a stream between events tears nothing: {three:#?}"
+    );
+    assert_eq!(three.last_committed_id.as_deref(), Some("5"));
+    // The stream a cut fell in is left out; a stream that ended is not open.
+    let others = down.stands(1);
+    assert_eq!(
+        others.iter().map(|p| p.h2_stream).collect::<Vec<_>>(),
+        [Some(3)]
+    );
+    // The rest: stream 3 is reset by the server, stream 1 ends with END_STREAM.
+    frames(&mut down, &s.bytes, at, |_, _| false);
+    assert!(down.stands(0).is_empty(), "{:#?}", down.stands(0));
+}

@@ -10,7 +10,7 @@
 pub mod audited;
 pub mod certs;
 pub mod check;
-pub mod cut;
+pub mod judged;
 pub mod launch;
 pub mod peer;
 pub mod route;

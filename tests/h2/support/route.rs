@@ -2,12 +2,15 @@
 //! 127.0.0.1:0 relaying bytes (`--observe bytes`: no observer) or observing (`--observe http`,
 //! every observation recorded for the test to read), or terminating TLS and originating it
 //! again (`--tls-cert`/`--tls-key` with the servers' own certificate, `--upstream-tls` trusting
-//! their CA), observing: ALPN is then negotiated on each side by the proxy.
+//! their CA), observing: ALPN is then negotiated on each side by the proxy. An observing
+//! proxy's observations also feed a live [`Auditor`] (`Hop::auditor`), as `tearline proxy
+//! --audit` would, so a test can check the findings a real peer's traffic gives.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tearline::audit::{AuditConfig, Auditor};
 use tearline::proxy::{self, CancellationToken, FaultList, Proxy, ProxyConfig};
 use tearline::tls::{ProxyTls, Terminator, Upstream, UpstreamOptions};
 use tearline::wire::{Observation, ObservationSink};
@@ -46,11 +49,38 @@ impl ObservationSink for Recorder {
     }
 }
 
+/// Hands every observation to the recorder and to the auditor.
+struct Tee {
+    rec: Arc<Recorder>,
+    auditor: Arc<Auditor>,
+}
+
+impl ObservationSink for Tee {
+    fn record(&self, obs: Observation) {
+        self.auditor.record(obs.clone());
+        self.rec.record(obs);
+    }
+
+    fn record_all(&self, batch: &mut dyn Iterator<Item = Observation>) {
+        let batch: Vec<Observation> = batch.collect();
+        self.auditor.record_all(&mut batch.iter().cloned());
+        for obs in batch {
+            self.rec.record(obs);
+        }
+    }
+
+    fn closing(&self) {
+        self.auditor.closing();
+    }
+}
+
 /// A way in: the address a client dials, and the proxy behind it (if any).
 pub struct Hop {
     pub addr: SocketAddr,
     pub proxy: Option<Arc<Proxy>>,
     pub rec: Arc<Recorder>,
+    /// The audit of what an observing proxy saw (empty on the other routes).
+    pub auditor: Arc<Auditor>,
     shutdown: CancellationToken,
 }
 
@@ -91,12 +121,14 @@ pub async fn open_with_faults(
     faults: FaultList,
 ) -> Hop {
     let rec = Arc::new(Recorder::default());
+    let auditor = Arc::new(Auditor::new(AuditConfig::default()));
     let shutdown = CancellationToken::new();
     if route == Route::Direct {
         return Hop {
             addr: server,
             proxy: None,
             rec,
+            auditor,
             shutdown,
         };
     }
@@ -120,7 +152,10 @@ pub async fn open_with_faults(
     let addr = listener.local_addr().unwrap();
     let proxy = Proxy::with_faults(cfg, faults);
     if matches!(route, Route::Observed | Route::Terminated) {
-        let sink: Arc<dyn ObservationSink> = rec.clone();
+        let sink: Arc<dyn ObservationSink> = Arc::new(Tee {
+            rec: rec.clone(),
+            auditor: auditor.clone(),
+        });
         proxy.observe_http(sink);
     }
     tokio::spawn(proxy::run(listener, proxy.clone(), shutdown.clone()));
@@ -128,6 +163,7 @@ pub async fn open_with_faults(
         addr,
         proxy: Some(proxy),
         rec,
+        auditor,
         shutdown,
     }
 }

@@ -8,9 +8,11 @@
 // ended because its session did), goaway (code, last stream id), resume (Last-Event-ID, new h2
 // stream id), reconnect, end, error, done.
 // Usage: node h2_sse_client.mjs URL --streams a,b --n N [--query Q] [--ca CA] [--resume K]
-//        [--retry-delay MS] [--timeout MS]
+//        [--retry-delay MS] [--timeout MS] [--query-for NAME:Q]...
 // --retry-delay waits that long before each resume (default 0: at once), as an application
 // that backs off before it retries.
+// --query-for gives stream NAME its own query instead of --query (so two streams of one
+// session can be paced apart: one held mid-event while the other is cut).
 import http2 from 'node:http2';
 import fs from 'node:fs';
 import { SseParser, codeName, logger } from './h2_sse_parse.mjs';
@@ -21,6 +23,13 @@ const base = process.argv[2];
 const streams = arg('--streams', 'a').split(',');
 const n = Number(arg('--n', '5'));
 const query = arg('--query', '');
+const queryFor = new Map();
+process.argv.forEach((a, i) => {
+  if (a !== '--query-for') return;
+  const v = process.argv[i + 1] ?? '';
+  const at = v.indexOf(':');
+  if (at > 0) queryFor.set(v.slice(0, at), v.slice(at + 1));
+});
 const ca = arg('--ca', null);
 const resumes = Number(arg('--resume', '0'));
 const timeoutMs = Number(arg('--timeout', '20000'));
@@ -47,7 +56,8 @@ function follow(name) {
         if (session) log('reconnect', { stream: name });
         connect();
       }
-      const path = `/sse?stream=${name}&n=${n}${query ? '&' + query : ''}`;
+      const q = queryFor.get(name) ?? query;
+      const path = `/sse?stream=${name}&n=${n}${q ? '&' + q : ''}`;
       const headers = { ':path': path, accept: 'text/event-stream' };
       if (last) headers['last-event-id'] = last;
       let req;
