@@ -1,47 +1,23 @@
-//! The audit on a hop: every observation the proxy records goes both to the hop's recorder
-//! (so a test still reads the raw observations) and to a real [`Auditor`], so a test checks
-//! what the audit itself says of a fault — the findings a user reads — and not only what was
-//! observed.
+//! The audit on a hop with a short `abandon_after`: every observation the proxy records goes
+//! both to the hop's recorder (so a test still reads the raw observations) and to a real
+//! [`Auditor`] (through [`Hop::audit_with`]), so a test checks what the audit itself says of a
+//! fault — the findings a user reads — and not only what was observed.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tearline::audit::{AuditConfig, Auditor, Finding, FindingKind};
-use tearline::wire::{Observation, ObservationSink};
 
-use super::route::{Hop, Recorder};
-
-/// The hop's recorder and an auditor, fed the same observations in the same order.
-struct Tee {
-    rec: Arc<Recorder>,
-    auditor: Arc<Auditor>,
-}
-
-impl ObservationSink for Tee {
-    fn record(&self, obs: Observation) {
-        self.rec.record(obs.clone());
-        self.auditor.record(obs);
-    }
-}
+use super::route::Hop;
 
 /// Puts an auditor behind `hop`'s proxy (which must observe: `Route::Observed` or
 /// `Route::Terminated`), before any client connects. `abandon_after` is short so that a call
 /// or stream left for lost is judged within a test.
 pub fn audit(hop: &Hop) -> Arc<Auditor> {
-    let cfg = AuditConfig {
+    hop.audit_with(AuditConfig {
         abandon_after: Duration::from_millis(500),
         ..AuditConfig::default()
-    };
-    let auditor = Arc::new(Auditor::new(cfg));
-    let tee = Tee {
-        rec: hop.rec.clone(),
-        auditor: auditor.clone(),
-    };
-    hop.proxy
-        .as_ref()
-        .expect("an audited hop is a proxy")
-        .observe_http(Arc::new(tee));
-    auditor
+    })
 }
 
 /// The findings of `kind` so far.

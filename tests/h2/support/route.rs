@@ -91,6 +91,22 @@ impl Drop for Hop {
 }
 
 impl Hop {
+    /// Puts a new auditor built from `cfg` behind this hop's proxy (which must observe), fed
+    /// with the recorder the same observations in the same order; the hop's own
+    /// [`Hop::auditor`] hears nothing from then on. Call it before any client connects.
+    pub fn audit_with(&self, cfg: AuditConfig) -> Arc<Auditor> {
+        let auditor = Arc::new(Auditor::new(cfg));
+        let sink: Arc<dyn ObservationSink> = Arc::new(Tee {
+            rec: self.rec.clone(),
+            auditor: auditor.clone(),
+        });
+        self.proxy
+            .as_ref()
+            .expect("an audited hop is a proxy")
+            .observe_http(sink);
+        auditor
+    }
+
     pub fn observations(&self) -> Vec<Observation> {
         self.rec.0.lock().unwrap().clone()
     }
