@@ -140,6 +140,13 @@ impl WireObserver for H2Observer {
             .view
             .restart(start, usize::try_from(n).unwrap_or(usize::MAX));
     }
+
+    fn negotiated(&mut self, protocol: WireProtocol) {
+        // An h2 connection over TLS is `H2` whatever else ALPN might have named.
+        if protocol == WireProtocol::H2 {
+            self.half.announce_as(protocol);
+        }
+    }
 }
 
 /// Decision of a sniffing pair.
@@ -295,6 +302,12 @@ impl WireObserver for SniffUp {
             o.passed(n);
         }
     }
+
+    fn negotiated(&mut self, protocol: WireProtocol) {
+        if let Some(h2) = self.h2.as_mut() {
+            h2.negotiated(protocol);
+        }
+    }
 }
 
 /// The downstream half of a sniffing pair. An h2 server sends its `SETTINGS` as soon as it
@@ -420,5 +433,10 @@ impl WireObserver for SniffDown {
     }
     fn clean_end_at(&mut self, raw: u64) -> crate::wire::CleanEnd {
         self.obs().clean_end_at(raw)
+    }
+    fn negotiated(&mut self, protocol: WireProtocol) {
+        if let Some(h2) = self.h2.as_mut() {
+            h2.negotiated(protocol);
+        }
     }
 }

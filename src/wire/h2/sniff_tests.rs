@@ -134,3 +134,28 @@ proptest::proptest! {
         proptest::prop_assert_eq!(sniffed((client_first, server_first), &up, &down), reference());
     }
 }
+
+#[test]
+fn a_connection_whose_tls_said_h2_is_announced_as_h2_not_h2c() {
+    let (c, _) = conversation();
+    let sink = Arc::new(Keep::default());
+    let (mut up, mut down) = observer_pair_sniffed(1, sink.clone(), LlmRoutes::known());
+    up.negotiated(crate::vocab::WireProtocol::H2);
+    down.negotiated(crate::vocab::WireProtocol::H2);
+    feed_span(
+        &mut *up,
+        &c.bytes,
+        (0, c.bytes.len()),
+        &[5],
+        &mut Vec::new(),
+    );
+    let protocols: Vec<_> = sink
+        .take()
+        .into_iter()
+        .filter_map(|o| match o {
+            Observation::Protocol { protocol, .. } => Some(protocol),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(protocols, [crate::vocab::WireProtocol::H2]);
+}
