@@ -201,6 +201,12 @@ async fn relay(
         finish(proxy, client, upstream, outcome, (id, started), (0, 0)).await;
         return;
     }
+    let (mut up_obs, mut down_obs) = (up_obs, down_obs);
+    if let Some(p) = client.protocol() {
+        // What TLS agreed with the client, which the observers' bytes alone cannot tell.
+        up_obs.negotiated(p);
+        down_obs.negotiated(p);
+    }
     let (up_chain, down_chain, up_rng, down_rng) = build_chains(&proxy, id);
     let up_bytes = AtomicU64::new(0);
     let down_bytes = AtomicU64::new(0);

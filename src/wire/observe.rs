@@ -11,8 +11,8 @@ use std::borrow::Cow;
 
 use super::SseClass;
 use super::http1_clean::CleanEnd;
-use crate::vocab::Direction;
 use crate::vocab::{CutAction, StreamInfo};
+use crate::vocab::{Direction, WireProtocol};
 
 /// Positions of the cut points inside one chunk of an SSE response body.
 ///
@@ -498,6 +498,14 @@ pub trait WireObserver: Send {
     fn clean_end_at(&mut self, raw: u64) -> CleanEnd {
         let _ = raw;
         CleanEnd::default()
+    }
+
+    /// The connection's TLS handshake with the client selected `protocol` by ALPN; told once,
+    /// before any byte is observed. An observer that announces its connection's protocol names
+    /// this one (h2 over TLS is [`WireProtocol::H2`], not the h2c its bytes alone suggest).
+    /// The default ignores it.
+    fn negotiated(&mut self, protocol: WireProtocol) {
+        let _ = protocol;
     }
 }
 

@@ -7,7 +7,8 @@
 //!
 //! The HTTP/2 fault kinds (`goaway`, `hold_headers`, `flow_stall`, `refuse_streams`) between
 //! these peers are in `kind_*`, one file per kind, each judged by the peers' logs and by a real
-//! auditor behind the proxy.
+//! auditor behind the proxy. With no h2 fault the proxy observes h2 on its byte pumps
+//! (`pump_observed`): every stream, event and end, and a clean audit.
 //!
 //! One executable, one module per concern, so the test build links one binary.
 
@@ -21,5 +22,6 @@ mod kind_goaway;
 mod kind_hold;
 mod kind_refuse;
 mod pairs;
+mod pump_observed;
 mod stream_cut;
 mod support;

@@ -109,6 +109,11 @@ impl H2Half {
         }
     }
 
+    /// Announces the connection as `protocol` (TLS ALPN said `h2`), told before any byte.
+    pub(super) fn announce_as(&mut self, protocol: WireProtocol) {
+        self.protocol = protocol;
+    }
+
     /// True once the connection is opaque (an error) or this direction ended (a cut).
     pub fn is_opaque(&self) -> bool {
         self.ended || self.shared.is_opaque()

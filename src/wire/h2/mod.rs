@@ -32,4 +32,6 @@ pub use observer::{H2Observer, h2_pair, halves, observer_pair_h2, observer_pair_
 pub use shared::MAX_STREAMS;
 
 #[cfg(test)]
+mod sniff_tests;
+#[cfg(test)]
 mod tests;

@@ -8,7 +8,8 @@
 //!   (`h2_stream: None`), described for the stream it fell in (`exchange` = stream id).
 //! - Sniffing holds at most the 24 bytes of a preface prefix; once decided, the chosen
 //!   observer sees every byte from raw offset 0, in the same reads, and the delivery reports
-//!   made so far.
+//!   made so far — in both directions: the server's bytes that come before the decision (an
+//!   h2 server's `SETTINGS`, sent on accept) reach the h2 half as they come, nothing held.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -139,6 +140,13 @@ impl WireObserver for H2Observer {
             .view
             .restart(start, usize::try_from(n).unwrap_or(usize::MAX));
     }
+
+    fn negotiated(&mut self, protocol: WireProtocol) {
+        // An h2 connection over TLS is `H2` whatever else ALPN might have named.
+        if protocol == WireProtocol::H2 {
+            self.half.announce_as(protocol);
+        }
+    }
 }
 
 /// Decision of a sniffing pair.
@@ -170,7 +178,7 @@ pub fn observer_pair_sniffed(
             choice,
             h1: Some(h1_down),
             h2: Some(h2_down),
-            seen: false,
+            first: ServerFirst::default(),
         }),
     )
 }
@@ -294,40 +302,101 @@ impl WireObserver for SniffUp {
             o.passed(n);
         }
     }
+
+    fn negotiated(&mut self, protocol: WireProtocol) {
+        if let Some(h2) = self.h2.as_mut() {
+            h2.negotiated(protocol);
+        }
+    }
 }
 
-/// The downstream half of a sniffing pair: HTTP/1.1 until the client's bytes said h2c (a
-/// server that speaks first is not h2c).
+/// The downstream half of a sniffing pair. An h2 server sends its `SETTINGS` as soon as it
+/// accepts, often before the client's preface has reached the proxy: so while undecided, the
+/// server's bytes go to the HTTP/1.1 half (as before) *and* to the h2 half as long as they can
+/// be an h2 server's preface (a `SETTINGS` frame first). The choice made upstream then finds
+/// the h2 half having seen every byte from raw offset 0, with no byte held back.
 struct SniffDown {
     choice: Arc<AtomicU8>,
     h1: Option<Box<dyn WireObserver>>,
     h2: Option<Box<dyn WireObserver>>,
-    /// Bytes arrived before the decision: an h2c choice then finds the h2 half opaque.
-    seen: bool,
+    /// The server's first bytes (up to a frame header), judged as they arrive.
+    first: ServerFirst,
+}
+
+/// The server's first frame header, byte by byte, while the client's protocol is undecided.
+#[derive(Default)]
+struct ServerFirst {
+    head: [u8; super::frame::HEADER_LEN],
+    len: usize,
+}
+
+impl ServerFirst {
+    /// Takes the server's next bytes; false once they cannot start an h2 server's preface (a
+    /// `SETTINGS` frame, not an ACK, on stream 0, its length a multiple of 6).
+    fn plausible(&mut self, chunk: &[u8]) -> bool {
+        let n = (self.head.len() - self.len).min(chunk.len());
+        self.head[self.len..self.len + n].copy_from_slice(&chunk[..n]);
+        self.len += n;
+        let h = &self.head[..self.len];
+        let len_ok = h.len() < 3 || u32::from_be_bytes([0, h[0], h[1], h[2]]).is_multiple_of(6);
+        let kind_ok = h
+            .get(3)
+            .is_none_or(|&t| super::FrameType::from_u8(t) == super::FrameType::Settings);
+        let flags_ok = h.get(4).is_none_or(|&f| f & super::frame::flags::ACK == 0);
+        let stream_ok = h.iter().skip(5).all(|&b| b == 0);
+        len_ok && kind_ok && flags_ok && stream_ok
+    }
 }
 
 impl SniffDown {
-    fn obs(&mut self) -> &mut Box<dyn WireObserver> {
-        let h2 = self.choice.load(Ordering::Acquire) == H2C && !self.seen;
-        if h2 {
-            self.h1 = None;
-        } else if self.choice.load(Ordering::Acquire) != UNDECIDED {
-            self.h2 = None;
+    /// The observer that speaks for this direction under `choice` (loaded once per call, so
+    /// a choice made meanwhile upstream never makes one call feed a half twice).
+    fn pick(&mut self, choice: u8) -> &mut Box<dyn WireObserver> {
+        match choice {
+            // A server that spoke first with anything but SETTINGS lost its h2 half.
+            H2C if self.h2.is_some() => self.h1 = None,
+            UNDECIDED => {}
+            _ => self.h2 = None,
         }
-        match (h2, &mut self.h1, &mut self.h2) {
-            (true, _, Some(o)) | (false, Some(o), _) => o,
+        match (&mut self.h1, &mut self.h2) {
+            (Some(o), _) | (None, Some(o)) => o,
             // Unreachable by construction; a byte-mode observer keeps the pump correct.
-            (_, h1, _) => h1.insert(Box::new(crate::wire::observe::NoObserver::default())),
+            (h1, None) => h1.insert(Box::new(crate::wire::observe::NoObserver::default())),
         }
+    }
+
+    fn obs(&mut self) -> &mut Box<dyn WireObserver> {
+        let choice = self.choice.load(Ordering::Acquire);
+        self.pick(choice)
+    }
+
+    /// Calls `f` on the observer that speaks, and while undecided also on the h2 half (which
+    /// then sees every byte the HTTP/1.1 half sees; what it says is used only if the client's
+    /// preface chooses it).
+    fn each<R>(&mut self, mut f: impl FnMut(&mut Box<dyn WireObserver>) -> R) -> R {
+        let choice = self.choice.load(Ordering::Acquire);
+        if choice == UNDECIDED
+            && let Some(h2) = self.h2.as_mut()
+        {
+            f(h2);
+        }
+        f(self.pick(choice))
     }
 }
 
 impl WireObserver for SniffDown {
     fn observe(&mut self, chunk: &[u8]) -> Option<&ChunkPositions> {
-        if self.choice.load(Ordering::Acquire) == UNDECIDED {
-            self.seen = true;
+        let choice = self.choice.load(Ordering::Acquire);
+        if choice == UNDECIDED && self.h2.is_some() {
+            if self.first.plausible(chunk) {
+                if let Some(h2) = self.h2.as_mut() {
+                    h2.observe(chunk);
+                }
+            } else {
+                self.h2 = None;
+            }
         }
-        self.obs().observe(chunk)
+        self.pick(choice).observe(chunk)
     }
     fn cut_point(&mut self, delivered: usize) -> CutPoint {
         self.obs().cut_point(delivered)
@@ -336,33 +405,38 @@ impl WireObserver for SniffDown {
         self.obs().cut_at(raw)
     }
     fn eof(&mut self) {
-        self.obs().eof()
+        self.each(|o| o.eof())
     }
     fn delivered_through(&mut self, raw: u64) {
-        self.obs().delivered_through(raw)
+        self.each(|o| o.delivered_through(raw))
     }
     fn held_bytes(&self) -> usize {
         self.h1.as_ref().map_or(0, |o| o.held_bytes())
             + self.h2.as_ref().map_or(0, |o| o.held_bytes())
     }
     fn dropped(&mut self, start: u64, end: u64) {
-        self.obs().dropped(start, end)
+        self.each(|o| o.dropped(start, end))
     }
     fn is_opaque(&self) -> bool {
         // Undecided: not opaque (the client's first bytes may still make it h2c).
         match self.choice.load(Ordering::Acquire) {
-            H2C if !self.seen => self.h2.as_ref().is_some_and(|o| o.is_opaque()),
             UNDECIDED => false,
+            H2C if self.h2.is_some() => self.h2.as_ref().is_some_and(|o| o.is_opaque()),
             _ => self.h1.as_ref().is_some_and(|o| o.is_opaque()),
         }
     }
     fn passed(&mut self, n: u64) {
-        self.obs().passed(n)
+        self.each(|o| o.passed(n))
     }
     fn clean_end(&mut self, delivered: usize) -> crate::wire::CleanEnd {
         self.obs().clean_end(delivered)
     }
     fn clean_end_at(&mut self, raw: u64) -> crate::wire::CleanEnd {
         self.obs().clean_end_at(raw)
+    }
+    fn negotiated(&mut self, protocol: WireProtocol) {
+        if let Some(h2) = self.h2.as_mut() {
+            h2.negotiated(protocol);
+        }
     }
 }

@@ -22,7 +22,7 @@ impl ObservationSink for Keep {
 }
 
 impl Keep {
-    fn take(&self) -> Vec<Observation> {
+    pub(super) fn take(&self) -> Vec<Observation> {
         std::mem::take(&mut *self.0.lock().unwrap())
     }
 }
@@ -76,8 +76,8 @@ fn frame_bytes(kind: FrameType, fl: u8, stream: u32, payload: &[u8]) -> Vec<u8> 
 
 /// One direction's bytes, with the raw ranges of SSE `DATA` bodies.
 #[derive(Default)]
-struct Side {
-    bytes: Vec<u8>,
+pub(super) struct Side {
+    pub(super) bytes: Vec<u8>,
     sse_bodies: Vec<(u32, Range<u64>)>,
 }
 
@@ -140,7 +140,7 @@ const RPC: &str = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{}}"
 /// A client and a server: an MCP POST answered with SSE (stream 1), a resume GET whose SSE
 /// stream the server resets (stream 3), a plain JSON GET (stream 5); events split across frames
 /// interleaved with other streams, padding, CONTINUATION, unknown frames, SETTINGS, GOAWAY.
-fn conversation() -> (Side, Side) {
+pub(super) fn conversation() -> (Side, Side) {
     let (mut c, mut s) = (Side::default(), Side::default());
     c.raw(PREFACE);
     c.raw(&frame_bytes(
@@ -224,10 +224,10 @@ fn conversation() -> (Side, Side) {
 }
 
 /// Raw cut point → (stream, class, event index, payload offset), for every run point.
-type Points = Vec<(u64, u64, SseClass, u64, u64)>;
+pub(super) type Points = Vec<(u64, u64, SseClass, u64, u64)>;
 
 /// Feeds both directions as the pump does (each read delivered at once), split at `cuts`.
-fn run(
+pub(super) fn run(
     c: &[u8],
     s: &[u8],
     up_cuts: &[usize],
@@ -240,8 +240,13 @@ fn run(
     feed(&mut down, s, down_cuts, &mut points);
     up.eof();
     down.eof();
-    let all = up_sink.take();
-    let (ups, downs): (Vec<_>, Vec<_>) = all.into_iter().partition(|o| {
+    let (ups, downs) = by_direction(up_sink.take());
+    (ups, downs, points)
+}
+
+/// `all` parted into what the client's bytes said and what the server's said.
+pub(super) fn by_direction(all: Vec<Observation>) -> (Vec<Observation>, Vec<Observation>) {
+    all.into_iter().partition(|o| {
         matches!(
             o,
             Observation::Protocol { .. } | Observation::Request { .. } | Observation::LlmRequest(_)
@@ -252,8 +257,7 @@ fn run(
                 ..
             }
         )
-    });
-    (ups, downs, points)
+    })
 }
 
 fn feed(o: &mut H2Observer, bytes: &[u8], cuts: &[usize], points: &mut Points) {
