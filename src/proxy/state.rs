@@ -415,6 +415,8 @@ impl Proxy {
         routes: Arc<crate::wire::llm_routes::LlmRoutes>,
     ) {
         let observer_sink = sink.clone();
+        // The h2 stream relay builds its observer from these too (conn.rs).
+        *write(&self.llm_routes) = routes.clone();
         // The client's first bytes pick the observer: the HTTP/2 preface → h2c, else HTTP/1.1.
         self.set_observer_factory(Arc::new(move |conn| {
             crate::wire::h2::observer_pair_sniffed(conn, observer_sink.clone(), routes.clone())
@@ -473,6 +475,21 @@ mod tests {
         assert_eq!(p.outage(), Some((until, OutageMode::Hold)));
         tokio::time::sleep_until(until).await;
         assert_eq!(p.outage(), None);
+    }
+
+    #[test]
+    fn declared_llm_routes_reach_the_h2_relay_as_well_as_the_pumps() {
+        let p = Proxy::new(ProxyConfig::new("t", "127.0.0.1:1"));
+        let routes = Arc::new(crate::wire::llm_routes::LlmRoutes::new(vec![(
+            "/gw/chat".to_owned(),
+            crate::vocab::LlmApi::ChatCompletions,
+        )]));
+        assert_eq!(p.llm_routes().api_of("/gw/chat"), None);
+        p.observe_http_routed(Arc::new(crate::wire::observe::FanOut(Vec::new())), routes);
+        assert_eq!(
+            p.llm_routes().api_of("/gw/chat"),
+            Some(crate::vocab::LlmApi::ChatCompletions)
+        );
     }
 
     #[test]
