@@ -15,13 +15,12 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
 use tearline::audit::FindingKind;
 use tearline::vocab::WireProtocol;
 use tearline::wire::{Observation, SseClass};
 
 use crate::stream_cut::shipped_cut;
-use crate::support::check::{self, events, messages};
+use crate::support::check::{self, events, show};
 use crate::support::judged;
 use crate::support::launch::{self, Ask};
 use crate::support::peer::{Peer, Server};
@@ -29,13 +28,6 @@ use crate::support::route::{self, Route};
 
 const N: u64 = 3;
 const SIZE: usize = 200;
-
-fn show(log: &[Value]) -> String {
-    log.iter()
-        .map(Value::to_string)
-        .collect::<Vec<_>>()
-        .join("\n")
-}
 
 /// Runs the pair with b paced by `b_query`, cut when a's event 3 is half sent; `b_torn`: b's
 /// event 2 is in flight then (else b stands between its events 1 and 2).
@@ -88,16 +80,7 @@ async fn connection_cut(what: &str, b_query: &str, b_torn: bool) {
         "{what}: a resumed after 2, b after 1, once each:\n{}",
         show(&log)
     );
-    for s in ["a", "b"] {
-        let want: Vec<(String, String)> = (1..=N)
-            .map(|k| (k.to_string(), check::data(s, k, SIZE)))
-            .collect();
-        assert!(
-            messages(&log, s) == want,
-            "{what}: stream {s} should carry events 1..={N} once each:\n{}",
-            show(&log)
-        );
-    }
+    check::each_once(what, &log, &["a", "b"], N, SIZE);
     let obs = hop.observations();
     assert!(
         obs.iter().any(|o| matches!(

@@ -25,7 +25,7 @@ use tearline::vocab::{Direction, WireProtocol};
 use tearline::wire::{CutPoint, Observation, SseClass};
 
 use crate::support::certs::Certs;
-use crate::support::check::{self, events, messages};
+use crate::support::check::{self, events, show};
 use crate::support::judged;
 use crate::support::launch::{self, Ask};
 use crate::support::peer::{Peer, Server};
@@ -48,13 +48,6 @@ fn ask<'a>(streams: &'a [&'a str]) -> Ask<'a> {
         resume: 2,
         timeout_ms: 15_000,
     }
-}
-
-fn show(log: &[Value]) -> String {
-    log.iter()
-        .map(Value::to_string)
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// The shipped `sse_cut` as a fault list defines it (`kind = "sse_cut"`, so the HTTP/2 keys
@@ -158,16 +151,7 @@ fn only_a_reset_and_resumed(what: &str, log: &[Value]) {
         "{what}: b was never resumed:\n{}",
         show(log)
     );
-    for s in ["a", "b"] {
-        let want: Vec<(String, String)> = (1..=N)
-            .map(|k| (k.to_string(), check::data(s, k, SIZE)))
-            .collect();
-        assert!(
-            messages(log, s) == want,
-            "{what}: stream {s} should carry events 1..={N} once each; the client logged:\n{}",
-            show(log)
-        );
-    }
+    check::each_once(what, log, &["a", "b"], N, SIZE);
     let done = events(log, "done");
     assert!(
         done.len() == 1 && done[0]["complete"] == true,
@@ -394,16 +378,7 @@ async fn chromium_eventsource_reconnects_a_cut_stream_with_last_event_id_and_its
         "{what}: the EventSource of a, and only a, saw the error:\n{}",
         show(&log)
     );
-    for s in ["a", "b"] {
-        let want: Vec<(String, String)> = (1..=N)
-            .map(|k| (k.to_string(), check::data(s, k, SIZE)))
-            .collect();
-        assert!(
-            messages(&log, s) == want,
-            "{what}: stream {s} should carry events 1..={N} once each:\n{}",
-            show(&log)
-        );
-    }
+    check::each_once(what, &log, &["a", "b"], N, SIZE);
     proxy_recorded_its_reset(what, &hop, WireProtocol::H2);
     node_server_saw_reset_and_resume(what, &server);
     let cut = one_cut_mid_value(what, &hop);

@@ -39,26 +39,32 @@ pub fn messages(log: &[Value], stream: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-fn show(log: &[Value]) -> String {
+/// A peer's log, one JSON line per entry, for failure messages.
+pub fn show(log: &[Value]) -> String {
     log.iter()
         .map(Value::to_string)
         .collect::<Vec<_>>()
         .join("\n")
 }
 
-/// Asserts that the client's log shows every stream complete and exact, no reset, no GOAWAY
-/// with an error, no error line, and `done` with `complete: true`.
-pub fn complete_and_exact(what: &str, log: &[Value], streams: &[&str], n: u64, size: usize) {
+/// Asserts that each of `streams` carried events 1..=`n` exactly once, in order, byte for
+/// byte (whatever resets and resumes came between).
+pub fn each_once(what: &str, log: &[Value], streams: &[&str], n: u64, size: usize) {
     for s in streams {
         let want: Vec<(String, String)> =
             (1..=n).map(|k| (k.to_string(), data(s, k, size))).collect();
-        let got = messages(log, s);
         assert!(
-            got == want,
+            messages(log, s) == want,
             "{what}: stream {s} should carry events 1..={n} exactly once, in order, byte for byte; the client logged:\n{}",
             show(log)
         );
     }
+}
+
+/// Asserts that the client's log shows every stream complete and exact, no reset, no GOAWAY
+/// with an error, no error line, and `done` with `complete: true`.
+pub fn complete_and_exact(what: &str, log: &[Value], streams: &[&str], n: u64, size: usize) {
+    each_once(what, log, streams, n, size);
     for bad in ["reset", "error"] {
         assert!(
             events(log, bad).is_empty(),
