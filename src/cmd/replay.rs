@@ -107,8 +107,10 @@ pub struct Args {
     pub tls: bool,
     /// The load client speaks HTTP/2 to the proxy (h2c by prior knowledge; ALPN h2 with
     /// --tls), its sessions multiplexed over one connection per 100; the lab answers h2 too.
-    /// With `reset-250ms` and no --profile, the cut resets the whole connection at a random
-    /// byte (every stream on it ends), then the 250 ms outage.
+    /// With `reset-250ms` and no --profile, the cut resets one stream (RST_STREAM CANCEL) at a
+    /// random byte of half the SSE streams, instead of the TCP connection: the connection and
+    /// its other streams flow on. A --profile whose sse_cut has `scope = "connection"` resets
+    /// the whole connection (every stream on it ends) as over HTTP/1.1.
     #[arg(long)]
     pub http2: bool,
     /// Directory of the local CA for --tls (default: $XDG_DATA_HOME/tearline/ca or

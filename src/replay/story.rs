@@ -62,17 +62,39 @@ fn pick(traces: &[CallTrace], policy: Policy) -> Option<&CallTrace> {
 
 /// The proxy's record of the cut that broke this call: the cut whose event in progress had the
 /// id the client held (ids are unique per session in MCP), else none.
-fn matching_cut<'a>(moments: &'a [Moment], trace: &CallTrace) -> Option<&'a CutPoint> {
+fn matching_cut<'a>(
+    moments: &'a [Moment],
+    trace: &CallTrace,
+) -> Option<(&'a CutPoint, &'static str)> {
     let held = trace.pending_id.as_deref()?;
     moments.iter().find_map(|m| match m {
-        Moment::Cut { point, .. } if point.pending_id.as_deref() == Some(held) => Some(point),
+        Moment::Cut { point, action, .. } if point.pending_id.as_deref() == Some(held) => {
+            Some((point, *action))
+        }
         _ => None,
     })
 }
 
+/// What a cut ended, from its record: one HTTP/2 stream (the record names it) or the
+/// connection.
+fn what_was_cut(p: &CutPoint, action: &str) -> String {
+    match (p.h2_stream, action) {
+        (Some(s), "reset") => format!(
+            "reset HTTP/2 stream {s} (RST_STREAM) instead of the TCP connection — the \
+             connection and its other streams flowed on —"
+        ),
+        (Some(s), _) => format!("ended HTTP/2 stream {s} ({action}); the connection flowed on,"),
+        (None, _) => "cut the connection".to_owned(),
+    }
+}
+
 /// `lines_of_held`: the data lines the held event had on the wire when it came through whole
 /// later (a resume), `None` if it never did.
-fn chapter(trace: &CallTrace, cut: Option<&CutPoint>, lines_of_held: Option<u32>) -> Vec<String> {
+fn chapter(
+    trace: &CallTrace,
+    cut: Option<(&CutPoint, &str)>,
+    lines_of_held: Option<u32>,
+) -> Vec<String> {
     let mut lines = Vec::new();
     let held = trace.pending_id.as_deref().unwrap_or("(no id line yet)");
     if trace.partial {
@@ -97,8 +119,9 @@ fn chapter(trace: &CallTrace, cut: Option<&CutPoint>, lines_of_held: Option<u32>
         ));
     }
     lines.push(match cut {
-        Some(p) => format!(
-            "2. The proxy cut the connection at raw offset {} ({}, event #{}, {} bytes of it delivered); last committed id `{}`.",
+        Some((p, action)) => format!(
+            "2. The proxy {} at raw offset {} ({}, event #{}, {} bytes of it delivered); last committed id `{}`.",
+            what_was_cut(p, action),
             p.raw_offset,
             p.class.map_or("outside SSE", |c| c.as_str()),
             p.event_index.map_or_else(|| "?".to_owned(), |i| i.to_string()),
