@@ -97,7 +97,30 @@ pub enum Scenario {
     /// re-sends with the same `Idempotency-Key` (the audit: `llm-retried`).
     #[value(name = "llm-truncation")]
     LlmTruncation,
+    /// HTTP/2 only (implies `--http2`): a gateway sends `GOAWAY(NO_ERROR)` 120 ms into every
+    /// connection and closes it 60 ms later (an idle timeout, a rolling deploy), while calls
+    /// stream slow progress (`progress`: 12 events 20 ms apart). The close cuts the streams
+    /// still in flight. The naive client takes the graceful GOAWAY as a normal end and loses
+    /// those calls silently; the strict client resumes them with Last-Event-ID on a new
+    /// connection.
+    Goaway,
 }
+
+/// The built-in profile of `goaway`: the shipped `profiles/h2-goaway.toml`'s gateway, sooner
+/// (120 ms into each connection, a 60 ms drain) so that a short run meets it on every
+/// connection and its close falls inside a call's stream.
+pub const GOAWAY_PROFILE: &str = r#"description = "an HTTP/2 gateway that sends GOAWAY(NO_ERROR) 120 ms into every connection and closes it 60 ms later (idle timeout, rolling deploy)"
+[[fault]]
+name = "gateway-goaway"
+kind = "goaway"
+to = "client"
+after_ms = 120
+code = "no_error"
+drain_ms = 60
+"#;
+
+/// The slow stream of `goaway`'s calls: this many `progress` events, this many ms apart.
+pub const GOAWAY_PROGRESS: (u64, u64) = (12, 20);
 
 /// The built-in profile of `llm-truncation` (the shipped `profiles/llm-truncation.toml`).
 pub const LLM_PROFILE: &str = include_str!("../../profiles/llm-truncation.toml");
@@ -179,8 +202,14 @@ impl Scenario {
                     ..crate::lab::llm::Knobs::default()
                 };
             }
-            Scenario::Reset250ms => {}
+            Scenario::Reset250ms | Scenario::Goaway => {}
         }
+    }
+
+    /// True if and only if the scenario's failure exists only on HTTP/2 (it implies
+    /// `--http2`).
+    pub fn implies_http2(self) -> bool {
+        self == Scenario::Goaway
     }
 
     /// True if and only if the scenario's clients call an LLM endpoint (not MCP).
@@ -194,6 +223,7 @@ impl Scenario {
         match self {
             Scenario::AudienceNarrowing => Some(AUDIENCE_PROFILE),
             Scenario::LlmTruncation => Some(LLM_PROFILE),
+            Scenario::Goaway => Some(GOAWAY_PROFILE),
             Scenario::Reset250ms | Scenario::Stateless => None,
         }
     }
@@ -221,6 +251,17 @@ impl Scenario {
                 .iter()
                 .map(|p| PhasePlan {
                     tool: "chat-completions",
+                    ..PhasePlan::blob(*p)
+                })
+                .collect();
+        }
+        if self == Scenario::Goaway {
+            let (n, interval) = GOAWAY_PROGRESS;
+            return policies
+                .iter()
+                .map(|p| PhasePlan {
+                    tool: "progress",
+                    args: Some(json!({"n": n, "interval": interval})),
                     ..PhasePlan::blob(*p)
                 })
                 .collect();
@@ -265,6 +306,14 @@ impl Scenario {
                  which adds to a server-side counter, is not: the `retry` phase re-issues it \
                  anyway and the audit reports `reexecuted`)."
             }
+            Scenario::Goaway => {
+                "scenario goaway (HTTP/2): calls stream slow progress (12 events, 20 ms apart) \
+                 through a gateway that ends every connection gracefully: GOAWAY(NO_ERROR) 120 \
+                 ms in, the close 60 ms later (an idle timeout, a rolling deploy). Streams at or \
+                 below the GOAWAY's last stream id may finish during the drain; the close cuts \
+                 those still in flight. A client must resume them on a new connection, not take \
+                 the graceful GOAWAY as a normal end."
+            }
             Scenario::LlmTruncation => {
                 "scenario llm-truncation: streaming chat completions (24-token answers) pass \
                  through a proxy that ends half the answers with a clean end of the body — \
@@ -304,5 +353,20 @@ mod tests {
         );
         let profile = crate::profile::parse(AUDIENCE_PROFILE, "audience").expect("profile parses");
         assert_eq!(profile.faults.len(), 1);
+        let goaway = Scenario::Goaway.phases(&both, 10);
+        assert!(
+            goaway
+                .iter()
+                .all(|p| p.tool == "progress" && p.args.is_some())
+        );
+        assert!(Scenario::Goaway.implies_http2() && !Scenario::Reset250ms.implies_http2());
+        for text in [
+            GOAWAY_PROFILE.to_owned(),
+            http2_profile(10),
+            http2_connection_profile(10),
+        ] {
+            let p = crate::profile::parse(&text, "built in").expect("profile parses");
+            assert_eq!(p.faults.len(), 1, "{text}");
+        }
     }
 }

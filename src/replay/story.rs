@@ -24,6 +24,10 @@ pub fn tell(phases: &[PhaseOutcome]) -> Vec<String> {
             out.extend(audience_chapter(phase));
             continue;
         }
+        if phase.tool == "progress" {
+            out.extend(goaway_chapter(phase));
+            continue;
+        }
         let Some(trace) = pick(&phase.load.traces, phase.policy) else {
             continue;
         };
@@ -195,6 +199,56 @@ fn audience_chapter(phase: &PhaseOutcome) -> Vec<String> {
         Policy::Naive => format!(
             "  4. The client took the clean end as the call's completion: {} of {} calls \
              silently lost, {} completed, {} failed visibly.",
+            c.silent_loss, c.calls, c.ok, c.failed
+        ),
+    });
+    lines
+}
+
+/// A phase of `--scenario goaway`: one call whose stream the gateway's close cut after its
+/// graceful `GOAWAY`, told from the client's trace and the proxy's cut records, then what the
+/// client made of every such cut.
+fn goaway_chapter(phase: &PhaseOutcome) -> Vec<String> {
+    let c = &phase.load.counters;
+    let moments = phase.tap.moments();
+    let closes = moments
+        .iter()
+        .filter(|m| matches!(m, Moment::Cut { point, .. } if point.by == Some("goaway")))
+        .count();
+    let mut lines = vec![format!(
+        "{} client, tool `{}` (slow progress stream):",
+        phase.label, phase.tool
+    )];
+    let Some(trace) = pick(&phase.load.traces, phase.policy) else {
+        lines.push("  1. No call was traced in this phase.".to_owned());
+        return lines;
+    };
+    let mut told = chapter(trace, None, None);
+    if let Some(line) = told.get_mut(1) {
+        let taken = match trace.stop {
+            "clean-end" => {
+                "it took the graceful GOAWAY as the server's normal end (`clean-end`)".to_owned()
+            }
+            stop => format!("it saw the stream broken (`{stop}`)"),
+        };
+        *line = format!(
+            "2. The gateway sent GOAWAY(NO_ERROR) and closed the connection after its drain, \
+             with this stream in flight: {taken}, with request id {} unanswered.",
+            trace.request_id
+        );
+    }
+    lines.extend(told.into_iter().map(|l| format!("  {l}")));
+    lines.push(match phase.policy {
+        Policy::Strict | Policy::Retry => format!(
+            "  6. Over the phase the gateway closed {closes} connection(s) after a GOAWAY; the \
+             client resumed {} stream(s) on a new connection: {} of {} calls completed, {} \
+             failed visibly, {} silently lost.",
+            c.resumes, c.ok, c.calls, c.failed, c.silent_loss
+        ),
+        Policy::Naive => format!(
+            "  6. Over the phase the gateway closed {closes} connection(s) after a GOAWAY; the \
+             client resumed nothing: {} of {} calls silently lost, {} completed, {} failed \
+             visibly.",
             c.silent_loss, c.calls, c.ok, c.failed
         ),
     });
