@@ -82,6 +82,27 @@ async fn after_a_graceful_goaway_the_strict_client_resumes_and_the_naive_one_los
         "the naive client lost calls silently: {n:?}"
     );
     assert_eq!(n.ok + n.silent_loss + n.failed, 6, "{n:?}");
+    // The wire says the same: the strict client's resumes were replayed exactly, the
+    // naive client went on without a cursor after its cut streams.
+    let count = |p: &tearline::replay::PhaseOutcome, kind: &str| {
+        p.auditor.counts().get(kind).copied().unwrap_or(0)
+    };
+    assert!(
+        count(strict, "replay-exact") > 0,
+        "{:#?}",
+        strict.auditor.findings()
+    );
+    assert!(
+        count(naive, "cursor-missing") > 0,
+        "{:#?}",
+        naive.auditor.findings()
+    );
+    assert_eq!(
+        count(naive, "replay-exact"),
+        0,
+        "{:#?}",
+        naive.auditor.findings()
+    );
 }
 
 #[test]
