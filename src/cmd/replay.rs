@@ -33,6 +33,7 @@ use crate::report::{self, ReportError, Threshold, ThresholdError};
   tearline replay --fail-on 'naive.silent-loss>0' --fail-on 'p99(strict.call)>5s'
   tearline replay --tls                         # every leg over TLS (local CA, created once)
   tearline replay --http2 --sessions 4          # the same story with the client on HTTP/2
+  tearline replay --scenario goaway             # HTTP/2: a gateway's graceful GOAWAY, then its close
 
 Exit codes: 0 ok, 99 a --fail-on threshold failed, 2 error, 130/143 interrupted by SIGINT/SIGTERM
 (the report says so and holds what ran; a second signal stops at once).")]
@@ -107,8 +108,10 @@ pub struct Args {
     pub tls: bool,
     /// The load client speaks HTTP/2 to the proxy (h2c by prior knowledge; ALPN h2 with
     /// --tls), its sessions multiplexed over one connection per 100; the lab answers h2 too.
-    /// With `reset-250ms` and no --profile, the cut resets the whole connection at a random
-    /// byte (every stream on it ends), then the 250 ms outage.
+    /// With `reset-250ms` and no --profile, the cut resets one stream (RST_STREAM CANCEL) at a
+    /// random byte of half the SSE streams, instead of the TCP connection: the connection and
+    /// its other streams flow on. A --profile whose sse_cut has `scope = "connection"` resets
+    /// the whole connection (every stream on it ends) as over HTTP/1.1.
     #[arg(long)]
     pub http2: bool,
     /// Directory of the local CA for --tls (default: $XDG_DATA_HOME/tearline/ca or
@@ -119,7 +122,10 @@ pub struct Args {
     /// `audience-narrowing` (seed 000: a resume under a narrowed per-tool audience ends
     /// cleanly with a call pending; its own built-in profile unless --profile is given) or
     /// `stateless` (the same cuts against MCP 2026-07-28: no resumption, re-issue or lose;
-    /// plus a `retry` phase re-issuing the NOT idempotent `append`: `reexecuted`).
+    /// plus a `retry` phase re-issuing the NOT idempotent `append`: `reexecuted`) or `goaway`
+    /// (HTTP/2 only, implies --http2: a gateway's GOAWAY(NO_ERROR), then its close, cuts slow
+    /// streams in flight; the naive client takes it as a normal end, the strict one resumes
+    /// on a new connection; its own built-in profile unless --profile is given).
     #[arg(long, value_enum, default_value_t = crate::replay::scenario::Scenario::Reset250ms)]
     pub scenario: crate::replay::scenario::Scenario,
 }
@@ -197,7 +203,7 @@ pub async fn run(args: Args) -> Result<ExitCode, CliError> {
         profile.origin
     );
     println!("{}", args.scenario.intro());
-    if args.http2 {
+    if args.http2 && !args.scenario.implies_http2() {
         println!("{}", crate::replay::scenario::HTTP2_INTRO);
     }
 
@@ -299,7 +305,7 @@ fn config(args: &Args, seed: u64, out: &std::path::Path) -> ReplayConfig {
         scenario: args.scenario,
         abandon_after: Some(args.abandon_after),
         rst_unread: Some(args.rst_unread),
-        http2: args.http2,
+        http2: args.http2 || args.scenario.implies_http2(),
     }
 }
 

@@ -7,6 +7,8 @@
 //! - Strict (and retry) cursor = the scanner's committed last event id (advances only at
 //!   dispatch); naive
 //!   cursor = the id line of the event in progress if one was seen, else the committed id.
+//! - Naive only: a stream ended by the close after a `GOAWAY(NO_ERROR)` is a clean end (the
+//!   graceful shutdown taken as the server's normal end); every other policy sees it broken.
 //! - `partial` is the scanner's `has_partial_event()` at the stop: bytes of an event that was
 //!   never dispatched — the torn-boundary condition.
 //! - With truth recording on, every dispatched event is recorded, also those after the strict
@@ -137,6 +139,13 @@ pub async fn consume(
                 };
             }
             Err(_) if req.has_response() => break Stop::Answered,
+            // The naive client takes a graceful GOAWAY as the server's normal end, as clients
+            // that treat GOAWAY(NO_ERROR) as "done" do: the stream it cut is taken as ended.
+            Err(HttpError::GoAway { code })
+                if policy == Policy::Naive && code == crate::wire::h2::ErrorCode::NO_ERROR =>
+            {
+                break Stop::CleanEnd;
+            }
             Err(e) => break Stop::Broken(e),
         };
         if req.has_response() {

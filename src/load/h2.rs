@@ -35,11 +35,30 @@ use tokio::time::Instant;
 use tokio_rustls::TlsConnector;
 
 use super::config::Target;
+use super::h2_goaway::{GoawaySeen, Watch};
 use super::http::{HttpError, Next, Request};
 use crate::wire::h2::frame::ErrorCode;
 
-/// One h2 connection's request handle (cheap to clone; all clones share the connection).
-pub type Sender = SendRequest<Full<Bytes>>;
+/// One h2 connection's request handle (cheap to clone; all clones share the connection), with
+/// the `GOAWAY` the connection received, if any.
+#[derive(Clone)]
+pub struct Sender {
+    send: SendRequest<Full<Bytes>>,
+    goaway: GoawaySeen,
+}
+
+impl std::fmt::Debug for Sender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Sender(goaway: {:?})", self.goaway.code())
+    }
+}
+
+impl Sender {
+    /// True once the connection can take no new stream (closed, or told to go away).
+    pub fn is_closed(&self) -> bool {
+        self.send.is_closed()
+    }
+}
 
 /// The pool of h2 connections one target's sessions share.
 #[derive(Clone)]
@@ -164,7 +183,8 @@ impl H2Pool {
         };
         let mut builder = hyper::client::conn::http2::Builder::new(TokioExecutor::new());
         builder.timer(TokioTimer::new());
-        let handshake = builder.handshake(TokioIo::new(stream));
+        let goaway = GoawaySeen::default();
+        let handshake = builder.handshake(TokioIo::new(Watch::new(stream, goaway.clone())));
         let (sender, conn) = match tokio::time::timeout_at(deadline, handshake).await {
             Ok(Ok(pair)) => pair,
             Ok(Err(e)) => return Err(classify(&e, false)),
@@ -175,7 +195,10 @@ impl H2Pool {
                 tracing::debug!(error = %e, "load h2 connection ended with an error");
             }
         });
-        Ok(sender)
+        Ok(Sender {
+            send: sender,
+            goaway,
+        })
     }
 }
 
@@ -225,8 +248,8 @@ pub async fn send(
         .body(Full::new(Bytes::copy_from_slice(req.body)))
         .map_err(|e| HttpError::Io(std::io::Error::other(e)))?;
     let sent = async {
-        sender.ready().await?;
-        sender.send_request(request).await
+        sender.send.ready().await?;
+        sender.send.send_request(request).await
     };
     let resp = match tokio::time::timeout_at(deadline, sent).await {
         Ok(Ok(r)) => r,
@@ -283,7 +306,7 @@ impl H2Body {
                     self.done = true;
                     return Ok(Next::End);
                 }
-                Some(Err(e)) => return Err(classify(&e, true)),
+                Some(Err(e)) => return Err(self.after_goaway(classify(&e, true))),
                 Some(Ok(frame)) => match frame.into_data() {
                     Ok(data) if !data.is_empty() => {
                         self.chunk = data;
@@ -293,6 +316,15 @@ impl H2Body {
                     _ => continue,
                 },
             }
+        }
+    }
+
+    /// A stream broken by the close of its connection after the server's `GOAWAY` was ended
+    /// by that `GOAWAY` (hyper reports only the close): the error says so, with its code.
+    fn after_goaway(&self, e: HttpError) -> HttpError {
+        match (e, self.sender.goaway.code()) {
+            (HttpError::Io(_) | HttpError::Truncated, Some(code)) => HttpError::GoAway { code },
+            (e, _) => e,
         }
     }
 

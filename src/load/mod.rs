@@ -25,6 +25,7 @@ pub mod consume;
 pub mod era;
 pub mod eventsource;
 pub mod h2;
+pub mod h2_goaway;
 pub mod histo;
 pub mod http;
 pub mod llm;

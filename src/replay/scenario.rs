@@ -17,28 +17,57 @@ use crate::load::Policy;
 
 /// The line `--http2` adds after a scenario's intro: what changes on HTTP/2 and what does not.
 pub const HTTP2_INTRO: &str = "over HTTP/2 (h2c): the client's sessions share one connection \
-     per 100 and each request is a stream of it; a cut that ends one stream leaves its \
-     siblings flowing, a cut of the whole connection (a TCP reset) ends every stream on it. \
-     Either way the client resumes with Last-Event-ID on a new stream, and the server's \
-     answer to an evicted cursor is the same as over HTTP/1.1.";
+     per 100 and each request is a stream of it. The built-in cut resets the stream \
+     (RST_STREAM CANCEL) instead of the TCP connection: the connection and its other streams \
+     flow on (a profile with scope = \"connection\" resets the whole connection instead, \
+     ending every stream on it). The client resumes with Last-Event-ID on a new stream, and \
+     the server's answer to an evicted cursor is the same as over HTTP/1.1.";
 
 /// The profile of `reset-250ms --http2` when none is given, for a `size`-byte result: seed
-/// 004's reset and 250 ms outage as a reset of the whole connection at a uniformly random
-/// downstream byte (every connection, once, after its first 4 KiB), which a relay that passes
-/// HTTP/2 through as bytes can carry out. A stream-scope `sse_cut` needs the proxy to find SSE
-/// positions inside h2 `DATA` frames; with this profile a cut ends every stream of the
-/// connection, as a TCP reset does.
+/// 004's reset as a reset of one *stream* (`RST_STREAM(CANCEL)` to the client, `CANCEL` to the
+/// server) at a payload byte drawn uniformly from `[0, size]` of half the SSE streams, which is
+/// what an h2 intermediary does where an HTTP/1.1 one resets the TCP connection: the connection
+/// and the other streams on it flow on.
+///
+/// No `outage_ms`: the outage holds *new connections*, and a stream reset leaves the client's
+/// connection open, so there is none to hold; the client's resume still waits the lab's
+/// `retry: 250` as seed 004's did. The TCP reset stays reachable with the user's own profile
+/// (`scope = "connection"`, see [`http2_connection_profile`]).
 pub fn http2_profile(size: u64) -> String {
     format!(
-        r#"description = "seed 004 over HTTP/2: a reset of the connection at a random byte, then a 250 ms outage"
+        r#"description = "seed 004 over HTTP/2: a stream reset (RST_STREAM CANCEL) at a random byte of half the SSE streams; the connection and its other streams flow on"
+[[fault]]
+name = "torn-stream"
+kind = "sse_cut"
+direction = "downstream"
+at = "any-byte"
+range = [0, {size}]
+action = "reset"
+scope = "stream"
+h2_error = "cancel"
+probability = 0.5
+"#
+    )
+}
+
+/// `reset-250ms` over HTTP/2 as a TCP reset: the same cut with `scope = "connection"` (every
+/// stream on the connection ends), then the documents' 250 ms outage for new connections.
+/// Not a default of any scenario: the text a user's `--profile` holds to see the connection-wide
+/// story (and what the tests compare the stream scope with).
+pub fn http2_connection_profile(size: u64) -> String {
+    format!(
+        r#"description = "seed 004 over HTTP/2 as a TCP reset: the connection reset at a random byte of half the SSE streams, then a 250 ms outage"
 [[fault]]
 name = "torn-connection"
-kind = "reset"
+kind = "sse_cut"
 direction = "downstream"
-range = [4096, {}]
+at = "any-byte"
+range = [0, {size}]
+action = "reset"
+scope = "connection"
 outage_ms = 250
-"#,
-        size.saturating_mul(2).max(8192)
+probability = 0.5
+"#
     )
 }
 
@@ -68,7 +97,30 @@ pub enum Scenario {
     /// re-sends with the same `Idempotency-Key` (the audit: `llm-retried`).
     #[value(name = "llm-truncation")]
     LlmTruncation,
+    /// HTTP/2 only (implies `--http2`): a gateway sends `GOAWAY(NO_ERROR)` 120 ms into every
+    /// connection and closes it 60 ms later (an idle timeout, a rolling deploy), while calls
+    /// stream slow progress (`progress`: 12 events 20 ms apart). The close cuts the streams
+    /// still in flight. The naive client takes the graceful GOAWAY as a normal end and loses
+    /// those calls silently; the strict client resumes them with Last-Event-ID on a new
+    /// connection.
+    Goaway,
 }
+
+/// The built-in profile of `goaway`: the shipped `profiles/h2-goaway.toml`'s gateway, sooner
+/// (120 ms into each connection, a 60 ms drain) so that a short run meets it on every
+/// connection and its close falls inside a call's stream.
+pub const GOAWAY_PROFILE: &str = r#"description = "an HTTP/2 gateway that sends GOAWAY(NO_ERROR) 120 ms into every connection and closes it 60 ms later (idle timeout, rolling deploy)"
+[[fault]]
+name = "gateway-goaway"
+kind = "goaway"
+to = "client"
+after_ms = 120
+code = "no_error"
+drain_ms = 60
+"#;
+
+/// The slow stream of `goaway`'s calls: this many `progress` events, this many ms apart.
+pub const GOAWAY_PROGRESS: (u64, u64) = (12, 20);
 
 /// The built-in profile of `llm-truncation` (the shipped `profiles/llm-truncation.toml`).
 pub const LLM_PROFILE: &str = include_str!("../../profiles/llm-truncation.toml");
@@ -150,8 +202,14 @@ impl Scenario {
                     ..crate::lab::llm::Knobs::default()
                 };
             }
-            Scenario::Reset250ms => {}
+            Scenario::Reset250ms | Scenario::Goaway => {}
         }
+    }
+
+    /// True if and only if the scenario's failure exists only on HTTP/2 (it implies
+    /// `--http2`).
+    pub fn implies_http2(self) -> bool {
+        self == Scenario::Goaway
     }
 
     /// True if and only if the scenario's clients call an LLM endpoint (not MCP).
@@ -165,6 +223,7 @@ impl Scenario {
         match self {
             Scenario::AudienceNarrowing => Some(AUDIENCE_PROFILE),
             Scenario::LlmTruncation => Some(LLM_PROFILE),
+            Scenario::Goaway => Some(GOAWAY_PROFILE),
             Scenario::Reset250ms | Scenario::Stateless => None,
         }
     }
@@ -192,6 +251,17 @@ impl Scenario {
                 .iter()
                 .map(|p| PhasePlan {
                     tool: "chat-completions",
+                    ..PhasePlan::blob(*p)
+                })
+                .collect();
+        }
+        if self == Scenario::Goaway {
+            let (n, interval) = GOAWAY_PROGRESS;
+            return policies
+                .iter()
+                .map(|p| PhasePlan {
+                    tool: "progress",
+                    args: Some(json!({"n": n, "interval": interval})),
                     ..PhasePlan::blob(*p)
                 })
                 .collect();
@@ -236,6 +306,14 @@ impl Scenario {
                  which adds to a server-side counter, is not: the `retry` phase re-issues it \
                  anyway and the audit reports `reexecuted`)."
             }
+            Scenario::Goaway => {
+                "scenario goaway (HTTP/2): calls stream slow progress (12 events, 20 ms apart) \
+                 through a gateway that ends every connection gracefully: GOAWAY(NO_ERROR) 120 \
+                 ms in, the close 60 ms later (an idle timeout, a rolling deploy). Streams at or \
+                 below the GOAWAY's last stream id may finish during the drain; the close cuts \
+                 those still in flight. A client must resume them on a new connection, not take \
+                 the graceful GOAWAY as a normal end."
+            }
             Scenario::LlmTruncation => {
                 "scenario llm-truncation: streaming chat completions (24-token answers) pass \
                  through a proxy that ends half the answers with a clean end of the body — \
@@ -275,5 +353,20 @@ mod tests {
         );
         let profile = crate::profile::parse(AUDIENCE_PROFILE, "audience").expect("profile parses");
         assert_eq!(profile.faults.len(), 1);
+        let goaway = Scenario::Goaway.phases(&both, 10);
+        assert!(
+            goaway
+                .iter()
+                .all(|p| p.tool == "progress" && p.args.is_some())
+        );
+        assert!(Scenario::Goaway.implies_http2() && !Scenario::Reset250ms.implies_http2());
+        for text in [
+            GOAWAY_PROFILE.to_owned(),
+            http2_profile(10),
+            http2_connection_profile(10),
+        ] {
+            let p = crate::profile::parse(&text, "built in").expect("profile parses");
+            assert_eq!(p.faults.len(), 1, "{text}");
+        }
     }
 }

@@ -24,6 +24,10 @@ pub fn tell(phases: &[PhaseOutcome]) -> Vec<String> {
             out.extend(audience_chapter(phase));
             continue;
         }
+        if phase.tool == "progress" {
+            out.extend(goaway_chapter(phase));
+            continue;
+        }
         let Some(trace) = pick(&phase.load.traces, phase.policy) else {
             continue;
         };
@@ -62,17 +66,39 @@ fn pick(traces: &[CallTrace], policy: Policy) -> Option<&CallTrace> {
 
 /// The proxy's record of the cut that broke this call: the cut whose event in progress had the
 /// id the client held (ids are unique per session in MCP), else none.
-fn matching_cut<'a>(moments: &'a [Moment], trace: &CallTrace) -> Option<&'a CutPoint> {
+fn matching_cut<'a>(
+    moments: &'a [Moment],
+    trace: &CallTrace,
+) -> Option<(&'a CutPoint, &'static str)> {
     let held = trace.pending_id.as_deref()?;
     moments.iter().find_map(|m| match m {
-        Moment::Cut { point, .. } if point.pending_id.as_deref() == Some(held) => Some(point),
+        Moment::Cut { point, action, .. } if point.pending_id.as_deref() == Some(held) => {
+            Some((point, *action))
+        }
         _ => None,
     })
 }
 
+/// What a cut ended, from its record: one HTTP/2 stream (the record names it) or the
+/// connection.
+fn what_was_cut(p: &CutPoint, action: &str) -> String {
+    match (p.h2_stream, action) {
+        (Some(s), "reset") => format!(
+            "reset HTTP/2 stream {s} (RST_STREAM) instead of the TCP connection — the \
+             connection and its other streams flowed on —"
+        ),
+        (Some(s), _) => format!("ended HTTP/2 stream {s} ({action}); the connection flowed on,"),
+        (None, _) => "cut the connection".to_owned(),
+    }
+}
+
 /// `lines_of_held`: the data lines the held event had on the wire when it came through whole
 /// later (a resume), `None` if it never did.
-fn chapter(trace: &CallTrace, cut: Option<&CutPoint>, lines_of_held: Option<u32>) -> Vec<String> {
+fn chapter(
+    trace: &CallTrace,
+    cut: Option<(&CutPoint, &str)>,
+    lines_of_held: Option<u32>,
+) -> Vec<String> {
     let mut lines = Vec::new();
     let held = trace.pending_id.as_deref().unwrap_or("(no id line yet)");
     if trace.partial {
@@ -97,8 +123,9 @@ fn chapter(trace: &CallTrace, cut: Option<&CutPoint>, lines_of_held: Option<u32>
         ));
     }
     lines.push(match cut {
-        Some(p) => format!(
-            "2. The proxy cut the connection at raw offset {} ({}, event #{}, {} bytes of it delivered); last committed id `{}`.",
+        Some((p, action)) => format!(
+            "2. The proxy {} at raw offset {} ({}, event #{}, {} bytes of it delivered); last committed id `{}`.",
+            what_was_cut(p, action),
             p.raw_offset,
             p.class.map_or("outside SSE", |c| c.as_str()),
             p.event_index.map_or_else(|| "?".to_owned(), |i| i.to_string()),
@@ -172,6 +199,56 @@ fn audience_chapter(phase: &PhaseOutcome) -> Vec<String> {
         Policy::Naive => format!(
             "  4. The client took the clean end as the call's completion: {} of {} calls \
              silently lost, {} completed, {} failed visibly.",
+            c.silent_loss, c.calls, c.ok, c.failed
+        ),
+    });
+    lines
+}
+
+/// A phase of `--scenario goaway`: one call whose stream the gateway's close cut after its
+/// graceful `GOAWAY`, told from the client's trace and the proxy's cut records, then what the
+/// client made of every such cut.
+fn goaway_chapter(phase: &PhaseOutcome) -> Vec<String> {
+    let c = &phase.load.counters;
+    let moments = phase.tap.moments();
+    let closes = moments
+        .iter()
+        .filter(|m| matches!(m, Moment::Cut { point, .. } if point.by == Some("goaway")))
+        .count();
+    let mut lines = vec![format!(
+        "{} client, tool `{}` (slow progress stream):",
+        phase.label, phase.tool
+    )];
+    let Some(trace) = pick(&phase.load.traces, phase.policy) else {
+        lines.push("  1. No call was traced in this phase.".to_owned());
+        return lines;
+    };
+    let mut told = chapter(trace, None, None);
+    if let Some(line) = told.get_mut(1) {
+        let taken = match trace.stop {
+            "clean-end" => {
+                "it took the graceful GOAWAY as the server's normal end (`clean-end`)".to_owned()
+            }
+            stop => format!("it saw the stream broken (`{stop}`)"),
+        };
+        *line = format!(
+            "2. The gateway sent GOAWAY(NO_ERROR) and closed the connection after its drain, \
+             with this stream in flight: {taken}, with request id {} unanswered.",
+            trace.request_id
+        );
+    }
+    lines.extend(told.into_iter().map(|l| format!("  {l}")));
+    lines.push(match phase.policy {
+        Policy::Strict | Policy::Retry => format!(
+            "  6. Over the phase the gateway closed {closes} connection(s) after a GOAWAY; the \
+             client resumed {} stream(s) on a new connection: {} of {} calls completed, {} \
+             failed visibly, {} silently lost.",
+            c.resumes, c.ok, c.calls, c.failed, c.silent_loss
+        ),
+        Policy::Naive => format!(
+            "  6. Over the phase the gateway closed {closes} connection(s) after a GOAWAY; the \
+             client resumed nothing: {} of {} calls silently lost, {} completed, {} failed \
+             visibly.",
             c.silent_loss, c.calls, c.ok, c.failed
         ),
     });

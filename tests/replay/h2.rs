@@ -1,26 +1,28 @@
 //! `tearline replay --http2`: seed 004's story with the load client on h2c through the proxy.
-//! The built-in HTTP/2 profile resets the whole connection at a random byte (every stream on it
-//! ends); the naive client resumes with a cursor ahead of what it received and silently takes
-//! the lab's fresh stream as the answer, the strict client resumes from its last complete event
-//! on a new stream and completes every call; several sessions share one connection.
+//! The built-in HTTP/2 profile resets one stream (RST_STREAM CANCEL) at a random byte instead of
+//! the TCP connection: the connection and its other streams flow on. The naive client resumes
+//! with a cursor ahead of what it received and silently takes the lab's fresh stream as the
+//! answer, the strict client resumes from its last complete event on a new stream and completes
+//! every call; the client's and the audit's counts of the same facts agree. A profile with
+//! `scope = "connection"` still resets the whole connection (every stream on it ends).
 
 use std::time::Duration;
 
 use tearline::lab::LabConfig;
 use tearline::lab::config::OnEvicted;
 use tearline::load::{Policy, Stop};
-use tearline::replay::scenario::http2_profile;
+use tearline::replay::scenario::{http2_connection_profile, http2_profile};
 use tearline::replay::tap::Moment;
 use tearline::replay::{ReplayConfig, ReplayOutcome};
 use tokio_util::sync::CancellationToken;
 
 const SIZE: u64 = 256 * 1024;
 
-async fn replay(sessions: usize, calls: u64) -> ReplayOutcome {
+async fn replay(sessions: usize, calls: u64, seed: u64, text: &str) -> ReplayOutcome {
     let cfg = ReplayConfig {
         sessions,
         stop: Stop::Calls(calls),
-        seed: 7,
+        seed,
         size: SIZE,
         lines: 3,
         lab: LabConfig {
@@ -42,11 +44,10 @@ async fn replay(sessions: usize, calls: u64) -> ReplayOutcome {
         rst_unread: None,
         http2: true,
     };
-    let text = http2_profile(SIZE);
-    let profile = tearline::profile::parse(&text, "h2-profile").expect("profile parses");
+    let profile = tearline::profile::parse(text, "h2-profile").expect("profile parses");
     tokio::time::timeout(
         Duration::from_secs(60),
-        tearline::replay::run(&cfg, &profile, &text, &CancellationToken::new()),
+        tearline::replay::run(&cfg, &profile, text, &CancellationToken::new()),
     )
     .await
     .expect("replay finishes")
@@ -55,8 +56,17 @@ async fn replay(sessions: usize, calls: u64) -> ReplayOutcome {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_h2_the_naive_client_is_silently_corrupted_and_the_strict_one_recovers_every_call() {
-    let outcome = replay(1, 8).await;
+    let outcome = replay(1, 8, 7, &http2_profile(SIZE)).await;
     assert!(outcome.report.cuts.total > 0, "no cut was made");
+    // Every cut is a reset of one stream, named in its record, never of the connection.
+    for phase in &outcome.phases {
+        for m in phase.tap.moments() {
+            if let Moment::Cut { action, point, .. } = m {
+                assert_eq!(action.to_string(), "reset", "{}: {point:?}", phase.label);
+                assert!(point.h2_stream.is_some(), "{}: {point:?}", phase.label);
+            }
+        }
+    }
     let [strict, naive] = &outcome.phases[..] else {
         panic!("two phases, strict then naive");
     };
@@ -74,8 +84,8 @@ async fn over_h2_the_naive_client_is_silently_corrupted_and_the_strict_one_recov
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn over_h2_four_sessions_share_a_connection_until_a_cut_ends_it() {
-    let outcome = replay(4, 16).await;
+async fn with_connection_scope_four_sessions_share_a_connection_until_a_cut_ends_it() {
+    let outcome = replay(4, 16, 7, &http2_connection_profile(SIZE)).await;
     for phase in &outcome.phases {
         let c = &phase.load.counters;
         assert_eq!(c.calls, 16);
@@ -94,6 +104,59 @@ async fn over_h2_four_sessions_share_a_connection_until_a_cut_ends_it() {
             "{}: {opened} connections for {cuts} cuts",
             phase.label
         );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_reset_leaves_the_connection_and_the_other_sessions_streams_flowing() {
+    let outcome = replay(4, 16, 7, &http2_profile(SIZE)).await;
+    for phase in &outcome.phases {
+        let c = &phase.load.counters;
+        assert_eq!(c.calls, 16);
+        assert!(c.is_balanced());
+        let cuts = phase
+            .tap
+            .moments()
+            .iter()
+            .filter(|m| matches!(m, Moment::Cut { .. }))
+            .count();
+        assert!(cuts > 1, "{}: {cuts} cut(s)", phase.label);
+        let opened = phase.proxy_stats.connections_total - phase.proxy_stats.connections_refused;
+        // The four sessions' streams shared one connection through every reset (a TCP reset
+        // would have forced a new connection per cut).
+        assert_eq!(
+            opened, 1,
+            "{}: {opened} connections for {cuts} cuts",
+            phase.label
+        );
+    }
+    let strict = &outcome.phases[0].load.counters;
+    assert_eq!((strict.ok, strict.silent_loss), (16, 0), "{strict:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_h2_stream_resets_the_client_and_the_audit_count_the_same_torn_cuts_for_every_seed() {
+    for seed in [1, 2, 3] {
+        let outcome = replay(1, 8, seed, &http2_profile(SIZE)).await;
+        let rec = &outcome.report.reconciliation;
+        assert_eq!(rec.keys().collect::<Vec<_>>(), ["naive", "strict"]);
+        let mut torn = 0;
+        for (policy, r) in rec {
+            for (fact, n) in &r.facts {
+                // The naive client judges no event ids, so it never counts a fresh stream; the
+                // report names that reason per call. Every other fact must agree exactly.
+                if policy == "naive" && fact == "fresh-stream" {
+                    continue;
+                }
+                assert_eq!(
+                    (n.client, n.calls_differ),
+                    (n.audit, 0),
+                    "seed {seed} {policy} {fact}: {r:#?}"
+                );
+            }
+            torn += r.facts["torn-cut"].client;
+        }
+        assert!(torn > 0, "seed {seed}: no torn cut to reconcile");
     }
 }
 
@@ -124,7 +187,18 @@ fn the_replay_command_with_http2_prints_its_story_within_30_seconds() {
     );
     assert!(stdout.contains("silent corruption"), "{stdout}");
     assert!(
-        stdout.contains("Outcome: the call completed with its verified result."),
+        stdout.contains("(RST_STREAM) instead of the TCP connection"),
         "{stdout}"
     );
+    // The strict client's chapter: recovered, and none of the naive client's loss in it.
+    let strict = stdout
+        .split("strict client, request id")
+        .nth(1)
+        .and_then(|rest| rest.split("naive client, request id").next())
+        .expect("a strict chapter");
+    assert!(
+        strict.contains("Outcome: the call completed with its verified result."),
+        "{stdout}"
+    );
+    assert!(!strict.contains("silent corruption"), "{strict}");
 }

@@ -7,6 +7,7 @@ mod common;
 mod audience;
 mod e2e;
 mod fail_on_names;
+mod goaway;
 mod h2;
 mod interrupt;
 mod report_cli;

@@ -33,7 +33,9 @@ pub(crate) trait FrameObserver: Send {
     fn positions(&self) -> Option<&ChunkPositions>;
 
     /// The cut that delivers exactly `delivered` body bytes of the last `DATA` frame observed
-    /// on `stream` (the relay sets `h2_stream`, `by` and the connection facts).
+    /// on `stream` (the relay sets `h2_stream`, `by` and the connection facts). Every
+    /// observation of the bytes before the cut is recorded before this returns, so the cut's
+    /// record (made next) follows them.
     fn cut_point(&mut self, stream: u32, delivered: usize) -> CutPoint;
 
     /// The request facts of `stream`, once its request head was read.
@@ -161,7 +163,13 @@ impl FrameObserver for Watched {
         };
         let raw = body + delivered as u64;
         self.cut = Some((stream, raw));
-        self.halves[1].describe_stream_cut(stream, raw)
+        let point = self.halves[1].describe_stream_cut(stream, raw);
+        // The relay describes a cut as it reads the frame, while the bytes before it may still
+        // wait in the write queue; their observations (the stream's response head, its events)
+        // must reach the sink before the cut's record, as on the wire, or the audit ends a leg
+        // it never saw answered and drops what follows. So they are released now.
+        self.halves[1].delivered_through(raw);
+        point
     }
 
     fn response_sse(&self, stream: u32) -> bool {
