@@ -204,6 +204,17 @@ impl Http1Downstream {
         }
         let method = req.as_ref().map_or("GET", |r| r.method.as_str());
         if status == 101 || (method == "CONNECT" && (200..300).contains(&status)) {
+            // Said once: the state stays opaque for the rest of the connection.
+            tracing::info!(
+                conn = self.conn,
+                status,
+                "the connection left HTTP/1.1 ({}): its bytes are relayed untouched and no longer observed",
+                if status == 101 {
+                    "101 Switching Protocols: an Upgrade such as h2c or WebSocket"
+                } else {
+                    "a CONNECT tunnel"
+                }
+            );
             self.state = DownState::Opaque;
             return;
         }

@@ -391,6 +391,49 @@ fn connect_and_upgrade_make_the_connection_opaque_after_the_head() {
     assert_eq!(obs.len(), 2, "{obs:?}");
 }
 
+/// Collects what the observers log.
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn an_h2c_upgrade_is_relayed_untouched_and_said_once_in_the_log() {
+    let logs = Logs::default();
+    let sub = tracing_subscriber::fmt()
+        .with_writer({
+            let l = logs.clone();
+            move || l.clone()
+        })
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(sub);
+    let up = b"GET / HTTP/1.1\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\nPRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    let down = b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00HTTP/1.1 101 Switching Protocols\r\n\r\n";
+    let ones_up: Vec<usize> = (1..up.len()).collect();
+    let ones_down: Vec<usize> = (1..down.len()).collect();
+    let (obs, _) = converse(up, down, &ones_up, &ones_down);
+    let text = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
+    assert_eq!(
+        text.matches("left HTTP/1.1 (101 Switching Protocols")
+            .count(),
+        1,
+        "one line, however the bytes that follow are read: {text}"
+    );
+    assert!(text.contains("relayed untouched"), "{text}");
+    // The request and its 101 are the only observations: nothing after the switch is read as
+    // HTTP/1.1 (the second "101" above is h2 payload to the observer, so it is ignored).
+    assert_eq!(obs.len(), 2, "{obs:?}");
+}
+
 #[test]
 fn pipelined_requests_pair_with_responses_in_order() {
     let up = b"GET /a HTTP/1.1\r\n\r\nGET /b HTTP/1.1\r\n\r\n";
