@@ -418,8 +418,22 @@ mod tests {
                 .all(|p| p.tool == "progress" && p.args.is_some())
         );
         assert!(Scenario::Goaway.implies_http2() && !Scenario::Reset250ms.implies_http2());
+        let hold = Scenario::HoldHeaders.phases(&both, 10);
+        assert_eq!(hold[0].head_timeout, Some(HOLD_HEAD_TIMEOUT));
+        assert_eq!(
+            hold[1].head_timeout, None,
+            "naive waits as long as its call"
+        );
+        assert!(Scenario::HoldHeaders.implies_http2());
+        let mut lab = LabConfig::default();
+        Scenario::HoldHeaders.apply(&mut lab);
+        assert!(
+            !lab.protocol.primes(),
+            "a priming event would release the held heads"
+        );
         for text in [
             GOAWAY_PROFILE.to_owned(),
+            HOLD_PROFILE.to_owned(),
             http2_profile(10),
             http2_connection_profile(10),
         ] {
