@@ -34,6 +34,7 @@ use crate::report::{self, ReportError, Threshold, ThresholdError};
   tearline replay --tls                         # every leg over TLS (local CA, created once)
   tearline replay --http2 --sessions 4          # the same story with the client on HTTP/2
   tearline replay --scenario goaway             # HTTP/2: a gateway's graceful GOAWAY, then its close
+  tearline replay --scenario hold-headers       # HTTP/2: a hop holds SSE heads until the first event
 
 Exit codes: 0 ok, 99 a --fail-on threshold failed, 2 error, 130/143 interrupted by SIGINT/SIGTERM
 (the report says so and holds what ran; a second signal stops at once).")]

@@ -39,6 +39,7 @@ use tokio::time::{Duration, Instant};
 use super::config::{LoadConfig, Policy};
 use super::consume::{Clock, Consumed, Stop, consume};
 use super::histo::{self, Histograms};
+use super::http::HttpError;
 use super::policy::{Judgement, RequestStream};
 use super::session::Session;
 use super::stats::{CallEnd, CallFacts, CallTrace, Counters, ResumeAnswer};
@@ -235,6 +236,9 @@ impl Worker {
                 idempotency_key: key.clone().filter(|_| !resuming),
                 ..ClientLeg::default()
             });
+            // True when this request's head had a budget shorter than the call's (see
+            // `LoadConfig::head_timeout`): its timeout is a `head-timeout`, not the call's end.
+            let mut head_cut_short = false;
             let sent = match std::mem::replace(&mut step, Step::Issue) {
                 Step::Resume {
                     cursor: c,
@@ -284,9 +288,14 @@ impl Worker {
                     req = Some(r);
                     cursor.clear();
                     clock.resumed_from = None;
-                    session
-                        .send_call(body.to_string().as_bytes(), key.as_deref(), deadline)
-                        .await
+                    let head_deadline = cfg
+                        .head_timeout
+                        .map_or(deadline, |h| deadline.min(Instant::now() + h));
+                    let r = session
+                        .send_call(body.to_string().as_bytes(), key.as_deref(), head_deadline)
+                        .await;
+                    head_cut_short = head_deadline < deadline;
+                    r
                 }
             };
             let Some(rq) = req.as_mut() else {
@@ -308,8 +317,19 @@ impl Worker {
                     resp
                 }
                 Err(e) => {
-                    record(&cfg, leg, e.kind());
-                    self.error_said(e.kind(), e.to_string());
+                    let kind = match e {
+                        HttpError::Timeout if head_cut_short => {
+                            // The POST went out on a live connection: the server may be
+                            // running it, so sending it again is a re-issue.
+                            reached = true;
+                            let sid = self.session.as_ref().and_then(|s| s.id.clone());
+                            self.requests.push((sid, rq.request_id));
+                            "head-timeout"
+                        }
+                        _ => e.kind(),
+                    };
+                    record(&cfg, leg, kind);
+                    self.error_said(kind, e.to_string());
                     if resuming {
                         self.answer(open_trace, ResumeAnswer::NoResponse { error: e.kind() });
                     } else {

@@ -280,6 +280,13 @@ pub struct LoadConfig {
     pub call_timeout: Duration,
     /// Budget for TCP connect and for the response head.
     pub connect_timeout: Duration,
+    /// Budget for the response head of a call's POST, from its send (`None`: the call's own
+    /// deadline, which is how Node's `http2`, httpx and Go's default `Transport` wait). Behind
+    /// a hop that holds response headers until the first event, a head that does not come on a
+    /// live connection is the only sign: with a budget the client gives up on it (error
+    /// `head-timeout`) and re-sends under the same `Idempotency-Key` while attempts remain,
+    /// instead of hanging until the call's timeout.
+    pub head_timeout: Option<Duration>,
     /// Reconnect delay when the server sent no `retry:`.
     pub backoff: Duration,
     /// Upper bound of any reconnect delay (a server's `retry:` included).
@@ -346,6 +353,7 @@ impl LoadConfig {
             max_attempts: 5,
             call_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
+            head_timeout: None,
             backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(5),
             max_traces: 16,

@@ -12,6 +12,7 @@
 //! same decisions) and is recorded in the report with the profile's text.
 
 pub mod assemble;
+pub mod hold_story;
 pub mod legs;
 pub mod llm;
 pub mod phase;
@@ -226,6 +227,8 @@ pub async fn run(
     };
     let story = if cfg.scenario.is_llm() {
         llm::story(&phases)
+    } else if cfg.scenario == scenario::Scenario::HoldHeaders {
+        hold_story::tell(&phases, cfg.call_timeout)
     } else {
         story::tell(&phases)
     };

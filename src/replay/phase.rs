@@ -174,7 +174,8 @@ pub async fn run_phase(
     };
     lcfg.call_timeout = cfg.call_timeout;
     // Half the streams are cut: eight attempts make a visible failure of a correct client rare.
-    lcfg.max_attempts = 8;
+    lcfg.max_attempts = plan.attempts.unwrap_or(8);
+    lcfg.head_timeout = plan.head_timeout;
     lcfg.progress = cfg.progress;
     // The calls' facts, for reconciling the client's counts with the audit's call by call.
     lcfg.keep_calls = KEEP_CALLS;

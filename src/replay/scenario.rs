@@ -104,7 +104,29 @@ pub enum Scenario {
     /// those calls silently; the strict client resumes them with Last-Event-ID on a new
     /// connection.
     Goaway,
+    /// HTTP/2 only (implies `--http2`): a buffering hop holds an SSE response's HEADERS until
+    /// its first DATA (`profiles/h2-hold-headers.toml`) in front of a 2025-06-18 lab (no
+    /// priming event) whose tool is slow to its first event (`progress`: 400 ms before it).
+    /// The naive client waits for the head as long as its call timeout, blind; the strict one
+    /// gives up on the head after 150 ms, re-sends once under the same `Idempotency-Key` and
+    /// reports `head-timeout`. The report's `response-head` histogram names the held time.
+    #[value(name = "hold-headers")]
+    HoldHeaders,
 }
+
+/// The built-in profile of `hold-headers` (the shipped `profiles/h2-hold-headers.toml`).
+pub const HOLD_PROFILE: &str = include_str!("../../profiles/h2-hold-headers.toml");
+
+/// `hold-headers`' tool is slow to its first event: `progress` with one event this many ms
+/// after the call, then its result.
+pub const HOLD_FIRST_EVENT_MS: u64 = 400;
+
+/// The strict client's budget for a response head in `hold-headers` (well under the tool's
+/// first event, as a client that expects an SSE head at once sets it).
+pub const HOLD_HEAD_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(150);
+
+/// Requests one strict call of `hold-headers` may send: the call, then one re-send.
+pub const HOLD_STRICT_ATTEMPTS: u32 = 2;
 
 /// The built-in profile of `goaway`: the shipped `profiles/h2-goaway.toml`'s gateway, sooner
 /// (120 ms into each connection, a 60 ms drain) so that a short run meets it on every
@@ -143,6 +165,11 @@ pub struct PhasePlan {
     pub token: Option<&'static str>,
     /// Token of a call's first resume after a cut (seed 000's narrowed refresh), if any.
     pub resume_token: Option<&'static str>,
+    /// Budget of a call's response head (`None`: the call's timeout; see
+    /// `LoadConfig::head_timeout`).
+    pub head_timeout: Option<std::time::Duration>,
+    /// Requests one call may send (`None`: the replay's default).
+    pub attempts: Option<u32>,
 }
 
 /// Seed 000's tokens: per-tool audiences covering both tools of the story, then the refresh
@@ -176,6 +203,8 @@ impl PhasePlan {
             args: None,
             token: None,
             resume_token: None,
+            head_timeout: None,
+            attempts: None,
         }
     }
 }
@@ -202,6 +231,11 @@ impl Scenario {
                     ..crate::lab::llm::Knobs::default()
                 };
             }
+            Scenario::HoldHeaders => {
+                // 2025-06-18 has no priming event: a stream's first DATA is its first event.
+                lab.protocol = ProtocolVersion::V2025_06_18;
+                lab.narrow = true;
+            }
             Scenario::Reset250ms | Scenario::Goaway => {}
         }
     }
@@ -209,7 +243,7 @@ impl Scenario {
     /// True if and only if the scenario's failure exists only on HTTP/2 (it implies
     /// `--http2`).
     pub fn implies_http2(self) -> bool {
-        self == Scenario::Goaway
+        matches!(self, Scenario::Goaway | Scenario::HoldHeaders)
     }
 
     /// True if and only if the scenario's clients call an LLM endpoint (not MCP).
@@ -224,6 +258,7 @@ impl Scenario {
             Scenario::AudienceNarrowing => Some(AUDIENCE_PROFILE),
             Scenario::LlmTruncation => Some(LLM_PROFILE),
             Scenario::Goaway => Some(GOAWAY_PROFILE),
+            Scenario::HoldHeaders => Some(HOLD_PROFILE),
             Scenario::Reset250ms | Scenario::Stateless => None,
         }
     }
@@ -263,6 +298,21 @@ impl Scenario {
                     tool: "progress",
                     args: Some(json!({"n": n, "interval": interval})),
                     ..PhasePlan::blob(*p)
+                })
+                .collect();
+        }
+        if self == Scenario::HoldHeaders {
+            return policies
+                .iter()
+                .map(|&p| {
+                    let strict = p != Policy::Naive;
+                    PhasePlan {
+                        tool: "progress",
+                        args: Some(json!({"n": 1, "interval": HOLD_FIRST_EVENT_MS})),
+                        head_timeout: strict.then_some(HOLD_HEAD_TIMEOUT),
+                        attempts: strict.then_some(HOLD_STRICT_ATTEMPTS),
+                        ..PhasePlan::blob(p)
+                    }
                 })
                 .collect();
         }
@@ -314,6 +364,14 @@ impl Scenario {
                  those still in flight. A client must resume them on a new connection, not take \
                  the graceful GOAWAY as a normal end."
             }
+            Scenario::HoldHeaders => {
+                "scenario hold-headers (HTTP/2): a buffering hop forwards an SSE response's \
+                 HEADERS only with its first DATA frame. The lab speaks MCP 2025-06-18 (no \
+                 priming event) and its tool (`progress`) sends its first event 400 ms after \
+                 the call, so for 400 ms the client sees no response at all, not even the \
+                 200 the server sent at once. Later header blocks of the connection wait behind \
+                 a held one (HPACK order)."
+            }
             Scenario::LlmTruncation => {
                 "scenario llm-truncation: streaming chat completions (24-token answers) pass \
                  through a proxy that ends half the answers with a clean end of the body — \
@@ -360,8 +418,22 @@ mod tests {
                 .all(|p| p.tool == "progress" && p.args.is_some())
         );
         assert!(Scenario::Goaway.implies_http2() && !Scenario::Reset250ms.implies_http2());
+        let hold = Scenario::HoldHeaders.phases(&both, 10);
+        assert_eq!(hold[0].head_timeout, Some(HOLD_HEAD_TIMEOUT));
+        assert_eq!(
+            hold[1].head_timeout, None,
+            "naive waits as long as its call"
+        );
+        assert!(Scenario::HoldHeaders.implies_http2());
+        let mut lab = LabConfig::default();
+        Scenario::HoldHeaders.apply(&mut lab);
+        assert!(
+            !lab.protocol.primes(),
+            "a priming event would release the held heads"
+        );
         for text in [
             GOAWAY_PROFILE.to_owned(),
+            HOLD_PROFILE.to_owned(),
             http2_profile(10),
             http2_connection_profile(10),
         ] {

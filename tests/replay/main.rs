@@ -9,6 +9,7 @@ mod e2e;
 mod fail_on_names;
 mod goaway;
 mod h2;
+mod hold_headers;
 mod interrupt;
 mod report_cli;
 mod report_files;

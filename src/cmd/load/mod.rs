@@ -127,6 +127,11 @@ pub struct Args {
     /// Budget of a TCP connect and of the probe `initialize`.
     #[arg(long, value_parser = parse_duration, default_value = "5s")]
     pub connect_timeout: Duration,
+    /// Budget of a call's response head, from its POST (default: the call's --timeout, as
+    /// Node, httpx and Go's default Transport wait). Past it the client gives up on the head
+    /// (`head-timeout`) and re-sends under the same Idempotency-Key while attempts remain.
+    #[arg(long, value_parser = parse_duration)]
+    pub head_timeout: Option<Duration>,
     /// Speak HTTP/2: h2c by prior knowledge on http://, ALPN h2 on https://. The sessions
     /// multiplex their requests over a small pool of connections (--h2-connections); a stream
     /// reset or GOAWAY is a cut, counted by its error code (e.g. h2-reset-cancel).
@@ -303,6 +308,7 @@ pub fn config(args: &Args) -> Result<LoadConfig, CliError> {
     cfg.max_attempts = args.max_attempts;
     cfg.call_timeout = args.timeout;
     cfg.connect_timeout = args.connect_timeout;
+    cfg.head_timeout = args.head_timeout;
     cfg.backoff = args.backoff;
     cfg.max_traces = if args.report_dir.is_some() {
         args.traces.max(10_000)
