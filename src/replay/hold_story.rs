@@ -56,7 +56,7 @@ fn chapter(phase: &PhaseOutcome, call_timeout: Duration) -> (Vec<String>, bool) 
         phase.label, phase.tool
     )];
     let histos = phase.auditor.histograms();
-    let head = histos.get("response-head").filter(|h| h.len() > 0);
+    let head = histos.get("response-head").filter(|h| !h.is_empty());
     let ms = |us: u64| us as f64 / 1000.0;
     let late = head.is_some_and(|h| h.max() >= LATE.as_micros() as u64);
     lines.push(match head {

@@ -58,7 +58,7 @@ fn held_lab() -> LabConfig {
 /// The largest request → response head time the proxy delivered in `phase`, if any.
 fn slowest_head(phase: &PhaseOutcome) -> Option<Duration> {
     let h = phase.auditor.histograms();
-    let h = h.get("response-head").filter(|h| h.len() > 0)?;
+    let h = h.get("response-head").filter(|h| !h.is_empty())?;
     Some(Duration::from_micros(h.max()))
 }
 
