@@ -594,6 +594,47 @@ mod tests {
         assert!(shows_cross(&other(5, "1-5"), "a"));
     }
 
+    /// A call sent, lost with its connection (no answer: the client sends it again on a fresh
+    /// one, with the same `Idempotency-Key`), then answered on stream 2; the lab served the
+    /// lost sending too when `lost_reached`.
+    fn resent(lost_reached: bool) -> BTreeSet<String> {
+        let on_two = |mut e: Emitted| {
+            e.stream = 2;
+            e.id = Some(format!("2-{}", e.seq));
+            e
+        };
+        let mut answered = lab("POST", None, &[0, 1, 2, 3, 4, 5]);
+        answered.stream = 2;
+        answered.emitted = answered.emitted.into_iter().map(on_two).collect();
+        let mut lab_legs = vec![answered];
+        if lost_reached {
+            lab_legs.insert(0, lab("POST", None, &[0, 1]));
+        }
+        let key = Some("k-1".to_owned());
+        let lost = ClientLeg {
+            status: None,
+            dispatched: Vec::new(),
+            committed: String::new(),
+            idempotency_key: key.clone(),
+            ..client("POST", None, &[], false, "resent")
+        };
+        let mut got = client("POST", None, &[0, 1, 2, 3, 4, 5], false, "answered");
+        got.idempotency_key = key;
+        for d in &mut got.dispatched {
+            d.id = d.id.replacen("1-", "2-", 1);
+        }
+        expected(&Truth {
+            lab: lab_legs,
+            clients: vec![vec![lost, got]],
+        })
+    }
+
+    #[test]
+    fn a_resent_call_is_reissued_only_if_its_lost_sending_reached_the_server() {
+        assert_eq!(resent(true), set(&["reissued"]));
+        assert_eq!(resent(false), set(&[]));
+    }
+
     #[test]
     fn a_correct_replay_after_a_torn_cut_is_exact() {
         assert_eq!(
