@@ -46,10 +46,14 @@ fn legacy(
     filter: &str,
     concurrency: usize,
 ) -> Vec<RunResult> {
-    let cells: Vec<_> = accuracy::matrix()
-        .into_iter()
-        .filter(|c| c.label().contains(filter))
-        .collect();
+    let cells: Vec<_> = match std::env::var("TRANSPORT").as_deref() {
+        Ok("h1") => accuracy::matrix(),
+        Ok("h2") => accuracy::h2_matrix(),
+        _ => [accuracy::matrix(), accuracy::h2_matrix()].concat(),
+    }
+    .into_iter()
+    .filter(|c| c.label().contains(filter))
+    .collect();
     if cells.is_empty() {
         return Vec::new();
     }
@@ -103,10 +107,14 @@ fn modern(
     filter: &str,
     concurrency: usize,
 ) -> Vec<RunResult> {
-    let cells: Vec<_> = accuracy::modern::matrix()
-        .into_iter()
-        .filter(|c| c.label().contains(filter))
-        .collect();
+    let cells: Vec<_> = match std::env::var("TRANSPORT").as_deref() {
+        Ok("h1") => accuracy::modern::matrix(),
+        Ok("h2") => accuracy::modern::h2_matrix(),
+        _ => [accuracy::modern::matrix(), accuracy::modern::h2_matrix()].concat(),
+    }
+    .into_iter()
+    .filter(|c| c.label().contains(filter))
+    .collect();
     if cells.is_empty() {
         return Vec::new();
     }

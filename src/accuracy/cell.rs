@@ -1,9 +1,14 @@
 //! The accuracy matrix: one [`Cell`] is a scenario (a server bug, an eviction answer, a client
-//! bug, or the EventSource-like client), an id style, a line ending and a cut action.
+//! bug, or the EventSource-like client), an id style, a line ending, a cut action and the
+//! transport (HTTP/1.1, or h2c with the cut's scope and the clients' connection count).
 //!
-//! Invariant: [`matrix`] lists every combination exactly once, in a stable order, so a seed and
-//! a cell index name a run reproducibly.
+//! Why a transport dimension: on HTTP/2 several calls share a connection and a cut may end one
+//! stream or the whole connection; the audit must reach the same verdicts as on HTTP/1.1.
+//!
+//! Invariant: [`matrix`] and [`h2_matrix`] list every combination exactly once, in a stable
+//! order, so a seed and a cell index name a run reproducibly.
 
+use crate::fault::h2::CutScope;
 use crate::lab::bugs::{IdStyle, ServerBug};
 use crate::lab::{LineEnding, OnEvicted};
 use crate::vocab::CutAction;
@@ -67,6 +72,21 @@ impl Scenario {
     }
 }
 
+/// How the clients reach the proxy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// HTTP/1.1, a connection per request in flight.
+    H1,
+    /// h2c by prior knowledge: every client of the run shares a pool of `connections`
+    /// connections (its sessions multiplexed on them), and the cut ends `scope`.
+    H2 {
+        /// What a cut ends: the stream (through the stream relay) or the connection.
+        scope: CutScope,
+        /// Connections in the clients' shared pool.
+        connections: usize,
+    },
+}
+
 /// One cell of the matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cell {
@@ -76,8 +96,10 @@ pub struct Cell {
     pub ids: IdStyle,
     /// Line ending of the lab's SSE output.
     pub eol: LineEnding,
-    /// How the proxy ends the cut connection.
+    /// How the proxy ends the cut connection (or stream).
     pub action: CutAction,
+    /// HTTP/1.1 or h2c.
+    pub transport: Transport,
 }
 
 impl Cell {
@@ -87,8 +109,18 @@ impl Cell {
             LineEnding::Lf => "lf",
             LineEnding::Crlf => "crlf",
         };
+        let h2 = match self.transport {
+            Transport::H1 => String::new(),
+            Transport::H2 { scope, connections } => {
+                let scope = match scope {
+                    CutScope::Stream => "stream",
+                    CutScope::Connection => "conn",
+                };
+                format!("/h2-{scope}-x{connections}")
+            }
+        };
         format!(
-            "{}/{}/{eol}/{}",
+            "{}/{}/{eol}/{}{h2}",
             self.scenario.label(),
             self.ids.as_str(),
             self.action.as_str()
@@ -108,7 +140,53 @@ pub fn matrix() -> Vec<Cell> {
                         ids,
                         eol,
                         action,
+                        transport: Transport::H1,
                     });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The scenarios of the h2 cells: every one but the EventSource-like client (it speaks
+/// HTTP/1.1 only) and 16 sessions (4 already multiplex several calls per connection).
+fn h2_scenarios() -> impl Iterator<Item = Scenario> {
+    Scenario::ALL
+        .into_iter()
+        .filter(|s| !matches!(s, Scenario::EventSource | Scenario::Sessions(16)))
+}
+
+/// Every h2 cell: scenarios × id styles × line endings × (stream scope: reset, clean-end;
+/// connection scope: reset, fin, clean-end — `fin` always ends the connection on HTTP/2) ×
+/// connection counts (one, and for several sessions also two, so sessions share connections
+/// both ways).
+pub fn h2_matrix() -> Vec<Cell> {
+    let cuts = [
+        (CutScope::Stream, CutAction::Reset),
+        (CutScope::Stream, CutAction::CleanEnd),
+        (CutScope::Connection, CutAction::Reset),
+        (CutScope::Connection, CutAction::Fin),
+        (CutScope::Connection, CutAction::CleanEnd),
+    ];
+    let mut out = Vec::new();
+    for scenario in h2_scenarios() {
+        let counts: &[usize] = match scenario {
+            Scenario::Sessions(_) => &[1, 2],
+            _ => &[1],
+        };
+        for ids in [IdStyle::Counter, IdStyle::Opaque] {
+            for eol in [LineEnding::Lf, LineEnding::Crlf] {
+                for (scope, action) in cuts {
+                    for &connections in counts {
+                        out.push(Cell {
+                            scenario,
+                            ids,
+                            eol,
+                            action,
+                            transport: Transport::H2 { scope, connections },
+                        });
+                    }
                 }
             }
         }

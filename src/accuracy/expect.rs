@@ -3,7 +3,9 @@
 //! Never from the audit's output.
 //!
 //! Legs are matched by what both sides know: a POST by (session, request id), a resume by
-//! (session, `Last-Event-ID`), in order; a plain GET by its cursor. A dispatched event gets the
+//! (session, `Last-Event-ID`), in order (of several lab legs for one request — a sending lost
+//! with its connection may have reached the lab first — the one that emitted the client's first
+//! dispatched event); a plain GET by its cursor. A dispatched event gets the
 //! lab's identity (session, stream, seq, class) by matching, in order, its id and data hash
 //! against the events the lab handed to that leg. A logical stream is one client request (a
 //! POST and its resumes) or, for the EventSource-like client, one URL.
@@ -51,7 +53,8 @@
 //!   later POST of the client proves it: it carries the call's non-empty `Idempotency-Key` (the
 //!   strict client sends one per logical call, the same on a re-issue in a renegotiated
 //!   session). A call re-sent after its response arrived (e.g. to retry an invalid result) is
-//!   not a re-issue; without the marker nothing on the wire proves a re-send.
+//!   not a re-issue; without the marker nothing on the wire proves a re-send; nor is a call
+//!   whose first POST never reached the server (lost in flight with its connection).
 //! - Nothing else is ever expected (`cursor-missing`, `unknown`, `abandoned`,
 //!   `unproven-resend`).
 
@@ -78,7 +81,8 @@ fn shows_cross(e: &Emitted, home_session: &str) -> bool {
         || e.id.as_deref().is_some_and(opaque)
 }
 
-/// The client's stop when its connection was reset (an I/O error: ECONNRESET).
+/// The client's stop when its connection was reset (an I/O error: ECONNRESET; an orderly close
+/// in mid-body is `truncated` or, on HTTP/2, `io-closed`; an h2 stream reset `h2-reset-<code>`).
 const RESET_STOP: &str = "io";
 
 /// Stops that mean the client, not the connection, ended the leg.
@@ -105,18 +109,34 @@ fn match_client<'a>(
 ) -> Vec<Matched<'a>> {
     legs.iter()
         .map(|c| {
-            let found = c.status.and_then(|_| {
-                lab.iter().enumerate().position(|(i, l)| {
-                    !used[i]
-                        && l.session == c.session
-                        && l.method == c.method
-                        && match c.method.as_str() {
-                            "POST" => c
-                                .request_id
-                                .is_some_and(|r| l.request_ids.contains(&r.to_string())),
-                            _ => l.cursor == c.cursor,
-                        }
+            let fits = |i: usize, l: &LabLeg| {
+                !used[i]
+                    && l.session == c.session
+                    && l.method == c.method
+                    && match c.method.as_str() {
+                        "POST" => c
+                            .request_id
+                            .is_some_and(|r| l.request_ids.contains(&r.to_string())),
+                        _ => l.cursor == c.cursor,
+                    }
+            };
+            // Of the lab's legs for this request (a sending lost with its connection may have
+            // reached the lab before this one), the one that emitted what the client got first.
+            let first = c.dispatched.first();
+            let emitted_first = |l: &LabLeg| {
+                first.is_none_or(|d| {
+                    l.emitted.iter().any(|e| {
+                        e.data_hash == d.data_hash && e.id.as_ref().is_none_or(|id| *id == d.id)
+                    })
                 })
+            };
+            let found = c.status.and_then(|_| {
+                let mut fitting = lab.iter().enumerate().filter(|(i, l)| fits(*i, l));
+                let first_fit = fitting.clone().next().map(|(i, _)| i);
+                fitting
+                    .find(|(_, l)| emitted_first(l))
+                    .map(|(i, _)| i)
+                    .or(first_fit)
             });
             if let Some(i) = found {
                 used[i] = true;
@@ -194,7 +214,29 @@ pub fn expected(t: &Truth) -> BTreeSet<String> {
                     m.client.method == "POST" && m.client.idempotency_key.as_deref() == Some(k)
                 })
             });
-            if rid.is_some() && !answered && proven {
+            // The lost call itself must be on the wire: a POST the server never received (a
+            // connection cut while it was in flight, on HTTP/2 by another stream's cut) shows
+            // no call to the proxy, so its re-send re-issues nothing the wire saw. An
+            // unanswered sending reached the server when the lab served more POSTs of this
+            // (session, request id) than the client got answers to.
+            let first = idx.first().map(|&i| legs[i].client);
+            let reached = first.is_some_and(|c| {
+                let text = rid.map(|r| r.to_string());
+                let served = t
+                    .lab
+                    .iter()
+                    .filter(|l| l.method == "POST" && l.session == c.session)
+                    .filter(|l| text.as_ref().is_some_and(|r| l.request_ids.contains(r)))
+                    .count();
+                let answered_posts = legs
+                    .iter()
+                    .map(|m| m.client)
+                    .filter(|l| l.method == "POST" && l.status.is_some())
+                    .filter(|l| l.session == c.session && l.request_id == *rid)
+                    .count();
+                c.status.is_some() || served > answered_posts
+            });
+            if rid.is_some() && !answered && proven && reached {
                 out.insert("reissued".to_owned());
             }
         }
@@ -550,6 +592,47 @@ mod tests {
         assert!(!shows_cross(&other(5, "1-5"), "b"));
         // Another stream of the same session: ids are unique per session.
         assert!(shows_cross(&other(5, "1-5"), "a"));
+    }
+
+    /// A call sent, lost with its connection (no answer: the client sends it again on a fresh
+    /// one, with the same `Idempotency-Key`), then answered on stream 2; the lab served the
+    /// lost sending too when `lost_reached`.
+    fn resent(lost_reached: bool) -> BTreeSet<String> {
+        let on_two = |mut e: Emitted| {
+            e.stream = 2;
+            e.id = Some(format!("2-{}", e.seq));
+            e
+        };
+        let mut answered = lab("POST", None, &[0, 1, 2, 3, 4, 5]);
+        answered.stream = 2;
+        answered.emitted = answered.emitted.into_iter().map(on_two).collect();
+        let mut lab_legs = vec![answered];
+        if lost_reached {
+            lab_legs.insert(0, lab("POST", None, &[0, 1]));
+        }
+        let key = Some("k-1".to_owned());
+        let lost = ClientLeg {
+            status: None,
+            dispatched: Vec::new(),
+            committed: String::new(),
+            idempotency_key: key.clone(),
+            ..client("POST", None, &[], false, "resent")
+        };
+        let mut got = client("POST", None, &[0, 1, 2, 3, 4, 5], false, "answered");
+        got.idempotency_key = key;
+        for d in &mut got.dispatched {
+            d.id = d.id.replacen("1-", "2-", 1);
+        }
+        expected(&Truth {
+            lab: lab_legs,
+            clients: vec![vec![lost, got]],
+        })
+    }
+
+    #[test]
+    fn a_resent_call_is_reissued_only_if_its_lost_sending_reached_the_server() {
+        assert_eq!(resent(true), set(&["reissued"]));
+        assert_eq!(resent(false), set(&[]));
     }
 
     #[test]

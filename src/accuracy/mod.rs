@@ -15,6 +15,7 @@
 //! Invariants: each run is independent (its own lab, proxy and auditor on 127.0.0.1 port 0);
 //! the truth never reads the audit; a run whose harness failed is reported, never scored.
 
+pub mod budget;
 pub mod cell;
 pub mod expect;
 pub mod modern;
@@ -29,7 +30,7 @@ use std::sync::Arc;
 
 use futures_util::StreamExt;
 
-pub use cell::{Cell, Scenario, matrix};
+pub use cell::{Cell, Scenario, Transport, h2_matrix, matrix};
 pub use run::RunResult;
 pub use table::Table;
 

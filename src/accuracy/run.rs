@@ -2,6 +2,11 @@
 //! `tearline::proxy` with an `sse_cut` fault (plus an optional profile's faults) and the HTTP/1
 //! observer feeding an [`Auditor`], and the load client (recording truth) in front.
 //!
+//! An h2 cell ([`Transport::H2`]) runs the same scenario over h2c: every client of the run
+//! shares one pool of connections (its sessions multiplexed on them), the cut ends the stream
+//! (through the proxy's stream relay) or the whole connection, and the legs it hits are named
+//! by a cut budget instead of by connection ([`CutBudget`]).
+//!
 //! Invariants:
 //! - The scripted cut hits only the connections the scenario names ([`OnConnections`]): the
 //!   first call's POST stream (a second client's, for the shared store; every client's, for
@@ -22,7 +27,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::cell::{Cell, Scenario};
+use super::budget::CutBudget;
+use super::cell::{Cell, Scenario, Transport};
 use super::expect::{self, Truth};
 use super::rig::{self, bind};
 use crate::audit::{AuditConfig, Auditor};
@@ -30,12 +36,14 @@ use crate::audit::{AuditConfig, Auditor};
 /// The audit's `rst_unread` in the rig: longer than any run, so every event of a reset leg may
 /// be unread, as the truth's convention has it.
 const RIG_RST_UNREAD: Duration = Duration::from_secs(3600);
-use crate::fault::sse_cut::{CutTarget, SseCutConfig};
+use crate::fault::h2::CutScope;
+use crate::fault::sse_cut::{CutTarget, H2Keys, SseCutConfig};
 use crate::fault::{ConnRng, Fault, FaultFactory};
 use crate::lab::bugs::ServerBug;
 use crate::lab::truth::LabTruth;
 use crate::lab::{LabConfig, OnEvicted};
 use crate::load::eventsource::{EventSourceConfig, run as run_eventsource};
+use crate::load::h2::H2Pool;
 use crate::load::truth::ClientTruth;
 use crate::load::{LoadConfig, Target};
 use crate::profile::Profile;
@@ -102,23 +110,93 @@ impl FaultFactory for OnConnections {
             None
         }
     }
+
+    fn h2_body_cut(&self) -> Option<crate::fault::h2::BodyCut> {
+        self.inner.h2_body_cut()
+    }
+
+    fn h2(&self) -> Option<&dyn crate::fault::h2::H2FaultFactory> {
+        self.inner.h2()
+    }
 }
 
 fn scripted_cut(cell: &Cell, method: &str, events: (u64, u64)) -> Arc<dyn FaultFactory> {
-    crate::fault::sse_cut::factory(SseCutConfig {
-        at: CutTarget::Classes(rig::cut_classes(cell.eol, true)),
-        // Every leg: a scripted cut of a resume GET tears its replayed events too.
-        leg: crate::fault::sse_cut::Leg::Any,
-        range: (0, 0),
-        events: Some(events),
-        nth: None,
-        method: Some(method.to_owned()),
-        path: None,
-        action: cell.action,
-        stall: None,
-        outage: None,
-        probability: 1.0,
-    })
+    let scope = match cell.transport {
+        Transport::H2 { scope, .. } => scope,
+        Transport::H1 => CutScope::Stream,
+    };
+    let keys = H2Keys {
+        scope,
+        h2_error: None,
+    };
+    crate::fault::sse_cut::factory_h2(
+        SseCutConfig {
+            at: CutTarget::Classes(rig::cut_classes(cell.eol, true)),
+            // Every leg: a scripted cut of a resume GET tears its replayed events too.
+            leg: crate::fault::sse_cut::Leg::Any,
+            range: (0, 0),
+            events: Some(events),
+            nth: None,
+            method: Some(method.to_owned()),
+            path: None,
+            action: cell.action,
+            stall: None,
+            outage: None,
+            probability: 1.0,
+        },
+        keys,
+    )
+}
+
+/// The scripted cuts of an h2 cell: the same legs as on HTTP/1.1 ([`h1_cuts`]), named by
+/// budget rather than by connection, since one h2 connection carries a session's POST, its
+/// resumes and its re-issues ([`CutBudget`]).
+fn h2_cuts(cell: &Cell) -> Vec<Arc<dyn FaultFactory>> {
+    let n_end = PROGRESS_N - 2;
+    match cell.scenario {
+        // The second client's own pool dials the second connection; the first runs uncut.
+        Scenario::Server(ServerBug::SharedStore) => vec![OnConnections::new(
+            CutBudget::new(scripted_cut(cell, "POST", (3, n_end)), 1),
+            vec![1],
+        )],
+        Scenario::StaleCursor => vec![
+            CutBudget::new(scripted_cut(cell, "POST", (3, n_end)), 1),
+            CutBudget::new(scripted_cut(cell, "GET", (1, 2)), 1),
+        ],
+        Scenario::Sessions(n) => vec![CutBudget::new(scripted_cut(cell, "POST", (3, n_end)), n)],
+        _ => vec![CutBudget::new(scripted_cut(cell, "POST", (3, n_end)), 1)],
+    }
+}
+
+/// The scripted cuts of an HTTP/1.1 cell, by the connections they hit.
+fn h1_cuts(cell: &Cell) -> Vec<Arc<dyn FaultFactory>> {
+    let n_end = PROGRESS_N - 2;
+    match cell.scenario {
+        Scenario::Server(ServerBug::SharedStore) => {
+            vec![OnConnections::new(
+                scripted_cut(cell, "POST", (3, n_end)),
+                vec![1],
+            )]
+        }
+        Scenario::StaleCursor => vec![
+            OnConnections::new(scripted_cut(cell, "POST", (3, n_end)), vec![0]),
+            OnConnections::new(scripted_cut(cell, "GET", (1, 2)), vec![1]),
+        ],
+        Scenario::EventSource => vec![OnConnections::new(
+            scripted_cut(cell, "GET", (3, 12)),
+            vec![0],
+        )],
+        // Whichever connections carry the calls' POSTs (the sessions connect in any order);
+        // resumes are GETs, never cut.
+        Scenario::Sessions(n) => vec![OnConnections::new(
+            scripted_cut(cell, "POST", (3, n_end)),
+            (0..4 * n as u64).collect(),
+        )],
+        _ => vec![OnConnections::new(
+            scripted_cut(cell, "POST", (3, n_end)),
+            vec![0],
+        )],
+    }
 }
 
 fn lab_config(cell: &Cell, truth: &Arc<LabTruth>) -> LabConfig {
@@ -201,32 +279,9 @@ async fn run_inner(
         token.clone(),
     ));
 
-    let n_end = PROGRESS_N - 2;
-    let mut faults: Vec<Arc<dyn FaultFactory>> = match cell.scenario {
-        Scenario::Server(ServerBug::SharedStore) => {
-            vec![OnConnections::new(
-                scripted_cut(cell, "POST", (3, n_end)),
-                vec![1],
-            )]
-        }
-        Scenario::StaleCursor => vec![
-            OnConnections::new(scripted_cut(cell, "POST", (3, n_end)), vec![0]),
-            OnConnections::new(scripted_cut(cell, "GET", (1, 2)), vec![1]),
-        ],
-        Scenario::EventSource => vec![OnConnections::new(
-            scripted_cut(cell, "GET", (3, 12)),
-            vec![0],
-        )],
-        // Whichever connections carry the calls' POSTs (the sessions connect in any order);
-        // resumes are GETs, never cut.
-        Scenario::Sessions(n) => vec![OnConnections::new(
-            scripted_cut(cell, "POST", (3, n_end)),
-            (0..4 * n as u64).collect(),
-        )],
-        _ => vec![OnConnections::new(
-            scripted_cut(cell, "POST", (3, n_end)),
-            vec![0],
-        )],
+    let mut faults = match cell.transport {
+        Transport::H1 => h1_cuts(cell),
+        Transport::H2 { .. } => h2_cuts(cell),
     };
     if let Some(p) = profile {
         faults.extend(p.factories_for(None));
@@ -242,12 +297,17 @@ async fn run_inner(
         rig::start_proxy("accuracy", lab_addr, seed, faults, &auditor, &token, book).await?;
     let proxy_addr = running.addr;
 
+    // Every client of an h2 cell shares one pool: their sessions multiplex on its connections.
+    let pool = match cell.transport {
+        Transport::H2 { connections, .. } => Some(H2Pool::plain(connections)),
+        Transport::H1 => None,
+    };
     let target = |path: &str| Target {
         host: proxy_addr.ip().to_string(),
         port: proxy_addr.port(),
         path: path.to_owned(),
         tls: None,
-        h2: None,
+        h2: pool.clone(),
     };
     let mut clients = Vec::new();
     match cell.scenario {
@@ -266,9 +326,21 @@ async fn run_inner(
         }
         Scenario::Sessions(n) => {
             let truths: Vec<_> = (0..n).map(|_| Arc::new(ClientTruth::default())).collect();
-            let runs = truths.iter().map(|t| {
-                let c = client(target("/mcp"), PROGRESS_N, 4, t);
-                crate::load::run(c, token.child_token())
+            let runs = truths.iter().map(|t| async {
+                let open = || client(target("/mcp"), PROGRESS_N, 4, t);
+                let mut r = crate::load::run(open(), token.child_token()).await;
+                // On h2 a connection cut of another session's call also breaks a session still
+                // opening on that connection: it opens again, as an app would (no call was
+                // made, so the truth holds nothing of it).
+                for _ in 0..3 {
+                    if !matches!(r, Err(crate::load::LoadError::Target { .. }))
+                        || !t.legs().is_empty()
+                    {
+                        break;
+                    }
+                    r = crate::load::run(open(), token.child_token()).await;
+                }
+                r
             });
             for r in futures_util::future::join_all(runs).await {
                 r.map_err(|e| e.to_string())?;
@@ -279,7 +351,10 @@ async fn run_inner(
             if scenario == Scenario::Server(ServerBug::SharedStore) {
                 // The first session's call runs uncut to its end; the store now holds it.
                 let first = Arc::new(ClientTruth::default());
-                let c = client(target("/mcp"), PROGRESS_N - 2, 4, &first);
+                let mut own = target("/mcp");
+                // On h2 its own connection, so the cut falls on the second client's.
+                own.h2 = pool.as_ref().map(|_| H2Pool::plain(1));
+                let c = client(own, PROGRESS_N - 2, 4, &first);
                 crate::load::run(c, token.child_token())
                     .await
                     .map_err(|e| e.to_string())?;
@@ -298,6 +373,8 @@ async fn run_inner(
             clients.push(truth);
         }
     }
+    // The clients' h2 connections close with their pool, so the drain need not time out.
+    drop(pool);
     let observed = rig::settle(running, lab, &token, &auditor).await;
     let truth = Truth {
         lab: lab_truth.legs(),

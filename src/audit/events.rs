@@ -305,7 +305,10 @@ impl Engine {
                     // What a reset may have kept from the client: what this leg delivered
                     // after its cursor less than `rst_unread` before the reset.
                     let from = start.flatten().max(s.read_before(now, t));
-                    if action == CutAction::Reset {
+                    // Only a TCP reset discards: an h2 stream reset (`h2_stream` named)
+                    // comes in order after the bytes before it, which the client's h2 stack
+                    // received and hands on before the reset.
+                    if action == CutAction::Reset && point.h2_stream.is_none() {
                         s.unread = s.last_ordinal().map(|through| (from, through));
                     }
                     // A client may resume from anywhere on this leg, however stale.

@@ -239,6 +239,7 @@ impl Worker {
             // True when this request's head had a budget shorter than the call's (see
             // `LoadConfig::head_timeout`): its timeout is a `head-timeout`, not the call's end.
             let mut head_cut_short = false;
+            let resends = session.silent_resends;
             let sent = match std::mem::replace(&mut step, Step::Issue) {
                 Step::Resume {
                     cursor: c,
@@ -303,6 +304,12 @@ impl Worker {
             };
             if let Some(l) = &mut leg {
                 l.request_id = Some(rq.request_id);
+                // A sending lost with its pooled connection before this one: a leg of its own
+                // (it may have reached the server), in send order.
+                let resent = self.session.as_ref().map_or(0, |s| s.silent_resends) > resends;
+                if resent {
+                    record(&cfg, Some(l.clone()), "resent");
+                }
                 l.status = sent.as_ref().ok().map(|r| r.status);
             }
             let mut resp = match sent {
@@ -427,7 +434,7 @@ impl Worker {
                 l.committed.clone_from(&got.committed);
                 l.partial = got.partial;
                 l.answered = rq.has_response();
-                record(&cfg, Some(l), got.stop.label());
+                record(&cfg, Some(l), truth_stop(&got.stop));
             }
             // The stale-cursor client bug keeps the cursor its cut resume was sent with.
             if !(cfg.stale_cursor && resuming) {
@@ -564,6 +571,24 @@ impl Worker {
             outcome: None,
         });
         Some(self.traces.len() - 1)
+    }
+}
+
+/// The stop a truth record keeps: the stop's label, except that an I/O error other than a
+/// reset is `io-closed` (on HTTP/2 hyper reports the server's orderly close in mid-body as an
+/// I/O error: a broken pipe, or bytes of an incomplete frame remaining), so that `io` means a
+/// reset alone — the only end that may discard what the client had not read yet.
+fn truth_stop(stop: &Stop) -> &'static str {
+    match stop {
+        Stop::Broken(super::http::HttpError::Io(e))
+            if !matches!(
+                e.kind(),
+                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::ConnectionAborted
+            ) =>
+        {
+            "io-closed"
+        }
+        s => s.label(),
     }
 }
 

@@ -87,6 +87,9 @@ pub struct Session {
     /// Presented instead of `token` on resume GETs while set (seed 000's narrowed refresh;
     /// see [`LoadConfig::resume_token`]).
     pub resume_token: Option<String>,
+    /// Requests sent again on a fresh connection because the pooled one failed first (the
+    /// first sending may have reached the server: the truth record keeps it as a leg).
+    pub silent_resends: u64,
 }
 
 impl Session {
@@ -103,6 +106,7 @@ impl Session {
             repeat_safe: false,
             token: config.token.clone(),
             resume_token: None,
+            silent_resends: 0,
         };
         // Era detection (see `era.rs`): a modern session needs no initialize.
         if config.era != super::era::EraChoice::Legacy
@@ -294,7 +298,7 @@ impl Session {
         };
         if let Some(conn) = self.idle.take() {
             match conn.send(&self.target, &req, deadline).await {
-                Err(HttpError::ClosedBeforeHead | HttpError::Io(_)) => {}
+                Err(HttpError::ClosedBeforeHead | HttpError::Io(_)) => self.silent_resends += 1,
                 other => return other,
             }
         }

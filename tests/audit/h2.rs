@@ -655,3 +655,67 @@ async fn a_refused_stream_code_on_the_proxys_cut_of_an_answered_stream_is_no_ref
     );
     assert_eq!(of(&w, K::TornCut).len(), 1);
 }
+
+/// Call 7 on stream 1 delivers 7-1 … 7-3 and is torn inside 7-4 by a reset — of its stream
+/// alone (`RST_STREAM`, `connection_scope` false) or of the whole TCP connection — then the
+/// client resumes on another connection from the stale cursor 7-2.
+fn stale_resume_after_a_reset(w: &mut Wire, connection_scope: bool) {
+    h2c(w, 1);
+    call_on(w, 1, 1, "7");
+    w.sse_ok(1, 1);
+    let whole: String = (1..=3)
+        .map(|i| msg(&format!("7-{i}"), &progress_of("t7", i)))
+        .collect();
+    w.deliver_h2(1, 1, &whole, None, CutAction::Reset);
+    let torn = msg("7-4", &progress_of("t7", 4));
+    if connection_scope {
+        w.end(1, 1, false);
+        w.rec(Observation::Cut {
+            conn: 1,
+            direction: Direction::Downstream,
+            action: CutAction::Reset,
+            point: CutPoint {
+                class: Some(tearline::wire::SseClass::MidValue),
+                torn_bytes: 12,
+                last_committed_id: Some("7-3".into()),
+                exchange: Some(1),
+                h2_stream: None,
+                ..CutPoint::default()
+            },
+        });
+        w.rec(Observation::ConnClosed { conn: 1 });
+    } else {
+        w.deliver_h2(1, 1, &torn, Some(12), CutAction::Reset);
+    }
+    h2c(w, 2);
+    w.resume(2, 1, S, "7-2");
+    w.sse_ok(2, 1);
+    let replay = msg("7-3", &progress_of("t7", 3)) + &torn + &msg("7-r", &result("7", "ok"));
+    w.deliver_h2(2, 1, &replay, None, CutAction::Reset);
+    w.end(2, 1, true);
+    w.auditor.finish();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stale_cursor_after_an_h2_stream_reset_is_cursor_behind_since_rst_stream_discards_nothing()
+ {
+    let mut w = Wire::new();
+    stale_resume_after_a_reset(&mut w, false);
+    let behind = of(&w, K::CursorBehind);
+    assert_eq!(behind.len(), 1, "{:#?}", w.auditor.findings());
+    assert_eq!(behind[0].stream.h2_stream, Some(1));
+    assert_eq!(behind[0].stream.protocol, WireProtocol::H2c);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_same_stale_cursor_after_a_connection_reset_on_h2_is_inside_the_unread_window() {
+    let mut w = Wire::new();
+    stale_resume_after_a_reset(&mut w, true);
+    let found = w.kinds();
+    assert!(
+        !found.contains(&K::CursorBehind),
+        "{:#?}",
+        w.auditor.findings()
+    );
+    assert!(found.contains(&K::TornCut), "{found:?}");
+}

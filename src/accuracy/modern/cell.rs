@@ -20,6 +20,9 @@ pub enum Client {
     PySdk,
     /// tearline's load client with this policy, in process.
     Tearline(Policy),
+    /// tearline's load client with this policy over h2c (prior knowledge, one pooled
+    /// connection its calls multiplex on), in process.
+    TearlineH2(Policy),
 }
 
 impl Client {
@@ -38,6 +41,9 @@ impl Client {
             Client::TsSdk => "ts",
             Client::PySdk => "py",
             Client::Tearline(p) => p.as_str(),
+            Client::TearlineH2(Policy::Strict) => "strict-h2",
+            Client::TearlineH2(Policy::Naive) => "naive-h2",
+            Client::TearlineH2(Policy::Retry) => "retry-h2",
         }
     }
 }
@@ -186,11 +192,26 @@ impl ModernCell {
 /// Every cell: SDK clients × every workload, tearline's policies × `repeat` and `distinct`,
 /// each × tools × spots.
 pub fn matrix() -> Vec<ModernCell> {
+    cells_of(&Client::ALL)
+}
+
+/// The h2 cells: tearline's policies over h2c × `repeat` and `distinct` × tools × spots. (The
+/// pinned SDK clients speak HTTP/1.1 here: the TypeScript SDK's fetch (undici) has no h2c,
+/// and the Python SDK's driver builds its own httpx client.)
+pub fn h2_matrix() -> Vec<ModernCell> {
+    cells_of(&[
+        Client::TearlineH2(Policy::Strict),
+        Client::TearlineH2(Policy::Naive),
+        Client::TearlineH2(Policy::Retry),
+    ])
+}
+
+fn cells_of(clients: &[Client]) -> Vec<ModernCell> {
     let mut out = Vec::new();
-    for client in Client::ALL {
+    for &client in clients {
         let workloads: &[Workload] = match client {
             Client::TsSdk | Client::PySdk => &Workload::ALL,
-            Client::Tearline(_) => &[Workload::Repeat, Workload::Distinct],
+            Client::Tearline(_) | Client::TearlineH2(_) => &[Workload::Repeat, Workload::Distinct],
         };
         for &workload in workloads {
             for tool in [Tool::Progress, Tool::Append] {

@@ -132,6 +132,17 @@ impl FaultFactory for CallCut {
             carry: Vec::new(),
         }))
     }
+
+    /// On h2 the cut ends its stream alone (through the stream relay), which delivers the
+    /// bytes before it as a whole frame: the record of what the client could have received
+    /// holds as on HTTP/1.1. (A connection cut inside a frame would hand the client nothing
+    /// of that frame.)
+    fn h2_body_cut(&self) -> Option<crate::fault::h2::BodyCut> {
+        Some(crate::fault::h2::BodyCut {
+            scope: crate::fault::h2::CutScope::Stream,
+            client_code: crate::wire::h2::ErrorCode::CANCEL,
+        })
+    }
 }
 
 /// The chosen class of the target stream, once its first bytes passed.

@@ -126,14 +126,16 @@ async fn run_inner(
 
     let attempts = match cell.client {
         Client::TsSdk | Client::PySdk => drive_sdk(cell, &url, seed).await?,
-        Client::Tearline(policy) => {
+        Client::Tearline(policy) | Client::TearlineH2(policy) => {
             let truth = Arc::new(ClientTruth::default());
+            let h2 = matches!(cell.client, Client::TearlineH2(_))
+                .then(|| crate::load::h2::H2Pool::plain(1));
             let target = Target {
                 host: proxy_addr.ip().to_string(),
                 port: proxy_addr.port(),
                 path: "/mcp".to_owned(),
                 tls: None,
-                h2: None,
+                h2,
             };
             let mut c = LoadConfig::new(target, cell.tool.name(), cell.tool.args());
             c.policy = policy;

@@ -9,7 +9,9 @@
 //!   lies inside the window a `reset` cut may have kept from the client: the events the cut leg
 //!   delivered after its own cursor less than `rst_unread` before the reset (a client's kernel
 //!   and buffers discard what it had not read at an RST, so a conformant client can resume
-//!   from any of them, or from the newest event written before the window). Events written
+//!   from any of them, or from the newest event written before the window). A stream-scoped
+//!   reset on HTTP/2 (`RST_STREAM`) opens no window: it follows the stream's bytes in order
+//!   on a live connection, and the client's h2 stack hands on what came before it. Events written
 //!   longer before the reset were read: a cursor behind them is stale, and the events the
 //!   server sends again are the `replay-duplicate`s it causes. A cursor inside the window rolls
 //!   the stream back to it (`Stream::roll_back`: what followed is owed again). A cursor equal

@@ -364,6 +364,10 @@ impl<'a> Core<'a> {
         }
         let cut = surgery::cut_data(h, payload, body, k, d.cut.action, d.scope.client_code);
         let point = self.observer.cut_point(h.stream, k);
+        // The stream's events before the cut and its broken end are observed before the cut
+        // itself, as on an HTTP/1.1 connection (the audit judges a cut of a known exchange);
+        // the body is broken even when the client sees `END_STREAM`: the `Cut` says so.
+        self.observer.ended_by_proxy(h.stream, false);
         let outage = d.cut.outage.map(|t| self.proxy.hold_new_connections(t));
         let action = d.cut.action;
         self.proxy.stats().cut(action);
@@ -418,7 +422,6 @@ impl<'a> Core<'a> {
             self.record_reset(Direction::Upstream, h.stream, ErrorCode::CANCEL);
         }
         self.streams.reset_by_proxy(h.stream);
-        self.observer.ended_by_proxy(h.stream, cut.clean);
     }
 
     fn record_reset(&self, to: Direction, stream: u32, code: ErrorCode) {

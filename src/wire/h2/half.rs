@@ -27,6 +27,7 @@ use rustc_hash::FxHashMap;
 use super::frame::{self, FrameHeader, FrameType, flags, setting};
 use super::headers::Fields;
 use super::hpack;
+use super::marks::Marks;
 use super::outbox::{CONNECTION, Outbox};
 use super::reader::{BLOCK_LIMIT, Event};
 use super::shared::Shared;
@@ -77,6 +78,8 @@ pub struct H2Half {
     /// Raw offset after the last byte observed (pump) or frame read (relay).
     pub(super) raw: u64,
     ended: bool,
+    /// Where the frames of the current read begin (what a connection cut leaves the client).
+    marks: Marks,
 }
 
 impl H2Half {
@@ -106,6 +109,7 @@ impl H2Half {
             lost_ends: Vec::new(),
             raw: 0,
             ended: false,
+            marks: Marks::default(),
         }
     }
 
@@ -141,6 +145,11 @@ impl H2Half {
             self.history.push_back(old);
         }
         self.view.restart(start, len);
+        self.marks.begin();
+        if start == 0 && self.dir == Direction::Downstream {
+            // The server's first frame begins the direction (the client's follows its preface).
+            self.marks.frame_at(0);
+        }
         self.catch_up_resets();
     }
 
@@ -170,6 +179,18 @@ impl H2Half {
     pub(super) fn on_event(&mut self, base: u64, ev: Event<'_>) {
         if self.shared.is_opaque() {
             return;
+        }
+        match &ev {
+            Event::Preface { end } | Event::Frame { end, .. } => {
+                self.marks.frame_at(base + *end as u64);
+            }
+            Event::DataStart { header, at } => {
+                let body = base + *at as u64;
+                let pad = u64::from(header.has(flags::PADDED));
+                let start = body.saturating_sub(frame::HEADER_LEN as u64 + pad);
+                self.marks.body_at(start, body);
+            }
+            Event::Data { .. } | Event::DataEnd { .. } => {}
         }
         match ev {
             Event::Preface { end } => {
@@ -479,6 +500,14 @@ impl H2Half {
         }
         self.reqs.remove(&stream);
         self.out.release(self.out.through(), &*self.sink);
+    }
+
+    /// Where bytes written through raw offset `raw` of the pump's reads leave the peer's h2
+    /// stack: `raw` at a frame boundary, else before the frame it falls in (the start of its
+    /// body, for a `DATA` frame): an endpoint hands on nothing of a frame until it is whole.
+    /// (The relay writes whole frames, edited ones included: its offsets need no such care.)
+    pub fn seen_at(&self, raw: u64) -> u64 {
+        self.marks.seen_at(raw)
     }
 
     /// Every byte before this raw offset was delivered (as the relay last said).

@@ -19,6 +19,7 @@ mod half;
 mod headers;
 pub mod hpack;
 mod huffman;
+mod marks;
 mod observer;
 mod outbox;
 pub mod reader;

@@ -5,7 +5,10 @@
 //! Invariants:
 //! - `observe` returns cut points only inside `DATA` bodies of SSE streams, each run's
 //!   [`crate::wire::StreamSpan`] naming its stream; a cut there is a connection cut
-//!   (`h2_stream: None`), described for the stream it fell in (`exchange` = stream id).
+//!   (`h2_stream: None`), described for the stream it fell in (`exchange` = stream id), as
+//!   the client's h2 stack sees it: before the frame it fell in (an endpoint hands on nothing
+//!   of an incomplete frame). Likewise a delivery that ends inside a frame releases nothing
+//!   the frame produced until the frame is whole.
 //! - Sniffing holds at most the 24 bytes of a preface prefix; once decided, the chosen
 //!   observer sees every byte from raw offset 0, in the same reads, and the delivery reports
 //!   made so far — in both directions: the server's bytes that come before the decision (an
@@ -110,7 +113,8 @@ impl WireObserver for H2Observer {
     }
 
     fn cut_at(&mut self, raw: u64) -> CutPoint {
-        self.half.cut_at(raw)
+        // A connection cut inside a frame: the client's h2 stack got nothing of that frame.
+        self.half.cut_at(self.half.seen_at(raw))
     }
 
     fn eof(&mut self) {
@@ -118,7 +122,8 @@ impl WireObserver for H2Observer {
     }
 
     fn delivered_through(&mut self, raw: u64) {
-        self.half.delivered_through(raw);
+        // Part of a frame written hands the client nothing of it yet.
+        self.half.delivered_through(self.half.seen_at(raw));
     }
 
     fn held_bytes(&self) -> usize {
