@@ -19,7 +19,11 @@
 //! - An endpoint's reset of a stream whose exchange is still open is reported `stream-reset`
 //!   (class info: who sent it, its code), then:
 //!   - sent by the client: the client gave up on that stream, as a client that closes its
-//!     connection today (the leg ends, not cleanly, not as a cut: no `abandoned` wait);
+//!     connection today (the leg ends, not cleanly, not as a cut: no `abandoned` wait) —
+//!     reported only while a call of the stream is unanswered or with an error code other
+//!     than `CANCEL`/`NO_ERROR`: a client cancels the body of a stream it has its answers
+//!     from (hyper, `fetch` and Go do when they stop reading before `END_STREAM`), which is
+//!     no more a finding than closing a connection after the response;
 //!   - sent by the server with `REFUSED_STREAM`: not processed (below);
 //!   - sent by the server with any other code: the server ended the stream abnormally, judged
 //!     as a server-side cut (no event torn by the proxy; its calls wait for an answer, a resume
@@ -102,6 +106,20 @@ impl Engine {
             return;
         }
         let key = leg.stream;
+        // The client dropping a stream it has its answers from (hyper, `fetch` and Go cancel a
+        // response body they stop reading before `END_STREAM`): done with it, as a client that
+        // closes a connection after its response; nothing to report.
+        let done = direction == Direction::Upstream
+            && (code == ErrorCode::CANCEL.0 || code == ErrorCode::NO_ERROR.0)
+            && self
+                .l
+                .streams
+                .get(&key)
+                .is_none_or(|s| s.unanswered().next().is_none());
+        if done {
+            self.end_leg(now, conn, seq, false, false);
+            return;
+        }
         let name = code_name(code);
         let (who, meaning) = match direction {
             Direction::Downstream if by_proxy => (

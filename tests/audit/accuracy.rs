@@ -123,9 +123,6 @@ fn h2_cells() -> Vec<accuracy::Cell> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "about 1 run in 4 fails: a client's RST_STREAM(CANCEL) on a stream it stops reading \
-            (shared-store) is a stream-reset finding the truth cannot foresee yet; run with \
-            --ignored"]
 async fn audit_verdicts_over_h2_equal_ground_truth_for_stream_and_connection_cuts() {
     let cells = h2_cells();
     let runs = accuracy::run_all(&cells, &SEEDS, None, 12);

@@ -17,6 +17,7 @@ const MODERN: Option<&str> = Some("2026-07-28");
 const CANCEL: u32 = 0x8;
 const REFUSED_STREAM: u32 = 0x7;
 const INTERNAL_ERROR: u32 = 0x2;
+const PROTOCOL_ERROR: u32 = 0x1;
 const NO_ERROR: u32 = 0x0;
 
 fn msg(id: &str, data: &str) -> String {
@@ -299,6 +300,32 @@ async fn a_client_cancel_is_recorded_and_judged_as_a_client_that_gave_up() {
     );
     // As a client that closed its connection: not a cut the proxy made, no loss verdict.
     assert_eq!(w.kinds(), [K::StreamReset]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_cancel_of_a_stream_it_has_its_answer_from_is_no_finding() {
+    // The result arrived; the client drops the body before `END_STREAM` (hyper, `fetch` and
+    // Go send RST_STREAM(CANCEL) then), as a client closes a connection after its response.
+    let mut w = Wire::new();
+    h2c(&w, 1);
+    call_on(&w, 1, 1, "7");
+    w.sse_ok(1, 1);
+    let body = msg("7-1", &progress_of("t7", 1)) + &msg("7-r", &result("7", "ok"));
+    w.deliver_h2(1, 1, &body, None, CutAction::Reset);
+    reset(&w, 1, 1, Direction::Upstream, CANCEL, false);
+    tokio::time::advance(Duration::from_millis(300)).await;
+    w.auditor.finish();
+    assert!(w.kinds().is_empty(), "{:#?}", w.auditor.findings());
+
+    // The same cancel with a protocol error code is the client saying the server misbehaved.
+    let mut w = Wire::new();
+    h2c(&w, 1);
+    call_on(&w, 1, 1, "7");
+    w.sse_ok(1, 1);
+    w.deliver_h2(1, 1, &body, None, CutAction::Reset);
+    reset(&w, 1, 1, Direction::Upstream, PROTOCOL_ERROR, false);
+    w.auditor.finish();
+    assert_eq!(w.kinds(), [K::StreamReset], "{:#?}", w.auditor.findings());
 }
 
 #[tokio::test(start_paused = true)]

@@ -339,7 +339,7 @@ impl<'a> Core<'a> {
         let k = d.cut.at;
         let dir = Direction::Downstream;
         if d.scope.scope == CutScope::Connection || d.cut.action == CutAction::Fin {
-            let n = surgery::connection_cut_len(&body, k);
+            let torn = surgery::connection_cut(h, payload, body, k);
             let point = self.observer.cut_point(h.stream, k);
             // Every other SSE stream ends with the connection, delivered through its last
             // `DATA` body: each is recorded as cut there (before the connection's cut, which
@@ -358,7 +358,9 @@ impl<'a> Core<'a> {
                     },
                 });
             }
-            self.emit(dir, frame.slice(..n), None, now);
+            if !torn.is_empty() {
+                self.emit(dir, Bytes::from(torn), None, now);
+            }
             self.end_connection(dir, d.cut, point, d.last_at);
             return;
         }

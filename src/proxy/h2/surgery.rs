@@ -57,11 +57,25 @@ pub(crate) fn cut_data(
     }
 }
 
-/// Bytes of the raw frame a connection-scope cut after `k` body bytes delivers: the header,
-/// the pad length byte if any, and the first `k` body bytes (the frame stays incomplete, as a
-/// byte relay cutting there would leave it).
-pub(crate) fn connection_cut_len(body: &Range<usize>, k: usize) -> usize {
-    HEADER_LEN + body.start + k.min(body.len())
+/// What a connection-scope cut after `k` body bytes writes before the connection ends: the
+/// first `k` body bytes as one whole `DATA` frame, unpadded and without `END_STREAM` (nothing
+/// for `k` = 0). A whole frame, because an h2 stack hands on nothing of an incomplete one: a
+/// raw prefix of the frame would move the tear the fault asked for back to the frame's start,
+/// often an event boundary (one event per `DATA` frame is what SSE servers write).
+pub(crate) fn connection_cut(
+    header: &FrameHeader,
+    payload: &[u8],
+    body: Range<usize>,
+    k: usize,
+) -> Vec<u8> {
+    let k = k.min(body.len());
+    if k == 0 {
+        return Vec::new();
+    }
+    let mut out = Vec::with_capacity(HEADER_LEN + k);
+    out.extend_from_slice(&data_header(header.stream, k as u32, false));
+    out.extend_from_slice(&payload[body.start..body.start + k]);
+    out
 }
 
 #[cfg(test)]
@@ -166,8 +180,19 @@ mod tests {
     }
 
     #[test]
-    fn a_connection_cut_keeps_the_raw_frame_prefix_through_the_cut_point() {
-        assert_eq!(connection_cut_len(&(1..16), 9), HEADER_LEN + 10);
-        assert_eq!(connection_cut_len(&(0..5), 9), HEADER_LEN + 5);
+    fn a_connection_cut_writes_the_bytes_before_the_cut_as_one_whole_unpadded_frame() {
+        let (h, p) = padded(3, b"data: hello\n\n", 4);
+        let out = connection_cut(&h, &p, 1..14, 8);
+        let got = frames(&out);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].0.stream, 3);
+        assert_eq!(got[0].0.flags & flags::END_STREAM, 0);
+        assert_eq!(got[0].0.flags & flags::PADDED, 0);
+        assert_eq!(got[0].1, b"data: he");
+        assert!(connection_cut(&h, &p, 1..14, 0).is_empty());
+        assert_eq!(
+            frames(&connection_cut(&h, &p, 1..14, 99))[0].1,
+            b"data: hello\n\n"
+        );
     }
 }
