@@ -55,8 +55,11 @@
 //!   session). A call re-sent after its response arrived (e.g. to retry an invalid result) is
 //!   not a re-issue; without the marker nothing on the wire proves a re-send; nor is a call
 //!   whose first POST never reached the server (lost in flight with its connection).
-//! - Nothing else is ever expected (`cursor-missing`, `unknown`, `abandoned`,
-//!   `unproven-resend`).
+//! - `abandoned`: a call whose POST stream reached the client (a head) and never had a
+//!   response dispatched, whose last leg did not end cleanly (a cut, a failed resume), and
+//!   that the client never sent again (its attempts ran out: on h2, the sendings lost with a
+//!   connection another session's cut took down count too).
+//! - Nothing else is ever expected (`cursor-missing`, `unknown`, `unproven-resend`).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -70,6 +73,11 @@ pub struct Truth {
     pub lab: Vec<LabLeg>,
     /// Every leg of every client, per client, in send order.
     pub clients: Vec<Vec<ClientLeg>>,
+    /// The harness's cuts end connections with a TCP reset (an HTTP/1.1 or connection-scope
+    /// cut whose action is `reset`): a leg they ended with any I/O error ended by that reset,
+    /// whatever the client's stack made of it (hyper's h2 client reports a reset it meets while
+    /// writing as a broken pipe, `io-closed`), and the kernel discarded what it had not read.
+    pub tcp_resets: bool,
 }
 
 /// Whether the wire can show that `e`, an event of another stream dispatched on a stream of
@@ -84,6 +92,14 @@ fn shows_cross(e: &Emitted, home_session: &str) -> bool {
 /// The client's stop when its connection was reset (an I/O error: ECONNRESET; an orderly close
 /// in mid-body is `truncated` or, on HTTP/2, `io-closed`; an h2 stream reset `h2-reset-<code>`).
 const RESET_STOP: &str = "io";
+
+/// The client's stop for an I/O error other than a reset (see [`Truth::tcp_resets`]).
+const CLOSED_STOP: &str = "io-closed";
+
+/// True if leg `c` ended by a TCP reset (see [`Truth::tcp_resets`]).
+fn reset_ended(t: &Truth, c: &ClientLeg) -> bool {
+    c.stop == RESET_STOP || (t.tcp_resets && c.stop == CLOSED_STOP)
+}
 
 /// Stops that mean the client, not the connection, ended the leg.
 const CLIENT_STOPS: [&str; 7] = [
@@ -238,6 +254,18 @@ pub fn expected(t: &Truth) -> BTreeSet<String> {
             });
             if rid.is_some() && !answered && proven && reached {
                 out.insert("reissued".to_owned());
+            }
+            // Given up after a cut: the call's stream reached the client (a head), it never
+            // had an answer, its last leg did not end cleanly (a cut, a failed resume), and
+            // the client sent nothing more for it (its attempts ran out).
+            let given_up = first.is_some_and(|c| c.method == "POST" && c.status.is_some())
+                && !legs[last].client.answered
+                && !matches!(
+                    legs[last].client.stop.as_str(),
+                    "clean-end" | "discontinuity" | "answered"
+                );
+            if rid.is_some() && !answered && !proven && given_up {
+                out.insert("abandoned".to_owned());
             }
         }
     }
@@ -447,7 +475,7 @@ fn stream_rules<'a>(
         {
             say("silent-empty");
         }
-        if c.stop == RESET_STOP {
+        if reset_ended(t, c) {
             let mut w: HashSet<&'a str> = c.dispatched.iter().map(|d| d.id.as_str()).collect();
             w.extend(c.cursor.as_deref());
             rst_window = Some(w);
@@ -567,6 +595,7 @@ mod tests {
                 client("POST", None, &[0, 1, 2], true, "reset"),
                 client("GET", Some("1-2"), got, false, stop),
             ]],
+            tcp_resets: false,
         };
         expected(&t)
     }
@@ -626,13 +655,66 @@ mod tests {
         expected(&Truth {
             lab: lab_legs,
             clients: vec![vec![lost, got]],
+            tcp_resets: false,
         })
+    }
+
+    #[test]
+    fn a_cut_call_the_client_never_resumes_or_resends_is_abandoned() {
+        let cut_only = |stop: &str, partial: bool| {
+            expected(&Truth {
+                lab: vec![lab("POST", None, &[0, 1, 2, 3])],
+                clients: vec![vec![client("POST", None, &[0, 1, 2], partial, stop)]],
+                tcp_resets: false,
+            })
+        };
+        assert!(cut_only("io-closed", true).contains("abandoned"));
+        assert!(cut_only("io", false).contains("abandoned"));
+        // Resumed and answered: not abandoned.
+        assert!(!run(&[3, 4, 5], &[3, 4, 5], "answered").contains("abandoned"));
+        // A clean end without the response is a pending call, not a cut one given up.
+        let clean = cut_only("clean-end", false);
+        assert!(
+            !clean.contains("abandoned") && clean.contains("pending-call"),
+            "{clean:?}"
+        );
     }
 
     #[test]
     fn a_resent_call_is_reissued_only_if_its_lost_sending_reached_the_server() {
         assert_eq!(resent(true), set(&["reissued"]));
         assert_eq!(resent(false), set(&[]));
+    }
+
+    /// A POST that dispatched 1-1 … 1-3 and ended with `stop`, then a resume from the stale
+    /// cursor `1-1` answered with a replay of 2 … 5.
+    fn stale_after(stop: &str, tcp_resets: bool) -> BTreeSet<String> {
+        expected(&Truth {
+            lab: vec![
+                lab("POST", None, &[0, 1, 2, 3]),
+                lab("GET", Some("1-1"), &[2, 3, 4, 5]),
+            ],
+            clients: vec![vec![
+                client("POST", None, &[0, 1, 2, 3], false, stop),
+                client("GET", Some("1-1"), &[2, 3, 4, 5], false, "answered"),
+            ]],
+            tcp_resets,
+        })
+    }
+
+    #[test]
+    fn a_stale_cursor_after_a_tcp_reset_is_not_behind_however_the_client_named_the_error() {
+        // Outside a reset's unread window the stale cursor is the client's bug.
+        assert!(stale_after("io-closed", false).contains("cursor-behind"));
+        // A reset the client's stack reported as ECONNRESET or, met while writing, as a
+        // broken pipe: the kernel may have discarded 1-2 and 1-3, so they are owed again.
+        for stop in ["io", "io-closed"] {
+            let got = stale_after(stop, true);
+            assert!(!got.contains("cursor-behind"), "{stop}: {got:?}");
+            assert!(got.contains("replay-exact"), "{stop}: {got:?}");
+        }
+        // A clean end discards nothing, reset or not.
+        assert!(stale_after("clean-end", true).contains("cursor-behind"));
     }
 
     #[test]

@@ -47,7 +47,7 @@ use crate::load::h2::H2Pool;
 use crate::load::truth::ClientTruth;
 use crate::load::{LoadConfig, Target};
 use crate::profile::Profile;
-use crate::vocab::Direction;
+use crate::vocab::{CutAction, Direction};
 
 /// Progress notifications per call (a shared-store run's first client uses fewer, so the two
 /// sessions' events differ).
@@ -379,6 +379,14 @@ async fn run_inner(
     let truth = Truth {
         lab: lab_truth.legs(),
         clients: clients.iter().map(|c| c.legs()).collect(),
+        tcp_resets: cell.action == CutAction::Reset
+            && !matches!(
+                cell.transport,
+                Transport::H2 {
+                    scope: CutScope::Stream,
+                    ..
+                }
+            ),
     };
     if std::env::var_os("ACCURACY_DUMP")
         .is_some_and(|v| cell.label().contains(&*v.to_string_lossy()))

@@ -241,3 +241,43 @@ async fn a_call_resumed_to_its_answer_then_called_alike_is_neither_abandoned_nor
     assert!(!kinds.contains(&K::Abandoned), "{kinds:?}");
     assert!(!kinds.contains(&K::UnprovenResend), "{kinds:?}");
 }
+
+/// Session `s-1`'s call 7 under `Idempotency-Key` `k-1`, cut until the client stops, then
+/// session `s-2`'s identical call 7 under `other_key`.
+fn keyed_call_given_up_then_another_sessions_identical_call(w: &mut Wire, other_key: &str) {
+    let body = call_with_token("7", "search", "t");
+    w.post_keyed(1, 0, S, None, "k-1", &body);
+    w.sse_ok(1, 0);
+    let first = msg("1", &progress_of("t", 1));
+    w.deliver(1, 0, &first, Some(first.len()), CutAction::Reset);
+    w.resume(2, 0, S, "1");
+    w.sse_ok(2, 0);
+    w.deliver(
+        2,
+        0,
+        &msg("2", &progress_of("t", 2)),
+        Some(0),
+        CutAction::Reset,
+    );
+    w.post_keyed(3, 0, Some("s-2"), None, other_key, &body);
+    w.sse_ok(3, 0);
+    w.stream_clean(3, 0, &msg("1", &result("7", "ok")));
+    w.auditor.finish();
+}
+
+#[tokio::test(start_paused = true)]
+async fn another_sessions_identical_call_under_its_own_idempotency_key_leaves_the_given_up_call_abandoned()
+ {
+    let mut w = Wire::new();
+    keyed_call_given_up_then_another_sessions_identical_call(&mut w, "k-2");
+    let kinds = w.kinds();
+    assert_eq!(abandoned(&w).len(), 1, "{:#?}", w.auditor.findings());
+    assert!(!kinds.contains(&K::UnprovenResend), "{kinds:?}");
+
+    // Under the same key it is the call's proven re-send (a renegotiated session): recovered.
+    let mut w = Wire::new();
+    keyed_call_given_up_then_another_sessions_identical_call(&mut w, "k-1");
+    let kinds = w.kinds();
+    assert!(abandoned(&w).is_empty(), "{:#?}", w.auditor.findings());
+    assert!(kinds.contains(&K::Reissued), "{kinds:?}");
+}

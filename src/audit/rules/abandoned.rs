@@ -26,7 +26,10 @@
 //!   or cancelled (`notifications/cancelled`).
 //! - Candidates: every later call with the same method and params (any id, any session) that
 //!   did not prove a re-send, sent while the call is watched (armed or paused), is a candidate
-//!   (at most [`MAX_CANDIDATES`] are named per call).
+//!   (at most [`MAX_CANDIDATES`] are named per call) — unless both carry an `Idempotency-Key`
+//!   and the keys differ: a client that marks its calls marks their re-sends with the same key,
+//!   so a differently keyed call is another call (several sessions making the same call, each
+//!   under its own key, are not each other's re-sends).
 //! - When the watch is `abandon_after` old with the stream still not reopened (sweep), at
 //!   `finish` (the end of the run, whatever the age), or when the stream is forgotten (grace or
 //!   the ended-stream cap), each call still watched is reported once: `unproven-resend` if it
@@ -65,7 +68,17 @@ struct LostCall {
     id: String,
     method: String,
     params_hash: u64,
+    /// Its POST's `Idempotency-Key`: a later call under another key is not its re-send.
+    key: Option<String>,
     candidates: Vec<CandidateCall>,
+}
+
+/// Whether a later call under `later` may be a re-send of a call under `earlier`: not when
+/// both carry an `Idempotency-Key` and the keys differ (a client that marks its calls marks
+/// a re-send with the call's own key: rule `reissue` proves those), so several sessions making
+/// the same call each under their own key are never each other's candidates.
+fn may_resend(earlier: Option<&str>, later: Option<&str>) -> bool {
+    !matches!((earlier, later), (Some(a), Some(b)) if a != b)
 }
 
 /// The wait of one stream's unanswered calls.
@@ -119,6 +132,7 @@ impl Abandoned {
                 id: c.id.clone(),
                 method: c.method.clone(),
                 params_hash: c.params_hash,
+                key: c.key.clone(),
                 candidates: old
                     .as_ref()
                     .and_then(|w| w.calls.iter().find(|o| o.id == c.id))
@@ -168,9 +182,12 @@ impl Abandoned {
                 f.kind == FindingKind::PendingCall && f.candidates.len() < MAX_CANDIDATES
             }) {
                 let same = f.ids.first().is_some_and(|pid| {
-                    calls
-                        .iter()
-                        .any(|c| &c.id == pid && c.method == method && c.params_hash == params_hash)
+                    calls.iter().any(|c| {
+                        &c.id == pid
+                            && c.method == method
+                            && c.params_hash == params_hash
+                            && may_resend(c.key.as_deref(), new.key)
+                    })
                 });
                 if same {
                     f.candidates.push(candidate.clone());
@@ -185,11 +202,11 @@ impl Abandoned {
             }
         }
         for w in self.watches.values_mut().chain(self.paused.values_mut()) {
-            for c in w
-                .calls
-                .iter_mut()
-                .filter(|c| c.method == method && c.params_hash == params_hash)
-            {
+            for c in w.calls.iter_mut().filter(|c| {
+                c.method == method
+                    && c.params_hash == params_hash
+                    && may_resend(c.key.as_deref(), new.key)
+            }) {
                 if c.candidates.len() < MAX_CANDIDATES {
                     c.candidates.push(candidate.clone());
                 }
