@@ -19,6 +19,7 @@ mod replay;
 mod runs;
 mod sdk;
 mod sdk_matrix;
+mod sdk_matrix_h2;
 mod sdk_tls;
 mod shutdown;
 mod verdicts;

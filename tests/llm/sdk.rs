@@ -54,6 +54,7 @@ async fn every_sdk_gets_complete_text_and_tool_answers_directly_and_through_the_
                     mode,
                     timeout_ms: 20_000,
                     deadline_ms: 40_000,
+                    h2: false,
                 });
             }
             proxies.push(proxy);

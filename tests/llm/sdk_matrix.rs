@@ -11,7 +11,7 @@ use crate::support::drivers::{Mode, Style};
 use crate::support::matrix::{self, Matrix};
 use crate::support::table::{self, Key, Kind};
 use crate::support::truth::{self, Fact, Score};
-use crate::support::{judged, observed};
+use crate::support::{Wire, judged, observed};
 
 /// Runs in flight per SDK driver.
 const PARALLEL: usize = 8;
@@ -70,7 +70,7 @@ fn check_readme(table: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_truncation_kind_reaches_every_sdk_and_the_readme_says_what_each_did() {
     let (lab, stop) = crate::sdk::lab().await;
-    let m = matrix::run(lab, |_: &Key| true, PARALLEL).await;
+    let m = matrix::run(lab, Wire::H1, |_: &Key| true, PARALLEL).await;
     for c in &m.cells {
         let at = format!(
             "{:?}: {:?} fault {:?} cuts {:?}",

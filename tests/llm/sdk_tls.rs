@@ -109,6 +109,7 @@ async fn sdks_through_upstream_tls_get_answers_and_no_output_holds_their_keys() 
                 mode,
                 timeout_ms: 20_000,
                 deadline_ms: 40_000,
+                h2: false,
             });
         }
     }

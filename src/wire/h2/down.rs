@@ -39,6 +39,9 @@ pub(super) struct Resp {
     /// SSE only: where the stream stands at the end of its last `DATA` body, so a cut of the
     /// whole connection can say what it tore on this stream too (see [`H2Half::stands`]).
     tail: Option<Tail>,
+    /// Raw offset just after the response head's frame: a connection cut before it leaves
+    /// the client without this response (no stream began, none ends).
+    head_end: u64,
 }
 
 /// The class and facts of the cut point at the end of a stream's last `DATA` body (all
@@ -56,6 +59,12 @@ struct Tail {
 impl Resp {
     pub(super) fn is_sse(&self) -> bool {
         self.sse.is_some()
+    }
+
+    /// Whether the response head had reached the client once the bytes before raw `raw` were
+    /// delivered.
+    pub(super) fn head_before(&self, raw: u64) -> bool {
+        self.head_end <= raw
     }
 
     pub(super) fn held_bytes(&self) -> usize {
@@ -113,6 +122,7 @@ impl H2Half {
                 body_len: 0,
                 map: (0, 0),
                 tail: None,
+                head_end: end,
             },
         );
     }

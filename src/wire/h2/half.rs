@@ -558,7 +558,9 @@ impl H2Half {
 
     /// The whole connection was cut after exactly the bytes before raw offset `raw` were
     /// delivered (`h2_stream: None`): describes the cut (the stream it fell in, if any), and
-    /// every SSE stream still open ends unclean — the one cut first. No call follows.
+    /// every SSE stream still open whose response head was delivered ends unclean — the one
+    /// cut first (a stream whose head was not delivered never began for the client: it gets no
+    /// `StreamEnd`, as its `Response` was discarded). No call follows.
     pub fn cut_at(&mut self, raw: u64) -> CutPoint {
         self.out.release(raw, &*self.sink);
         self.out.end_at(raw, &mut self.lost_ends);
@@ -568,7 +570,7 @@ impl H2Half {
         open.extend(
             self.resps
                 .iter()
-                .filter(|(_, r)| r.is_sse())
+                .filter(|(_, r)| r.is_sse() && r.head_before(raw))
                 .map(|(id, _)| *id),
         );
         open.sort_unstable_by_key(|id| (Some(*id) != hit, *id));

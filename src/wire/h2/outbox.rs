@@ -59,13 +59,20 @@ impl Outbox {
 
     /// Nothing at or after `raw` will be delivered (a drop or a connection cut): discards what
     /// those bytes produced, appending to `lost` the streams whose `StreamEnd` was discarded
-    /// (they end unclean instead).
+    /// (they end unclean instead) — unless their `Response` was discarded too: a stream whose
+    /// head never reaches the client never began for it, and gets no end.
     pub(super) fn end_at(&mut self, raw: u64, lost: &mut Vec<u32>) {
         let end = self.end.map_or(raw, |e| e.min(raw));
         self.end = Some(end);
+        let mut headless = Vec::new();
         for (at, s, obs) in &self.held {
-            if *at > end && matches!(obs, Observation::StreamEnd { .. }) {
-                lost.push(*s);
+            if *at <= end {
+                continue;
+            }
+            match obs {
+                Observation::Response { .. } => headless.push(*s),
+                Observation::StreamEnd { .. } if !headless.contains(s) => lost.push(*s),
+                _ => {}
             }
         }
         self.discard(|at, _| at > end);

@@ -561,6 +561,54 @@ fn a_connection_cut_mid_frame_is_seen_before_that_frame_names_its_stream_and_end
     assert_eq!((p.class, p.exchange), (None, None));
 }
 
+#[test]
+fn a_connection_cut_before_a_response_head_was_delivered_ends_no_stream() {
+    let (c, s) = conversation();
+    // The server's SETTINGS (no response head yet): the client gets nothing of any stream,
+    // read by the observer in one go (as a pump's read holds all of them) or frame by frame.
+    let settings_end = (frame::HEADER_LEN + 6) as u64;
+    for reads in [vec![], vec![settings_end as usize, 40, 80]] {
+        let sink = Arc::new(Keep::default());
+        let (mut up, mut down) = h2_pair(9, sink.clone(), LlmRoutes::known(), WireProtocol::H2c);
+        up.observe(&c.bytes);
+        up.delivered_through(c.bytes.len() as u64);
+        let mut start = 0;
+        for end in reads.iter().copied().chain([s.bytes.len()]) {
+            down.observe(&s.bytes[start..end]);
+            start = end;
+        }
+        down.delivered_through(settings_end);
+        down.cut_at(settings_end);
+        let (_, downs) = by_direction(sink.take());
+        assert!(
+            !downs.iter().any(|o| matches!(
+                o,
+                Observation::Response { .. } | Observation::StreamEnd { .. }
+            )),
+            "reads {reads:?}: {downs:#?}"
+        );
+    }
+    // The same cut after stream 1's head: stream 1 began, so it ends (unclean); stream 3's
+    // head came later and was never delivered.
+    let sink = Arc::new(Keep::default());
+    let (mut up, mut down) = h2_pair(9, sink.clone(), LlmRoutes::known(), WireProtocol::H2c);
+    up.observe(&c.bytes);
+    up.delivered_through(c.bytes.len() as u64);
+    down.observe(&s.bytes);
+    let head_end = s.sse_bodies[0].1.start - frame::HEADER_LEN as u64;
+    down.delivered_through(head_end);
+    down.cut_at(head_end);
+    let ends: Vec<_> = sink
+        .take()
+        .iter()
+        .filter_map(|o| match o {
+            Observation::StreamEnd { seq, clean, .. } => Some((*seq, *clean)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ends, vec![(1, false)]);
+}
+
 /// Feeds whole frames of `bytes` (after `skip`) to a relay half, delivering each.
 fn frames(
     half: &mut H2Half,

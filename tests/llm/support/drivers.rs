@@ -190,6 +190,9 @@ pub struct Job {
     pub mode: Mode,
     pub timeout_ms: u64,
     pub deadline_ms: u64,
+    /// HTTP/2 with prior knowledge (h2c): the Python drivers hand the SDK an
+    /// `httpx.Client(http2=True, http1=False)`; the Node drivers have no such switch.
+    pub h2: bool,
 }
 
 /// A tool call as the SDK handed it to the app.
@@ -239,6 +242,10 @@ pub struct Outcome {
     pub raised: Option<Raised>,
     pub hung: bool,
     pub events: u64,
+    /// The requests the run's HTTP/2 client started (each attempt, the SDK's re-sends
+    /// included, whether or not all its bytes left); `None` on HTTP/1.1.
+    #[serde(default)]
+    pub requests: Option<u64>,
     pub elapsed_ms: u64,
 }
 
@@ -293,6 +300,7 @@ async fn run_batch(
             "style": j.client.style.name(),
             "timeout_ms": j.timeout_ms,
             "deadline_ms": j.deadline_ms,
+            "h2": j.h2,
         });
         input.push_str(&line.to_string());
         input.push('\n');

@@ -17,10 +17,10 @@ use tearline::fault::keys::FaultDef;
 use tearline::fault::registry::{Built, build};
 use tearline::wire::{CutPoint, Observation};
 
-use super::drivers::{Api, Client, Job, Mode, Outcome, clients, run_jobs};
+use super::drivers::{Api, Client, Job, Mode, Outcome, Sdk, clients, run_jobs};
 use super::layout::{Layout, layout};
 use super::table::{Full, Key, Kind};
-use super::{CellProxy, RequestCounter};
+use super::{CellProxy, RequestCounter, Wire, h2_head};
 
 /// The SDK's `timeout` option and the driver's watchdog in stall cells: Python and Vercel give
 /// up at the timeout; the Node SDKs' timers stop once headers arrive, so they are still waiting
@@ -71,6 +71,23 @@ pub fn fault(kind: Kind, api: Api, l: &Layout) -> Option<String> {
     Some(t)
 }
 
+/// The fault table of `kind` as it runs on `wire`. On HTTP/2 (`head`: the bytes the lab
+/// writes before its first response head, see [`h2_head`]): "RST before the response" resets
+/// the connection at the response head's first byte (the server speaks first on h2, so byte 0
+/// is its `SETTINGS`, written before the request is read); a stall holds the whole connection
+/// (`scope = "connection"`), as on HTTP/1.1 — a stream-scope stall is recorded as ended when
+/// it begins (see the h2 matrix test); every other kind keeps its table (an `sse_cut` ends
+/// the one stream it cuts, `fin` the connection).
+fn h2_form(table: String, kind: Kind, wire: Wire, head: u64) -> String {
+    match (wire, kind) {
+        (Wire::H2, Kind::ResetBeforeResponse) => {
+            table.replace("bytes = 0\n", &format!("bytes = {head}\n"))
+        }
+        (Wire::H2, Kind::Stall) => format!("{table}scope = \"connection\"\n"),
+        _ => table,
+    }
+}
+
 /// The fault factory a `[[fault]]` table defines (through the registry, as profiles are read).
 fn build_fault(table: &str) -> Arc<dyn FaultFactory> {
     let t: toml::Table = toml::from_str(table).expect("a fault table");
@@ -101,14 +118,37 @@ pub struct Matrix {
     pub cells: Vec<CellRun>,
 }
 
-/// Runs every cell `keep` selects (and each client's no-fault reference run) against `lab`.
-pub async fn run(lab: SocketAddr, keep: impl Fn(&Key) -> bool, parallel: usize) -> Matrix {
+/// The clients that can speak `wire`: every client on HTTP/1.1; on HTTP/2 the Python SDKs
+/// (an `httpx.Client(http2=True)` is their documented way there; the Node SDKs' `fetch` has
+/// none).
+pub fn clients_on(wire: Wire) -> Vec<Client> {
+    clients()
+        .into_iter()
+        .filter(|c| wire == Wire::H1 || matches!(c.sdk, Sdk::PyOpenai | Sdk::PyAnthropic))
+        .collect()
+}
+
+/// Runs every cell `keep` selects (and each client's no-fault reference run) against `lab`,
+/// every client speaking `wire` (HTTP/2: prior knowledge, to the lab and to each cell's proxy).
+/// The fault tables are the same on both: on HTTP/2 an `sse_cut` ends the stream it cuts
+/// (`scope = "stream"`, the default: `reset` → `RST_STREAM`, `clean-end` → `END_STREAM`) and a
+/// `fin` or a `reset` fault ends the TCP connection, as those kinds need.
+pub async fn run(
+    lab: SocketAddr,
+    wire: Wire,
+    keep: impl Fn(&Key) -> bool,
+    parallel: usize,
+) -> Matrix {
     let mut layouts = BTreeMap::new();
     for api in [Api::Chat, Api::Responses, Api::Messages] {
         for mode in Mode::ALL {
             layouts.insert((api, mode), layout(lab, api, mode).await);
         }
     }
+    let head = match wire {
+        Wire::H2 => h2_head::lab_bytes_before_response(lab).await,
+        Wire::H1 => 0,
+    };
     let mut jobs = Vec::new();
     let mut reference = BTreeMap::new();
     struct Pending {
@@ -120,7 +160,7 @@ pub async fn run(lab: SocketAddr, keep: impl Fn(&Key) -> bool, parallel: usize) 
     }
     let mut pending = Vec::new();
     for mode in Mode::ALL {
-        for client in clients() {
+        for client in clients_on(wire) {
             reference.insert((client, mode), jobs.len());
             jobs.push(Job {
                 id: jobs.len(),
@@ -129,15 +169,17 @@ pub async fn run(lab: SocketAddr, keep: impl Fn(&Key) -> bool, parallel: usize) 
                 mode,
                 timeout_ms: TIMEOUT_MS,
                 deadline_ms: DEADLINE_MS,
+                h2: wire == Wire::H2,
             });
             for kind in Kind::ALL {
                 let key = Key { mode, client, kind };
                 if !kind.applies(mode) || !keep(&key) {
                     continue;
                 }
-                let fault = fault(kind, client.api, &layouts[&(client.api, mode)]);
+                let fault = fault(kind, client.api, &layouts[&(client.api, mode)])
+                    .map(|t| h2_form(t, kind, wire, head));
                 let faults = fault.iter().map(|t| build_fault(t)).collect();
-                let counter = RequestCounter::start(lab).await;
+                let counter = RequestCounter::start_on(lab, wire).await;
                 let proxy = CellProxy::start("llm-cell", counter.addr, faults).await;
                 let (timeout_ms, deadline_ms) = if kind == Kind::Stall {
                     (STALL_TIMEOUT_MS, STALL_DEADLINE_MS)
@@ -158,6 +200,7 @@ pub async fn run(lab: SocketAddr, keep: impl Fn(&Key) -> bool, parallel: usize) 
                     mode,
                     timeout_ms,
                     deadline_ms,
+                    h2: wire == Wire::H2,
                 });
             }
         }

@@ -9,6 +9,8 @@
 #![allow(dead_code)]
 
 pub mod drivers;
+pub mod h2_head;
+pub mod h2_requests;
 pub mod judged;
 pub mod layout;
 pub mod matrix;
@@ -135,8 +137,48 @@ pub struct RequestCounter {
     posts: Arc<AtomicU64>,
 }
 
+/// How a [`RequestCounter`] reads requests off a connection's client-to-server bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wire {
+    /// HTTP/1.1: each `POST ` is a request.
+    H1,
+    /// HTTP/2 with prior knowledge: each client stream that ended is a request
+    /// ([`h2_requests`]).
+    H2,
+}
+
+/// Counts the requests in a connection's client-to-server bytes, read by read.
+enum Counting {
+    /// The last 4 bytes of the previous read, so a split `POST ` is seen.
+    H1 {
+        tail: Vec<u8>,
+    },
+    H2(h2_requests::H2Requests),
+}
+
+impl Counting {
+    fn feed(&mut self, bytes: &[u8]) -> u64 {
+        match self {
+            Counting::H1 { tail } => {
+                tail.extend_from_slice(bytes);
+                let found = tail.windows(5).filter(|w| w == b"POST ").count();
+                let keep = tail.len().saturating_sub(4);
+                tail.drain(..keep);
+                found as u64
+            }
+            Counting::H2(c) => c.feed(bytes),
+        }
+    }
+}
+
 impl RequestCounter {
+    /// A counting relay to `upstream` for HTTP/1.1 clients.
     pub async fn start(upstream: SocketAddr) -> RequestCounter {
+        RequestCounter::start_on(upstream, Wire::H1).await
+    }
+
+    /// A counting relay to `upstream` for clients speaking `wire`.
+    pub async fn start_on(upstream: SocketAddr, wire: Wire) -> RequestCounter {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind a relay");
@@ -152,19 +194,17 @@ impl RequestCounter {
                     };
                     let (mut dr, mut dw) = down.into_split();
                     let (mut ur, mut uw) = up.into_split();
+                    let mut counting = match wire {
+                        Wire::H1 => Counting::H1 { tail: Vec::new() },
+                        Wire::H2 => Counting::H2(h2_requests::H2Requests::default()),
+                    };
                     let requests = async {
                         let mut buf = vec![0u8; 16 * 1024];
-                        // The last 4 bytes of the previous read, so a split `POST ` is seen.
-                        let mut tail: Vec<u8> = Vec::new();
                         while let Ok(n) = dr.read(&mut buf).await {
                             if n == 0 {
                                 break;
                             }
-                            tail.extend_from_slice(&buf[..n]);
-                            let found = tail.windows(5).filter(|w| w == b"POST ").count();
-                            count.fetch_add(found as u64, Ordering::SeqCst);
-                            let keep = tail.len().saturating_sub(4);
-                            tail.drain(..keep);
+                            count.fetch_add(counting.feed(&buf[..n]), Ordering::SeqCst);
                             if uw.write_all(&buf[..n]).await.is_err() {
                                 break;
                             }

@@ -9,7 +9,7 @@ Usage: python3 llm_anthropic.py <base> messages <text|tool> <raw|helper> [timeou
 
 import anthropic
 
-from llm_common import KEYS, MODEL, PROMPT, TOOL, main
+from llm_common import KEYS, MODEL, PROMPT, TOOL, http_client, main
 
 
 def params(job):
@@ -52,7 +52,8 @@ def helper(client, job, app):
 
 def body(job, app):
     # The SDK's defaults but for the timeout an app sets (retries stay at the default).
-    client = anthropic.Anthropic(base_url=job.base, api_key=KEYS["anthropic"], timeout=job.timeout)
+    client = anthropic.Anthropic(base_url=job.base, api_key=KEYS["anthropic"], timeout=job.timeout,
+                                 http_client=http_client(job, app, anthropic.DefaultHttpxClient))
     (raw if job.style == "raw" else helper)(client, job, app)
 
 

@@ -14,12 +14,14 @@ One run: python3 llm_X.py <base> <api> <mode> <style> [timeoutMs] [deadlineMs]
   deadlineMs the watchdog (default 8000): past it the run is reported with what the app had
              so far and `hung: true`
 Many runs: python3 llm_X.py --jobs [parallel]  reads one JSON job a line from stdin ({id, base,
-  api, mode, style, timeout_ms?, deadline_ms?}), runs at most `parallel` (default 8) at once,
+  api, mode, style, timeout_ms?, deadline_ms?, h2?}; `h2: true` makes the SDK speak HTTP/2 with
+  prior knowledge through its `DefaultHttpxClient(http2=True, http1=False)` passed as
+  `http_client`), runs at most `parallel` (default 8) at once,
   each in its own thread with its own client, and prints one line per job (with its `id`) as
   it ends; exits 0 once every job has a line (hung calls are left behind). One process for a
   whole matrix: the SDK is imported once.
 Output line: {id?, sdk, api, mode, style, text, tool, tool_calls, finish, raised, hung,
-events, elapsed_ms}; `tool` is {name, arguments, parsed} (arguments as the SDK gave them: a
+events, requests, elapsed_ms} (`requests`: those the h2 client sent, null on HTTP/1.1); `tool` is {name, arguments, parsed} (arguments as the SDK gave them: a
 string, or an object when the SDK parsed them), `raised` is {type, message, cause, sdk_error,
 via} or null. Exit code 0 whenever every line was printed; 2 on bad usage.
 """
@@ -55,6 +57,8 @@ class Job:
         self.id = raw.get("id")
         self.base = str(raw.get("base") or "").rstrip("/")
         self.api, self.mode, self.style = raw.get("api"), raw.get("mode"), raw.get("style")
+        # HTTP/2 with prior knowledge (h2c on http://), through an httpx client the SDK is given.
+        self.h2 = raw.get("h2") is True
         try:
             self.timeout = float(raw.get("timeout_ms", 3000)) / 1000.0
             self.deadline = float(raw.get("deadline_ms", 8000)) / 1000.0
@@ -72,6 +76,23 @@ class Job:
         if self.timeout <= 0 or self.deadline <= 0:
             return "timeoutMs and deadlineMs are positive numbers"
         return None
+
+
+def http_client(job, app, default_client):
+    """The `http_client` an app passes its SDK to speak HTTP/2, or None for the SDK's default
+    (HTTP/1.1): the SDK's own `DefaultHttpxClient` (an `httpx2.Client` with the SDK's defaults;
+    both SDKs at their pins are built on `httpx2` and refuse a plain `httpx.Client`) with
+    `http2=True, http1=False`, h2c prior knowledge on an http:// base. One per run, as each run
+    has its own SDK client. It counts the requests it starts into `app.requests` (the SDK's
+    re-sends included: each attempt, whether or not its bytes all left)."""
+    if not job.h2:
+        return None
+
+    def sent(_request):
+        app.requests += 1
+
+    return default_client(http2=True, http1=False, timeout=job.timeout,
+                          event_hooks={"request": [sent]})
 
 
 def _parsed_object(args):
@@ -109,6 +130,7 @@ class App:
         self.calls = {}
         self.finish = None
         self.events = 0
+        self.requests = None
 
     def tool(self, index, name=None, args_delta=None):
         t = self.calls.setdefault(index, {"name": None, "arguments": ""})
@@ -126,6 +148,8 @@ def _run_one(sdk, job, sdk_error_class, body):
     is left behind (the process exits without waiting for it)."""
     started = time.monotonic()
     app = App()
+    if job.h2:
+        app.requests = 0
     raised = []
 
     def target():
@@ -149,6 +173,7 @@ def _run_one(sdk, job, sdk_error_class, body):
         "raised": None if hung or not raised else raised[0],
         "hung": hung,
         "events": app.events,
+        "requests": app.requests,
         "elapsed_ms": round((time.monotonic() - started) * 1000),
     }
     if job.id is not None:

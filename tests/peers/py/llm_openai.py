@@ -10,7 +10,7 @@ Usage: python3 llm_openai.py <base> <chat|responses> <text|tool> <raw|helper> [t
 
 import openai
 
-from llm_common import KEYS, MODEL, PROMPT, TOOL, main
+from llm_common import KEYS, MODEL, PROMPT, TOOL, http_client, main
 
 
 def chat_params(job):
@@ -95,7 +95,8 @@ BODY = {"chat/raw": chat_raw, "chat/helper": chat_helper,
 
 def body(job, app):
     # The SDK's defaults but for the timeout an app sets (retries stay at the default).
-    client = openai.OpenAI(base_url=f"{job.base}/v1", api_key=KEYS["openai"], timeout=job.timeout)
+    client = openai.OpenAI(base_url=f"{job.base}/v1", api_key=KEYS["openai"], timeout=job.timeout,
+                           http_client=http_client(job, app, openai.DefaultHttpxClient))
     BODY[f"{job.api}/{job.style}"](client, job, app)
 
 
