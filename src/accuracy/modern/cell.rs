@@ -7,7 +7,8 @@
 //!
 //! Invariants: [`matrix`] lists every meaningful combination exactly once in a stable order
 //! (tearline's clients have no app layer: only `repeat` and `distinct`); [`quick`] is a fixed
-//! subset covering every client, workload and cut spot, for the test suite.
+//! subset covering every client, workload and cut spot, for the test suite; [`h2_quick`] the
+//! same over h2c for tearline's clients.
 
 use crate::load::Policy;
 
@@ -267,6 +268,31 @@ pub fn quick() -> Vec<ModernCell> {
     ]
 }
 
+/// The test suite's h2c subset of [`h2_matrix`]: every h2 client, workload, tool and spot at
+/// least once, and together every kind the era's truth can require (`torn-cut`, `abandoned`,
+/// `unproven-resend` with its visible facet, `reissued`, `reexecuted`), `append` cut in all
+/// three spots (the cells the connection-scope cut used to miss).
+pub fn h2_quick() -> Vec<ModernCell> {
+    use Spot::*;
+    use Workload::*;
+    let cell = |policy, workload, tool, spot| ModernCell {
+        client: Client::TearlineH2(policy),
+        workload,
+        tool,
+        spot,
+    };
+    vec![
+        cell(Policy::Strict, Repeat, Tool::Append, ResultEvent),
+        cell(Policy::Strict, Distinct, Tool::Progress, JsonBody),
+        cell(Policy::Strict, Distinct, Tool::Append, JsonBody),
+        cell(Policy::Naive, Distinct, Tool::Append, ProgressEvent),
+        cell(Policy::Naive, Repeat, Tool::Progress, ProgressEvent),
+        cell(Policy::Retry, Repeat, Tool::Append, JsonBody),
+        cell(Policy::Retry, Distinct, Tool::Append, ProgressEvent),
+        cell(Policy::Retry, Repeat, Tool::Progress, ResultEvent),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,6 +305,31 @@ mod tests {
         assert_eq!(all.len(), (2 * 6 + 3 * 2) * 2 * 3);
         for c in quick() {
             assert!(labels.contains(&c.label()), "{}", c.label());
+        }
+    }
+
+    #[test]
+    fn the_h2_quick_subset_is_part_of_the_h2_matrix_and_covers_every_client_and_spot() {
+        let all: std::collections::BTreeSet<String> =
+            h2_matrix().iter().map(|c| c.label()).collect();
+        let quick = h2_quick();
+        for c in &quick {
+            assert!(all.contains(&c.label()), "{}", c.label());
+        }
+        for policy in [Policy::Strict, Policy::Naive, Policy::Retry] {
+            assert!(quick.iter().any(|c| c.client == Client::TearlineH2(policy)));
+        }
+        for spot in Spot::ALL {
+            assert!(
+                quick
+                    .iter()
+                    .any(|c| c.tool == Tool::Append && c.spot == spot),
+                "append cut in {}",
+                spot.as_str()
+            );
+        }
+        for workload in [Workload::Repeat, Workload::Distinct] {
+            assert!(quick.iter().any(|c| c.workload == workload));
         }
     }
 }
