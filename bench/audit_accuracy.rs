@@ -17,7 +17,8 @@
 //! python processes: CONCURRENCY_2026, default 6), FILTER=<substring of a cell label>,
 //! PROFILES=0 to skip the profiles or PROFILES=a,b for only those, ACCURACY_DUMP=<label
 //! substring> to print matching runs' findings and truth). Legacy: 156 cells × 4 seeds × (1 +
-//! every profile) runs; 2026: 108 cells × 4 seeds.
+//! every profile) runs; 2026: 108 cells over HTTP/1.1 and 72 over h2c (TRANSPORT=h1|h2 for
+//! one) × 4 seeds.
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -7,7 +7,8 @@
 //!
 //! Invariants: [`matrix`] lists every meaningful combination exactly once in a stable order
 //! (tearline's clients have no app layer: only `repeat` and `distinct`); [`quick`] is a fixed
-//! subset covering every client, workload and cut spot, for the test suite.
+//! subset covering every client, workload and cut spot, for the test suite; [`h2_quick`] the
+//! same over h2c for tearline's clients.
 
 use crate::load::Policy;
 
@@ -18,6 +19,9 @@ pub enum Client {
     TsSdk,
     /// PyPI `mcp` 2.3 with `mode="2026-07-28"` (`tests/peers/py/app_driver.py`).
     PySdk,
+    /// The same Python app over h2c: its httpx client built with `http2=True, http1=False`
+    /// (prior knowledge; the SDK's requests multiplex on one connection).
+    PySdkH2,
     /// tearline's load client with this policy, in process.
     Tearline(Policy),
     /// tearline's load client with this policy over h2c (prior knowledge, one pooled
@@ -40,6 +44,7 @@ impl Client {
         match self {
             Client::TsSdk => "ts",
             Client::PySdk => "py",
+            Client::PySdkH2 => "py-h2",
             Client::Tearline(p) => p.as_str(),
             Client::TearlineH2(Policy::Strict) => "strict-h2",
             Client::TearlineH2(Policy::Naive) => "naive-h2",
@@ -195,11 +200,12 @@ pub fn matrix() -> Vec<ModernCell> {
     cells_of(&Client::ALL)
 }
 
-/// The h2 cells: tearline's policies over h2c × `repeat` and `distinct` × tools × spots. (The
-/// pinned SDK clients speak HTTP/1.1 here: the TypeScript SDK's fetch (undici) has no h2c,
-/// and the Python SDK's driver builds its own httpx client.)
+/// The h2 cells: tearline's policies over h2c × `repeat` and `distinct` × tools × spots, and
+/// the Python SDK's app over h2c × every workload × tools × spots. (The TypeScript SDK's
+/// fetch (undici) has no h2c.)
 pub fn h2_matrix() -> Vec<ModernCell> {
     cells_of(&[
+        Client::PySdkH2,
         Client::TearlineH2(Policy::Strict),
         Client::TearlineH2(Policy::Naive),
         Client::TearlineH2(Policy::Retry),
@@ -210,7 +216,7 @@ fn cells_of(clients: &[Client]) -> Vec<ModernCell> {
     let mut out = Vec::new();
     for &client in clients {
         let workloads: &[Workload] = match client {
-            Client::TsSdk | Client::PySdk => &Workload::ALL,
+            Client::TsSdk | Client::PySdk | Client::PySdkH2 => &Workload::ALL,
             Client::Tearline(_) | Client::TearlineH2(_) => &[Workload::Repeat, Workload::Distinct],
         };
         for &workload in workloads {
@@ -267,6 +273,42 @@ pub fn quick() -> Vec<ModernCell> {
     ]
 }
 
+/// The test suite's h2c subset of [`h2_matrix`]: every h2 client and spot at least once,
+/// tearline's clients in both their workloads, together every kind the era's truth can
+/// require (`torn-cut`, `abandoned`, `unproven-resend` with its visible facet, `reissued`,
+/// `reexecuted`), `append` cut in all three spots (the cells the relay's cut record, released
+/// ahead of the queued bytes' observations, used to miss), and the Python SDK's app re-sending
+/// with and without the marker and giving up.
+pub fn h2_quick() -> Vec<ModernCell> {
+    use Spot::*;
+    use Workload::*;
+    let cell = |policy, workload, tool, spot| ModernCell {
+        client: Client::TearlineH2(policy),
+        workload,
+        tool,
+        spot,
+    };
+    let py = |workload, tool, spot| ModernCell {
+        client: Client::PySdkH2,
+        workload,
+        tool,
+        spot,
+    };
+    vec![
+        py(RetryMarked, Tool::Append, ProgressEvent),
+        py(Retry, Tool::Progress, JsonBody),
+        py(GiveUp, Tool::Append, ResultEvent),
+        cell(Policy::Strict, Repeat, Tool::Append, ResultEvent),
+        cell(Policy::Strict, Distinct, Tool::Progress, JsonBody),
+        cell(Policy::Strict, Distinct, Tool::Append, JsonBody),
+        cell(Policy::Naive, Distinct, Tool::Append, ProgressEvent),
+        cell(Policy::Naive, Repeat, Tool::Progress, ProgressEvent),
+        cell(Policy::Retry, Repeat, Tool::Append, JsonBody),
+        cell(Policy::Retry, Distinct, Tool::Append, ProgressEvent),
+        cell(Policy::Retry, Repeat, Tool::Progress, ResultEvent),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,8 +319,43 @@ mod tests {
         let labels: std::collections::BTreeSet<String> = all.iter().map(|c| c.label()).collect();
         assert_eq!(labels.len(), all.len());
         assert_eq!(all.len(), (2 * 6 + 3 * 2) * 2 * 3);
+        assert_eq!(h2_matrix().len(), (6 + 3 * 2) * 2 * 3);
         for c in quick() {
             assert!(labels.contains(&c.label()), "{}", c.label());
+        }
+    }
+
+    #[test]
+    fn the_h2_quick_subset_is_part_of_the_h2_matrix_and_covers_every_client_and_spot() {
+        let all: std::collections::BTreeSet<String> =
+            h2_matrix().iter().map(|c| c.label()).collect();
+        let quick = h2_quick();
+        for c in &quick {
+            assert!(all.contains(&c.label()), "{}", c.label());
+        }
+        for client in [
+            Client::TearlineH2(Policy::Strict),
+            Client::TearlineH2(Policy::Naive),
+            Client::TearlineH2(Policy::Retry),
+            Client::PySdkH2,
+        ] {
+            assert!(
+                quick.iter().any(|c| c.client == client),
+                "{}",
+                client.label()
+            );
+        }
+        for spot in Spot::ALL {
+            assert!(
+                quick
+                    .iter()
+                    .any(|c| c.tool == Tool::Append && c.spot == spot),
+                "append cut in {}",
+                spot.as_str()
+            );
+        }
+        for workload in [Workload::Repeat, Workload::Distinct] {
+            assert!(quick.iter().any(|c| c.workload == workload));
         }
     }
 }

@@ -133,10 +133,10 @@ impl FaultFactory for CallCut {
         }))
     }
 
-    /// On h2 the cut ends its stream alone (through the stream relay), which delivers the
-    /// bytes before it as a whole frame: the record of what the client could have received
-    /// holds as on HTTP/1.1. (A connection cut inside a frame would hand the client nothing
-    /// of that frame.)
+    /// On h2 a `reset` or `clean-end` cut ends its stream alone (through the stream relay) and
+    /// a `fin` ends the connection; either way the relay delivers the bytes before the cut as
+    /// one whole frame (an h2 stack hands on nothing of an incomplete one), so the record of
+    /// what the client could have received holds as on HTTP/1.1.
     fn h2_body_cut(&self) -> Option<crate::fault::h2::BodyCut> {
         Some(crate::fault::h2::BodyCut {
             scope: crate::fault::h2::CutScope::Stream,

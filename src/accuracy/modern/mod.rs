@@ -21,7 +21,7 @@ pub mod truth;
 
 use futures_util::StreamExt;
 
-pub use cell::{ModernCell, h2_matrix, matrix, quick};
+pub use cell::{ModernCell, h2_matrix, h2_quick, matrix, quick};
 
 use super::RunResult;
 

@@ -125,7 +125,7 @@ async fn run_inner(
     let url = format!("http://{proxy_addr}/mcp");
 
     let attempts = match cell.client {
-        Client::TsSdk | Client::PySdk => drive_sdk(cell, &url, seed).await?,
+        Client::TsSdk | Client::PySdk | Client::PySdkH2 => drive_sdk(cell, &url, seed).await?,
         Client::Tearline(policy) | Client::TearlineH2(policy) => {
             let truth = Arc::new(ClientTruth::default());
             let h2 = matches!(cell.client, Client::TearlineH2(_))
@@ -224,6 +224,9 @@ async fn drive_sdk(cell: &ModernCell, url: &str, seed: u64) -> Result<Vec<Attemp
         .arg(cell.tool.args().to_string())
         .arg(&file)
         .arg(SDK_CALL_TIMEOUT_MS.to_string());
+    if cell.client == Client::PySdkH2 {
+        cmd.arg("h2");
+    }
     let mut cmd = tokio::process::Command::from(cmd);
     cmd.kill_on_drop(true);
     let out = tokio::time::timeout(DRIVER_BUDGET, cmd.output())

@@ -4,7 +4,10 @@ POSTed (which logical call, which attempt, original or re-send of which call, th
 and the Idempotency-Key it carried) and, per attempt, whether it was answered. The truth comes
 from the app and its HTTP client, never from the proxy's audit.
 
-Usage: python3 app_driver.py URL WORKLOAD CALLS TOOL ARGS_JSON TRUTH_FILE [TIMEOUT_MS]
+Usage: python3 app_driver.py URL WORKLOAD CALLS TOOL ARGS_JSON TRUTH_FILE [TIMEOUT_MS [h2]]
+
+With `h2` the app's httpx client speaks HTTP/2 only (`http2=True, http1=False`: h2c with prior
+knowledge on an http:// URL), the SDK's requests multiplexed on its connection.
 
 Workloads (as tests/peers/js/app_driver.mjs):
   repeat        CALLS calls of TOOL with the same ARGS, one after another; a failed call is
@@ -39,6 +42,7 @@ WORKLOADS = ("repeat", "distinct", "retry", "retry-marked", "retry-changed", "gi
 async def main() -> None:
     url, workload, calls, tool, args_json, truth_path = sys.argv[1:7]
     timeout = float(sys.argv[7]) / 1000 if len(sys.argv) > 7 else 1.5
+    h2 = len(sys.argv) > 8 and sys.argv[8] == "h2"
     if workload not in WORKLOADS:
         raise SystemExit(f"unknown workload {workload}")
     base_args = json.loads(args_json)
@@ -92,7 +96,8 @@ async def main() -> None:
         while pos["k"] < calls:
             try:
                 http = httpx2.AsyncClient(event_hooks={"request": [on_request]},
-                                          timeout=httpx2.Timeout(30, read=300))
+                                          timeout=httpx2.Timeout(30, read=300),
+                                          http1=not h2, http2=h2)
                 async with http, Client(streamable_http_client(url, http_client=http),
                                         mode="2026-07-28") as client:
                     await client.list_tools()
