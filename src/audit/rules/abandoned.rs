@@ -26,10 +26,11 @@
 //!   or cancelled (`notifications/cancelled`).
 //! - Candidates: every later call with the same method and params (any id, any session) that
 //!   did not prove a re-send, sent while the call is watched (armed or paused), is a candidate
-//!   (at most [`MAX_CANDIDATES`] are named per call) — unless both carry an `Idempotency-Key`
-//!   and the keys differ: a client that marks its calls marks their re-sends with the same key,
-//!   so a differently keyed call is another call (several sessions making the same call, each
-//!   under its own key, are not each other's re-sends).
+//!   (at most [`MAX_CANDIDATES`] are named per call) — unless it came in another session and
+//!   both carry an `Idempotency-Key` and the keys differ: a client re-sending in a renegotiated
+//!   session marks the re-send with the call's own key, so several sessions making the same
+//!   call, each under its own key, are not each other's re-sends. Within a session (or with
+//!   none) an identical call is a candidate whatever its key.
 //! - When the watch is `abandon_after` old with the stream still not reopened (sweep), at
 //!   `finish` (the end of the run, whatever the age), or when the stream is forgotten (grace or
 //!   the ended-stream cap), each call still watched is reported once: `unproven-resend` if it
@@ -73,12 +74,15 @@ struct LostCall {
     candidates: Vec<CandidateCall>,
 }
 
-/// Whether a later call under `later` may be a re-send of a call under `earlier`: not when
-/// both carry an `Idempotency-Key` and the keys differ (a client that marks its calls marks
-/// a re-send with the call's own key: rule `reissue` proves those), so several sessions making
-/// the same call each under their own key are never each other's candidates.
-fn may_resend(earlier: Option<&str>, later: Option<&str>) -> bool {
-    !matches!((earlier, later), (Some(a), Some(b)) if a != b)
+/// Whether a later call under key `later` may be a re-send of a call under key `earlier`:
+/// not when it came in another session (`same_session` false) and both carry an
+/// `Idempotency-Key` and the keys differ — a client that re-sends in a renegotiated session
+/// marks the re-send with the call's own key (rule `reissue` proves those), so several
+/// sessions making the same call, each under its own key, are never each other's candidates.
+/// Within one session (or with no sessions, 2026-07-28) an identical call stays a candidate
+/// whatever its key: the app repeating a call it lost is not told apart from a re-send.
+fn may_resend(earlier: Option<&str>, later: Option<&str>, same_session: bool) -> bool {
+    same_session || !matches!((earlier, later), (Some(a), Some(b)) if a != b)
 }
 
 /// The wait of one stream's unanswered calls.
@@ -177,6 +181,7 @@ impl Abandoned {
             let Some(stream) = l.streams.get_mut(&key) else {
                 continue;
             };
+            let same_session = stream.session == *new.session;
             let calls = &stream.calls;
             for f in stream.deferred.iter_mut().filter(|f| {
                 f.kind == FindingKind::PendingCall && f.candidates.len() < MAX_CANDIDATES
@@ -186,7 +191,7 @@ impl Abandoned {
                         &c.id == pid
                             && c.method == method
                             && c.params_hash == params_hash
-                            && may_resend(c.key.as_deref(), new.key)
+                            && may_resend(c.key.as_deref(), new.key, same_session)
                     })
                 });
                 if same {
@@ -202,10 +207,11 @@ impl Abandoned {
             }
         }
         for w in self.watches.values_mut().chain(self.paused.values_mut()) {
+            let same_session = w.session == *new.session;
             for c in w.calls.iter_mut().filter(|c| {
                 c.method == method
                     && c.params_hash == params_hash
-                    && may_resend(c.key.as_deref(), new.key)
+                    && may_resend(c.key.as_deref(), new.key, same_session)
             }) {
                 if c.candidates.len() < MAX_CANDIDATES {
                     c.candidates.push(candidate.clone());
