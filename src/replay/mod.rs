@@ -206,6 +206,16 @@ pub async fn run(
             phase.tap.cuts(),
             c.silent_loss
         );
+        if c.failed > 0 {
+            eprintln!(
+                "tearline replay: {} client: {}",
+                plan.label,
+                failed_line(
+                    &phase.load,
+                    plan.attempts.unwrap_or(phase::DEFAULT_ATTEMPTS)
+                )
+            );
+        }
         phases.push(phase);
     }
     let target = match &cfg.upstream {
@@ -271,4 +281,34 @@ async fn reachable(address: &str) -> Result<(), ReplayError> {
 pub fn value_name(v: impl clap::ValueEnum) -> String {
     v.to_possible_value()
         .map_or_else(String::new, |p| p.get_name().to_owned())
+}
+
+/// Why a phase's calls failed, as far as the client's own records say: how many used every
+/// attempt they had (each one cut or answered without the result) and how many ended sooner
+/// (the call timeout, a refused session). A failed call is known to the client, unlike a
+/// silently lost one.
+fn failed_line(load: &crate::load::LoadOutcome, attempts: u32) -> String {
+    let failed: Vec<_> = load
+        .calls
+        .iter()
+        .filter(|c| c.end == crate::load::CallEnd::Failed)
+        .collect();
+    let used_all = failed
+        .iter()
+        .filter(|c| 1 + c.counts.resumes + c.counts.reissued >= u64::from(attempts))
+        .count();
+    let total = load.counters.failed;
+    let mut line = format!("{total} failed, each known to the client (none taken as complete)");
+    if used_all > 0 {
+        line.push_str(&format!(
+            "; {used_all} used all {attempts} attempts, every one cut or answered without the result"
+        ));
+    }
+    let sooner = failed.len() - used_all;
+    if sooner > 0 {
+        line.push_str(&format!(
+            "; {sooner} ended with attempts left (call timeout or a refused session)"
+        ));
+    }
+    line
 }

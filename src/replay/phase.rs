@@ -31,6 +31,11 @@ pub const PROXY_NAME: &str = "replay";
 pub const KEEP_CALLS: usize = 10_000;
 
 /// How long a phase's servers may take to stop after the load finished.
+/// Attempts (requests) a call may use unless its scenario says otherwise. Half the streams are
+/// cut and a cut costs two (the resume, then the re-issue if the cursor is gone), so a correct
+/// client still fails about one call in 16, loudly: the phase line says how many ran out.
+pub const DEFAULT_ATTEMPTS: u32 = 8;
+
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What one phase produced.
@@ -173,8 +178,7 @@ pub async fn run_phase(
         crate::load::era::EraChoice::Legacy
     };
     lcfg.call_timeout = cfg.call_timeout;
-    // Half the streams are cut: eight attempts make a visible failure of a correct client rare.
-    lcfg.max_attempts = plan.attempts.unwrap_or(8);
+    lcfg.max_attempts = plan.attempts.unwrap_or(DEFAULT_ATTEMPTS);
     lcfg.head_timeout = plan.head_timeout;
     lcfg.progress = cfg.progress;
     // The calls' facts, for reconciling the client's counts with the audit's call by call.
