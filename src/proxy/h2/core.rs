@@ -85,6 +85,9 @@ pub(crate) struct Core<'a> {
     /// The direction went to bytes past a frame boundary (a frame over the reader's cap):
     /// nothing more may be written into it between its bytes.
     opaque: [bool; 2],
+    /// A connection cut queued a drain `PING` to the server ([`Out::Drain`]): the server's
+    /// reader watches for its acknowledgement after the end.
+    pub(crate) draining: bool,
 }
 
 /// What the positioned faults decided on one body.
@@ -115,6 +118,7 @@ impl<'a> Core<'a> {
             ended: false,
             close: None,
             opaque: [false; 2],
+            draining: false,
         }
     }
 
@@ -320,6 +324,20 @@ impl<'a> Core<'a> {
             },
         });
         self.queues[ix(dir)].push(Out::Cut { action, at });
+        // The other destination ends too, after what was queued for it. Toward the server,
+        // requests forwarded just before the close could arrive with it, and a server drops
+        // a stream whose frames came with the connection's end unprocessed (h2's server does):
+        // the audit would have seen a call the server never got. So the server acknowledges a
+        // PING after them first (unless that direction is a byte relay, where no frame may be
+        // injected).
+        let other = match dir {
+            Direction::Upstream => Direction::Downstream,
+            Direction::Downstream => Direction::Upstream,
+        };
+        if other == Direction::Upstream && !self.opaque[ix(other)] {
+            self.draining = self.queues[ix(other)].push(Out::Drain);
+        }
+        self.queues[ix(other)].push(Out::Cut { action, at });
         self.ended = true;
     }
 

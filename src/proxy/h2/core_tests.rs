@@ -117,8 +117,20 @@ fn frames(mut b: &[u8]) -> Vec<(FrameHeader, Vec<u8>)> {
     out
 }
 
-/// Runs the conversation through a core with one `sse_cut` of `action` and `scope`.
+/// Runs the conversation through a core with one stream-scope `sse_cut` of `action`.
 fn run(action: &str) -> (Vec<u8>, Vec<u8>, u32, Vec<Observation>) {
+    let (to_server, to_client, obs) = converse(action, CutScope::Stream);
+    let (client, _) = drain(&to_client);
+    let (server, credit) = drain(&to_server);
+    (client, server, credit, obs)
+}
+
+/// Runs the conversation through a core with one `sse_cut` of `action` and `scope`; returns
+/// the queues toward the server and the client, and the observations.
+fn converse(
+    action: &str,
+    scope: CutScope,
+) -> (OutQueue<'static>, OutQueue<'static>, Vec<Observation>) {
     let proxy = crate::proxy::Proxy::new(ProxyConfig::new("t", "127.0.0.1:9"));
     let keep = Arc::new(Keep::default());
     proxy.set_sink(Some(keep.clone()));
@@ -127,7 +139,7 @@ fn run(action: &str) -> (Vec<u8>, Vec<u8>, u32, Vec<Observation>) {
     let f = factory_h2(
         cfg,
         H2Keys {
-            scope: CutScope::Stream,
+            scope,
             h2_error: None,
         },
     );
@@ -184,10 +196,37 @@ fn run(action: &str) -> (Vec<u8>, Vec<u8>, u32, Vec<Observation>) {
     feed(&mut core, down, data(1, false, b"data: {\"a\":1}\n\n"));
     feed(&mut core, down, data(1, false, b"data: later\n\n"));
     feed(&mut core, down, data(3, true, b"data: end\n\n"));
-    let (client, _) = drain(&to_client);
-    let (server, credit) = drain(&to_server);
+    drop(core);
     let obs = keep.0.lock().unwrap().clone();
-    (client, server, credit, obs)
+    (to_server, to_client, obs)
+}
+
+/// The kinds of what a queue holds, in order (`bytes` for each run of bytes).
+fn items(q: &OutQueue) -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    while let Some(next) = q.next().now_or_never() {
+        let kind = match next {
+            Next::Credit(_) => "credit",
+            Next::Item(Out::Bytes { .. }) => "bytes",
+            Next::Item(Out::Eof { .. }) => "eof",
+            Next::Item(Out::Cut { .. }) => "cut",
+            Next::Item(Out::Drain) => "drain",
+        };
+        if kind != "bytes" || out.last() != Some(&"bytes") {
+            out.push(kind);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_connection_cut_ends_both_sides_and_the_server_acknowledges_a_ping_after_its_requests_first() {
+    let (to_server, to_client, _) = converse("reset", CutScope::Connection);
+    // The client: what came before the cut point, then the cut.
+    assert_eq!(items(&to_client), ["bytes", "cut"]);
+    // The server: both request heads, then the drain PING and its wait, then the cut (so the
+    // server read every request the relay forwarded before the connection ends).
+    assert_eq!(items(&to_server), ["bytes", "drain", "cut"]);
 }
 
 #[test]

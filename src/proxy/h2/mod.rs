@@ -40,7 +40,7 @@ mod surgery;
 
 use std::sync::Mutex;
 
-use futures_util::future::try_join4;
+use futures_util::future::try_join;
 use rand::SeedableRng;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::Notify;
@@ -56,6 +56,11 @@ use crate::vocab::Direction;
 
 /// Bytes of forwarded frames each direction's write queue holds at most (plus one frame).
 pub(crate) const QUEUE_CAP: usize = 4 << 20;
+
+/// How long after one writer reached a connection cut the other may still write what was
+/// queued before it (and wait for the drain PING's acknowledgement, at most
+/// [`queue::DRAIN_MAX`]): a peer that stopped reading cannot hold the cut back.
+const DRAIN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// True if the fault list asks for the stream relay on h2 connections: a positioned fault
 /// (of either scope) or an h2 kind.
@@ -139,15 +144,51 @@ where
         observer,
         faults,
     ));
+    let acked = Notify::new();
     let c = (&core, proxy.stats());
-    let work = try_join4(
-        run::read(c, Direction::Upstream, cr, &to_server, &changed),
-        run::write(c, Direction::Upstream, uw, &to_server),
-        run::read(c, Direction::Downstream, ur, &to_client, &changed),
-        run::write(c, Direction::Downstream, cw, &to_client),
+    let readers = try_join(
+        run::read(c, Direction::Upstream, cr, &to_server, (&changed, &acked)),
+        run::read(c, Direction::Downstream, ur, &to_client, (&changed, &acked)),
     );
+    let up_w = run::write(c, Direction::Upstream, uw, (&to_server, &acked));
+    let down_w = run::write(c, Direction::Downstream, cw, (&to_client, &acked));
+    // A cut ends both writers, each after what was queued for it (the server's after the drain
+    // PING's acknowledgement), within [`DRAIN_GRACE`] of the first; the readers may still wait
+    // on a socket then.
+    let work = async {
+        let mut readers = std::pin::pin!(readers);
+        let (mut up_w, mut down_w) = (std::pin::pin!(up_w), std::pin::pin!(down_w));
+        let (mut up, mut down, mut read) = (None, None, false);
+        let mut grace_until = None;
+        while up.is_none() || down.is_none() {
+            let grace = async {
+                match grace_until {
+                    Some(t) => tokio::time::sleep_until(t).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                w = &mut up_w, if up.is_none() => up = Some(w?),
+                w = &mut down_w, if down.is_none() => down = Some(w?),
+                r = &mut readers, if !read => {
+                    r?;
+                    read = true;
+                }
+                () = grace => break,
+            }
+            let cut = matches!(up, Some(Some(_))) || matches!(down, Some(Some(_)));
+            if cut && grace_until.is_none() {
+                grace_until = Some(Instant::now() + DRAIN_GRACE);
+            }
+        }
+        match down.flatten().or(up.flatten()) {
+            Some(action) => Err(Stop::Cut(action)),
+            None if read => Ok(()),
+            None => readers.await.map(|_| ()),
+        }
+    };
     tokio::select! {
-        r = work => r.map(|_| ()),
+        r = work => r,
         () = run::timers(&core, &changed) => Ok(()),
     }
 }

@@ -39,7 +39,17 @@ pub(crate) enum Out {
     /// End the connection with `action` once every earlier item is written, no earlier than
     /// `at`.
     Cut { action: CutAction, at: Instant },
+    /// Before a cut toward the server: a `PING` ([`DRAIN_PING`]) after every earlier frame, and
+    /// a wait (at most [`DRAIN_MAX`]) for its acknowledgement, so that the server has read every
+    /// request the relay forwarded before the connection closes.
+    Drain,
 }
+
+/// The payload of the relay's drain `PING` (see [`Out::Drain`]).
+pub(crate) const DRAIN_PING: [u8; 8] = *b"tl-drain";
+
+/// Longest wait for the server's acknowledgement of the drain `PING`.
+pub(crate) const DRAIN_MAX: std::time::Duration = std::time::Duration::from_secs(1);
 
 #[derive(Debug, Default)]
 struct Inner {
@@ -93,11 +103,11 @@ impl<'a> OutQueue<'a> {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Queues an item (dropped once the queue has ended).
-    pub(crate) fn push(&self, out: Out) {
+    /// Queues an item (dropped once the queue has ended); false if it was dropped.
+    pub(crate) fn push(&self, out: Out) -> bool {
         let mut q = self.lock();
         if q.ended {
-            return;
+            return false;
         }
         match &out {
             Out::Bytes {
@@ -111,11 +121,12 @@ impl<'a> OutQueue<'a> {
                 }
             }
             Out::Eof { .. } | Out::Cut { .. } => q.ended = true,
-            Out::Bytes { .. } => {}
+            Out::Bytes { .. } | Out::Drain => {}
         }
         q.items.push_back(out);
         drop(q);
         self.ready.notify_one();
+        true
     }
 
     /// Owes the destination `n` more bytes of connection-level flow-control credit.

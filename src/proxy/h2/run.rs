@@ -16,12 +16,13 @@ use tokio::time::{Instant, sleep_until};
 
 use super::batch::Batch;
 use super::core::Core;
-use super::queue::{Next, Out, OutQueue};
-use super::reader::{FrameReader, MAX_FRAME};
+use super::queue::{DRAIN_MAX, DRAIN_PING, Next, Out, OutQueue};
+use super::reader::{FrameReader, MAX_FRAME, Piece};
 use crate::proxy::Stats;
 use crate::proxy::pump::{Side, Stop};
-use crate::vocab::Direction;
-use crate::wire::h2::frame::window_update;
+use crate::vocab::{CutAction, Direction};
+use crate::wire::h2::frame::{self, HEADER_LEN, flags, window_update};
+use crate::wire::h2::{FrameHeader, FrameType};
 
 fn lock<'a, 'b>(core: &'a Mutex<Core<'b>>) -> std::sync::MutexGuard<'a, Core<'b>> {
     core.lock()
@@ -49,14 +50,17 @@ pub(crate) async fn read<R: AsyncRead + Unpin>(
     dir: Direction,
     mut src: R,
     room: &OutQueue<'_>,
-    changed: &Notify,
+    (changed, acked): (&Notify, &Notify),
 ) -> Result<(), Stop> {
     let mut reader = FrameReader::new(dir == Direction::Upstream, MAX_FRAME);
     let mut said_raw = false;
     loop {
+        if lock(core).ended {
+            break;
+        }
         room.room().await;
         if lock(core).ended {
-            return Ok(());
+            break;
         }
         let piece = reader
             .next(&mut src)
@@ -66,7 +70,12 @@ pub(crate) async fn read<R: AsyncRead + Unpin>(
         {
             let mut c = lock(core);
             if c.ended {
-                return Ok(());
+                drop(c);
+                if piece.as_ref().is_some_and(is_drain_ack) {
+                    acked.notify_one();
+                    return Ok(());
+                }
+                break;
             }
             match piece {
                 Some(p) => {
@@ -87,17 +96,43 @@ pub(crate) async fn read<R: AsyncRead + Unpin>(
         }
         changed.notify_one();
     }
+    // The connection was cut. If the server owes the drain PING's acknowledgement, its frames
+    // are read (and dropped: nothing reaches the client any more) until it comes, the server
+    // closes, or the writer stops waiting.
+    if dir == Direction::Downstream && lock(core).draining {
+        loop {
+            match reader.next(&mut src).await {
+                Ok(Some(p)) if !is_drain_ack(&p) => continue,
+                _ => break,
+            }
+        }
+        acked.notify_one();
+    }
+    Ok(())
 }
 
-/// Writes `q` to `dir`'s destination until EOF is passed on or a cut ends the connection.
+/// True for the server's acknowledgement of the relay's drain `PING`.
+fn is_drain_ack(piece: &Piece) -> bool {
+    let Piece::Frame { frame, .. } = piece else {
+        return false;
+    };
+    FrameHeader::parse(frame).is_some_and(|h| {
+        h.kind == FrameType::Ping
+            && h.has(flags::ACK)
+            && frame.get(HEADER_LEN..) == Some(&DRAIN_PING[..])
+    })
+}
+
+/// Writes `q` to `dir`'s destination until EOF is passed on (`None`) or a cut ends the
+/// connection (the cut's action, once every earlier item was written).
 /// Everything due at one wake-up goes out as one batch ([`Batch`]): it is written when the
 /// queue has nothing more due now, when it is full, and before any wait for an item's time.
 pub(crate) async fn write<W: AsyncWrite + Unpin>(
     (core, stats): (&Mutex<Core<'_>>, &Stats),
     dir: Direction,
     mut dst: W,
-    q: &OutQueue<'_>,
-) -> Result<(), Stop> {
+    (q, acked): (&OutQueue<'_>, &Notify),
+) -> Result<Option<CutAction>, Stop> {
     let io = |e| Stop::Io(dest(dir), e);
     let mut batch = Batch::default();
     // Writes the batch and settles it: stats, queue room, then the observer's releases.
@@ -145,13 +180,20 @@ pub(crate) async fn write<W: AsyncWrite + Unpin>(
                 sleep_until(at).await;
                 // The peer may be gone already; its half-close then has no one to reach.
                 let _ = dst.shutdown().await;
-                return Ok(());
+                return Ok(None);
             }
             Next::Item(Out::Cut { action, at }) => {
                 settle!();
                 sleep_until(at).await;
                 let _ = dst.flush().await;
-                return Err(Stop::Cut(action));
+                return Ok(Some(action));
+            }
+            Next::Item(Out::Drain) => {
+                settle!();
+                let ping = frame::ping(DRAIN_PING, false);
+                if dst.write_all(&ping).await.is_ok() && dst.flush().await.is_ok() {
+                    let _ = tokio::time::timeout(DRAIN_MAX, acked.notified()).await;
+                }
             }
         }
         if batch.full() {

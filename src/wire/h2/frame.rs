@@ -245,6 +245,22 @@ pub fn rst_stream(stream: u32, code: ErrorCode) -> [u8; HEADER_LEN + 4] {
     f
 }
 
+/// A whole `PING` frame with `payload` (`ack`: the acknowledgement of a peer's `PING`).
+pub fn ping(payload: [u8; 8], ack: bool) -> [u8; HEADER_LEN + 8] {
+    let mut f = [0; HEADER_LEN + 8];
+    f[..HEADER_LEN].copy_from_slice(
+        &FrameHeader {
+            len: 8,
+            kind: FrameType::Ping,
+            flags: if ack { flags::ACK } else { 0 },
+            stream: 0,
+        }
+        .encode(),
+    );
+    f[HEADER_LEN..].copy_from_slice(&payload);
+    f
+}
+
 /// A whole `WINDOW_UPDATE` frame (`increment` in 1..=2^31-1; 0 is a protocol error).
 pub fn window_update(stream: u32, increment: u32) -> [u8; HEADER_LEN + 4] {
     debug_assert!(increment > 0 && increment < 1 << 31);
