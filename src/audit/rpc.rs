@@ -47,6 +47,13 @@ pub enum RpcMessage {
 /// The method MCP uses for tool calls; only these calls yield `pending-call`.
 pub const TOOLS_CALL: &str = "tools/call";
 
+/// The session handshake's method. Not a call the audit judges for loss or re-sends: every
+/// client opens its session with the same `initialize` (the same id, 0 or 1, and the same
+/// params from the same SDK) before it has a session id, so on the wire one client's retry of
+/// a cut handshake is byte for byte another client's first one; whether a session opened is
+/// what that session's later requests show.
+pub const INITIALIZE: &str = "initialize";
+
 /// Parses a JSON-RPC message or batch; anything else yields an empty list.
 pub fn parse(bytes: &[u8]) -> Vec<RpcMessage> {
     let Ok(value) = serde_json::from_slice::<Value>(bytes) else {

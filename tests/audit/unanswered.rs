@@ -281,3 +281,59 @@ async fn another_sessions_identical_call_under_its_own_idempotency_key_leaves_th
     assert!(abandoned(&w).is_empty(), "{:#?}", w.auditor.findings());
     assert!(kinds.contains(&K::Reissued), "{kinds:?}");
 }
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"app","version":"1"}}}"#;
+
+#[tokio::test(start_paused = true)]
+async fn a_cut_handshake_followed_by_the_same_handshake_is_neither_a_resend_nor_a_loss() {
+    // Every client opens its session with these bytes: one client's retry of a cut handshake
+    // and another client's first one look the same, so neither links nor counts as lost.
+    let mut w = Wire::new();
+    w.post(1, 0, None, INITIALIZE);
+    w.sse_ok(1, 0);
+    w.deliver(1, 0, &msg("0-1", "{}"), Some(3), CutAction::Reset);
+    w.post(2, 0, None, INITIALIZE);
+    w.response(2, 0, 200, "text/event-stream", S);
+    w.stream_clean(
+        2,
+        0,
+        &msg(
+            "0-1",
+            r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25"}}"#,
+        ),
+    );
+    tokio::time::advance(Duration::from_secs(40)).await;
+    w.auditor.finish();
+    let kinds = w.kinds();
+    for k in [K::Reissued, K::Abandoned, K::UnprovenResend] {
+        assert!(!kinds.contains(&k), "{k:?} in {:#?}", w.auditor.findings());
+    }
+    assert!(
+        kinds.contains(&K::TornCut),
+        "the cut itself is still judged: {kinds:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cut_tool_call_followed_by_the_same_id_and_params_in_its_session_is_still_reissued() {
+    let mut w = Wire::new();
+    let call = call_with_token("7", "search", "t");
+    w.post(1, 0, S, &call);
+    w.sse_ok(1, 0);
+    w.deliver(
+        1,
+        0,
+        &msg("1", &progress_of("t", 1)),
+        Some(5),
+        CutAction::Reset,
+    );
+    w.post(2, 0, S, &call);
+    w.sse_ok(2, 0);
+    w.stream_clean(2, 0, &msg("2", &result("7", "ok")));
+    w.auditor.finish();
+    assert!(
+        w.kinds().contains(&K::Reissued),
+        "{:#?}",
+        w.auditor.findings()
+    );
+}

@@ -19,6 +19,8 @@
 //!   without the answer and not cleanly (a refused resume — `explicit-loss` — or a connection
 //!   that closed). A resume that ends cleanly without the answer is `pending-call`'s (the
 //!   engine's `events`), never both.
+//! - The session handshake (`initialize`) is never watched: a retry of it cannot be told from
+//!   another client's handshake, and a session that never opened shows in what follows.
 //! - Opening a resume of the stream pauses the watch (it keeps its candidates); the resume's
 //!   end arms it again, its clock restarting at that end, or drops it if the resume ended
 //!   cleanly.
@@ -56,7 +58,7 @@ use tokio::time::Instant;
 
 use crate::audit::finding::{CandidateCall, Finding, FindingKind, StreamRef};
 use crate::audit::ledger::{Ledger, Resent};
-use crate::audit::rpc::RpcMessage;
+use crate::audit::rpc::{INITIALIZE, RpcMessage};
 use crate::audit::rule::{AnswerSeen, CutSeen, LegEnded, NewCall, RequestView, Rule};
 use crate::audit::stream::StreamKey;
 
@@ -131,7 +133,7 @@ impl Abandoned {
             .or_else(|| self.paused.remove(&key));
         let calls: Vec<LostCall> = stream
             .unanswered()
-            .filter(|c| !c.reported)
+            .filter(|c| !c.reported && c.method != INITIALIZE)
             .map(|c| LostCall {
                 id: c.id.clone(),
                 method: c.method.clone(),

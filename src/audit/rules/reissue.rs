@@ -20,6 +20,10 @@
 //!   of the run) only `Idempotency-Key` proves a session-less re-send, and the detail of every
 //!   `unproven-resend` finding says why its candidates were not taken.
 //!
+//! The session handshake (`initialize`) is never linked by `same-id`: every client sends the
+//! same one, id and params, before it has a session, so a retry of a cut handshake is on the
+//! wire another client's first (see [`crate::audit::rpc::INITIALIZE`]).
+//!
 //! Nothing else is proof: an identical later call (same method and params, a new id), even the
 //! first call of a renegotiated session, is what applications send anyway — they call the same
 //! tool with the same arguments again and again — and the timing or the calls in between do not
@@ -57,7 +61,7 @@ use std::time::Duration;
 
 use crate::audit::finding::{Finding, FindingKind};
 use crate::audit::ledger::{HeldCall, Ledger, Proof, Resent};
-use crate::audit::rpc::is_stateless_version;
+use crate::audit::rpc::{INITIALIZE, is_stateless_version};
 use crate::audit::rule::{AnswerSeen, NewCall, RequestView, Rule};
 use crate::audit::stream::StreamKey;
 use tokio::time::Instant;
@@ -134,7 +138,9 @@ impl Reissue {
                     return;
                 };
                 let after_cut = stream.cut_at.is_some() || stream.open_legs == 0;
-                let same = call.method == new.method && call.params_hash == new.params_hash;
+                let same = call.method == new.method
+                    && call.params_hash == new.params_hash
+                    && call.method != INITIALIZE;
                 let client_known = new.session.is_some() || l.ids_shared.is_none();
                 let open = unanswered_call(l, key, new.id) && !self.holds(key, new.id);
                 if !(same && after_cut && client_known && open) {

@@ -2,10 +2,12 @@
 //! futures of the connection's task.
 //!
 //! Invariants: a reader reads only while its destination queue has room (backpressure) and
-//! stops once the core ended the connection; a writer writes each item no earlier than its
+//! stops once the core ended the connection (the server's reader then only looks for the
+//! drain `PING`'s acknowledgement); a writer writes each item no earlier than its
 //! time (what is due at once as one batch), flushes, and passes EOF on as a write shutdown (half-close) after every earlier item;
-//! the relay ends when both directions ended (or one failed, or a cut was written). The core's
-//! lock is never held across an await.
+//! the relay ends when both directions ended (or one failed, or a cut was written to both
+//! destinations: toward the server after its acknowledgement of the drain `PING`, see
+//! [`super::queue::Out::Drain`]). The core's lock is never held across an await.
 
 use std::sync::Mutex;
 
