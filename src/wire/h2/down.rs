@@ -260,15 +260,26 @@ impl H2Half {
 
     /// Where each SSE stream still open, `except` the one a cut fell in, stands: the cut of
     /// the whole connection delivered each of them through the end of its last `DATA` body.
-    /// One point per stream that has a body (`h2_stream` set), described as a stream-scope
-    /// cut at that end would be: class, event index, ids, torn bytes, data line.
+    /// One point per SSE stream (`h2_stream` set), described as a stream-scope cut at that end
+    /// would be: class, event index, ids, torn bytes, data line; a stream with no body yet
+    /// stands at its start (`boundary`, payload 0).
     pub fn stands(&self, except: u32) -> Vec<crate::wire::CutPoint> {
         let mut out: Vec<crate::wire::CutPoint> = self
             .resps
             .iter()
             .filter(|(id, _)| **id != except)
             .filter_map(|(id, r)| {
-                let (sse, t) = (r.sse.as_ref()?, r.tail?);
+                // A stream with its head but no body yet stands at the body's start: it was
+                // cut too (a resume cut before its first event is no empty replay).
+                let sse = r.sse.as_ref()?;
+                let t = r.tail.unwrap_or(Tail {
+                    raw: r.head_end,
+                    payload: 0,
+                    class: crate::wire::SseClass::Boundary,
+                    event_index: 0,
+                    block_start: 0,
+                    data_line: 0,
+                });
                 let scanner = &sse.scanner;
                 let last = scanner.last_event_id();
                 Some(crate::wire::CutPoint {

@@ -850,3 +850,27 @@ fn where_each_open_sse_stream_stands_is_its_last_bodys_end_with_the_event_it_wou
     frames(&mut down, &s.bytes, at, |_, _| false);
     assert!(down.stands(0).is_empty(), "{:#?}", down.stands(0));
 }
+
+#[test]
+fn an_sse_stream_with_its_head_but_no_body_yet_stands_at_its_start() {
+    let (c, s) = conversation();
+    let sink = Arc::new(Keep::default());
+    let (mut up, mut down) = halves(5, sink.clone(), LlmRoutes::known(), WireProtocol::H2c);
+    up.preface(PREFACE.len() as u64);
+    frames(&mut up, &c.bytes, PREFACE.len(), |_, _| false);
+    // Every server frame before the first DATA: the SSE heads alone.
+    frames(&mut down, &s.bytes, 0, |h, _| h.kind == FrameType::Data);
+    let all = down.stands(0);
+    assert!(
+        !all.is_empty(),
+        "a stream with a head is open: it ends with the connection"
+    );
+    for p in &all {
+        assert_eq!(p.class, Some(SseClass::Boundary), "{p:#?}");
+        assert_eq!((p.payload_offset, p.torn_bytes), (Some(0), 0), "{p:#?}");
+        assert!(
+            p.h2_stream.is_some() && p.last_committed_id.is_none(),
+            "{p:#?}"
+        );
+    }
+}
