@@ -60,12 +60,17 @@ pub async fn lab_bytes_before_response(lab: SocketAddr) -> u64 {
         let answers = async {
             let mut buf = vec![0u8; 16 * 1024];
             while let Ok(n) = ur.read(&mut buf).await {
-                if n == 0 || dw.write_all(&buf[..n]).await.is_err() {
+                if n == 0 {
                     break;
                 }
+                // Kept before it is written: the client may read the head and look at the
+                // record before this task runs again.
                 keep.lock()
                     .expect("relay record")
                     .extend_from_slice(&buf[..n]);
+                if dw.write_all(&buf[..n]).await.is_err() {
+                    break;
+                }
             }
             let _ = dw.shutdown().await;
         };
