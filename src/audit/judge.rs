@@ -32,10 +32,10 @@
 //!   (a new stream's priming event), events with data followed, and no owed event came.
 //! - `replay-reorder` iff the owed events came in a different order, or a non-empty unseen
 //!   (newer) event came before an owed one.
-//! - `silent-empty` iff the leg ended (not by the proxy), delivered no event with data, and the
-//!   stream's call is unanswered.
+//! - `silent-empty` iff the leg ended cleanly (not by the proxy: its framing's normal end),
+//!   delivered no event with data, and the stream's call is unanswered.
 //! - `replay-gap` iff no `explicit-loss`, `fresh-stream`, `cross-stream` or `silent-empty`
-//!   covers the leg, and: the leg ended (not by the proxy) with some owed event missing, or
+//!   covers the leg, and: the leg ended cleanly (not by the proxy) with some owed event missing, or
 //!   counter ids skipped values on the leg that never came later on it (certain; see
 //!   `sequence`), or else, with opaque ids, a progress value jumped after constant steps
 //!   (suspected: the detail says so). Owed events are the dispatched, non-empty events after
@@ -48,8 +48,8 @@
 //!   explains the content); a `fresh-stream` leg is judged for no reorder and no gap (a
 //!   continuation has its own order and skips by definition).
 //! - `replay-exact` iff none of the above, the cursor was right (no `cursor-ahead` or
-//!   `cursor-behind`: the resume as a whole was not clean), the proxy did not cut the leg, and
-//!   the leg did not end cleanly with a `tools/call` still unanswered (then `pending-call` is
+//!   `cursor-behind`: the resume as a whole was not clean), the proxy did not cut the leg, the
+//!   leg did not break (end uncleanly) before every owed event came, and it did not end cleanly with a `tools/call` still unanswered (then `pending-call` is
 //!   the finding, unless `explicit-loss` or `silent-empty` already says it).
 //!
 //! A leg cut by the proxy is judged only for what it showed wrong; its completeness is judged
@@ -261,7 +261,9 @@ impl Resume {
             out.push(c);
         }
         let finished = !end.cut;
-        if finished && !explicit && self.with_data == 0 && end.call_unanswered {
+        // Silent only when the client saw a normal end: a leg whose connection broke under it
+        // (not by the proxy) told the client it failed; its call is `abandoned`'s to judge.
+        if finished && end.clean && !explicit && self.with_data == 0 && end.call_unanswered {
             out.push((
                 FindingKind::SilentEmpty,
                 vec![self.cursor.clone()],
@@ -273,12 +275,18 @@ impl Resume {
         } else if !explicit && !is_fresh && !has_cross {
             // A continuation instead of a replay is `fresh-stream`, a replay of another stream
             // `cross-stream`: the events missing from this one are part of that finding.
-            if let Some(c) = self.gap(finished) {
+            if let Some(c) = self.gap(finished && end.clean) {
                 out.push(c);
             }
         }
-        let withheld =
-            explicit || end.cut || self.cursor_wrong || (end.clean && end.tools_call_unanswered);
+        // A leg that broke under the client (not by the proxy) before every owed event came
+        // shows neither a gap (the server skipped nothing the wire saw) nor an exact replay.
+        let broke_short = !end.clean && (0..self.owed.len()).any(|r| !self.got.contains(&r));
+        let withheld = explicit
+            || end.cut
+            || broke_short
+            || self.cursor_wrong
+            || (end.clean && end.tools_call_unanswered);
         if out.is_empty() && !withheld {
             out.push((
                 FindingKind::ReplayExact,
@@ -507,7 +515,21 @@ mod tests {
         let mut e = end(200, false);
         e.cut = true;
         assert!(kinds(&r, e).is_empty());
-        assert_eq!(kinds(&r, end(200, false)), vec![FindingKind::ReplayGap]);
+        assert_eq!(kinds(&r, end(200, true)), vec![FindingKind::ReplayGap]);
+        // Broken under the client, not by the proxy: the server skipped nothing the wire saw,
+        // and the replay is not whole either.
+        assert!(kinds(&r, end(200, false)).is_empty());
+    }
+
+    #[test]
+    fn an_empty_replay_whose_connection_broke_is_not_silent() {
+        let r = Resume::new("1".into(), Some(0), Some(0), Vec::new());
+        let mut e = end(200, false);
+        e.call_unanswered = true;
+        assert!(!kinds(&r, e).contains(&FindingKind::SilentEmpty));
+        let mut e = end(200, true);
+        e.call_unanswered = true;
+        assert_eq!(kinds(&r, e), vec![FindingKind::SilentEmpty]);
     }
 
     #[test]
