@@ -20,9 +20,9 @@
 //! such a stream unprocessed (the audit linked its re-send as `reissued`, the truth, from what
 //! the lab served, expected none). A connection cut now has the server acknowledge a PING sent
 //! behind every forwarded frame before the close: 16,000 quiet runs, one miss. With both cores
-//! busy (a CPU hog beside the bench) they still miss about 6 runs in 8,000 (`silent-empty`,
-//! `cursor-missing`, `abandoned`, `reissued`; 9–11 before the drain), so they stay out of
-//! the test until a loaded machine no longer changes their verdicts.
+//! busy (a CPU hog beside the bench) they missed 9–11 runs in 8,000 before that drain and now
+//! miss 1–4 (`cursor-missing`, `abandoned`), so they stay out of the test until a loaded
+//! machine no longer changes their verdicts.
 //!
 //! MCP 2026-07-28 (issue 24): the quick subset of the modern matrix — the real TypeScript and
 //! Python SDK clients run by app scripts (identical calls, distinct calls, unmarked and marked
