@@ -43,6 +43,31 @@ use tearline::accuracy::{self, RunResult, Table};
 
 const SEEDS: [u64; 2] = [7, 8];
 
+/// Every run was scored (the harness failed on none).
+fn assert_ran(table: &Table, text: &str) {
+    assert!(
+        table.harness_errors.is_empty(),
+        "the harness failed on some runs:\n{text}"
+    );
+}
+
+/// The truth is not vacuous: each of `kinds` is required by some run.
+fn assert_required(table: &Table, text: &str, kinds: &[&str]) {
+    for kind in kinds {
+        let required = table.kinds.get(*kind).map_or(0, |s| s.tp + s.fn_);
+        assert!(required > 0, "no run requires {kind}:\n{text}");
+    }
+}
+
+/// Every kind scored precision = recall = 1.0.
+fn assert_exact(table: &Table, text: &str) {
+    let failing = table.failing();
+    assert!(
+        failing.is_empty(),
+        "precision or recall below 1.0 for {failing:?}:\n{text}"
+    );
+}
+
 async fn all_runs() -> Vec<RunResult> {
     let cells = accuracy::matrix();
     let runs = accuracy::run_all(&cells, &SEEDS, None, 12);
@@ -58,28 +83,26 @@ async fn audit_verdicts_equal_ground_truth_for_every_finding_kind() {
     let text = table.render();
     println!("{text}");
     assert!(results.len() >= 200, "only {} runs", results.len());
-    assert!(
-        table.harness_errors.is_empty(),
-        "the harness failed on some runs:\n{text}"
-    );
+    assert_ran(&table, &text);
 
     // The truth is not vacuous: every kind of the contract is required by some run.
-    for kind in [
-        "torn-cut",
-        "replay-exact",
-        "explicit-loss",
-        "replay-reorder",
-        "replay-gap",
-        "replay-duplicate",
-        "cross-stream",
-        "duplicate-response",
-        "pending-call",
-        "fresh-stream",
-        "cursor-behind",
-    ] {
-        let required = table.kinds.get(kind).map_or(0, |s| s.tp + s.fn_);
-        assert!(required > 0, "no run requires {kind}:\n{text}");
-    }
+    assert_required(
+        &table,
+        &text,
+        &[
+            "torn-cut",
+            "replay-exact",
+            "explicit-loss",
+            "replay-reorder",
+            "replay-gap",
+            "replay-duplicate",
+            "cross-stream",
+            "duplicate-response",
+            "pending-call",
+            "fresh-stream",
+            "cursor-behind",
+        ],
+    );
 
     // Clean servers with correct clients: nothing but torn-cut and replay-exact.
     let allowed: BTreeSet<String> = ["torn-cut", "replay-exact"]
@@ -101,11 +124,7 @@ async fn audit_verdicts_equal_ground_truth_for_every_finding_kind() {
         );
     }
 
-    let failing = table.failing();
-    assert!(
-        failing.is_empty(),
-        "precision or recall below 1.0 for {failing:?}:\n{text}"
-    );
+    assert_exact(&table, &text);
 }
 
 /// The h2 cells of the test: all but four sessions under a connection cut (module doc).
@@ -138,34 +157,28 @@ async fn audit_verdicts_over_h2_equal_ground_truth_for_stream_and_connection_cut
     println!("{text}");
     assert_eq!(results.len(), cells.len() * SEEDS.len());
     assert!(results.len() >= 200, "only {} runs", results.len());
-    assert!(
-        table.harness_errors.is_empty(),
-        "the harness failed on some runs:\n{text}"
-    );
+    assert_ran(&table, &text);
     // Every kind the HTTP/1.1 cells require is required over h2 too, and a re-issue the wire
     // shows (a call whose connection another stream's cut took down, sent again).
-    for kind in [
-        "torn-cut",
-        "replay-exact",
-        "explicit-loss",
-        "replay-reorder",
-        "replay-gap",
-        "replay-duplicate",
-        "cross-stream",
-        "duplicate-response",
-        "pending-call",
-        "fresh-stream",
-        "cursor-behind",
-        "reissued",
-    ] {
-        let required = table.kinds.get(kind).map_or(0, |s| s.tp + s.fn_);
-        assert!(required > 0, "no h2 run requires {kind}:\n{text}");
-    }
-    let failing = table.failing();
-    assert!(
-        failing.is_empty(),
-        "precision or recall below 1.0 over h2 for {failing:?}:\n{text}"
+    assert_required(
+        &table,
+        &text,
+        &[
+            "torn-cut",
+            "replay-exact",
+            "explicit-loss",
+            "replay-reorder",
+            "replay-gap",
+            "replay-duplicate",
+            "cross-stream",
+            "duplicate-response",
+            "pending-call",
+            "fresh-stream",
+            "cursor-behind",
+            "reissued",
+        ],
     );
+    assert_exact(&table, &text);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -179,24 +192,22 @@ async fn audit_verdicts_equal_ground_truth_for_mcp_2026_07_28_clients() {
     let text = table.render();
     println!("{text}");
     assert_eq!(results.len(), cells.len());
-    assert!(
-        table.harness_errors.is_empty(),
-        "the harness failed on some runs:\n{text}"
-    );
+    assert_ran(&table, &text);
     // The truth is not vacuous: the unanswered kind, an unproven re-send, a proven re-send, a
     // re-execution the counter and the wire both show, and torn events are each required by
     // some run.
-    for kind in [
-        "abandoned",
-        "unproven-resend",
-        "unproven-resend:visible",
-        "reissued",
-        "reexecuted",
-        "torn-cut",
-    ] {
-        let required = table.kinds.get(kind).map_or(0, |s| s.tp + s.fn_);
-        assert!(required > 0, "no run requires {kind}:\n{text}");
-    }
+    assert_required(
+        &table,
+        &text,
+        &[
+            "abandoned",
+            "unproven-resend",
+            "unproven-resend:visible",
+            "reissued",
+            "reexecuted",
+            "torn-cut",
+        ],
+    );
     // Identical calls after a cut never prove a re-send, and never count as a loss: such runs
     // (the app repeats, or re-sends unmarked) require `unproven-resend`, no `reissued` and no
     // `abandoned`; a re-send with other arguments leaves the cut call `abandoned`.
@@ -229,11 +240,7 @@ async fn audit_verdicts_equal_ground_truth_for_mcp_2026_07_28_clients() {
             r.expected
         );
     }
-    let failing = table.failing();
-    assert!(
-        failing.is_empty(),
-        "precision or recall below 1.0 for {failing:?}:\n{text}"
-    );
+    assert_exact(&table, &text);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -248,25 +255,19 @@ async fn audit_verdicts_over_h2_equal_ground_truth_for_mcp_2026_07_28_clients() 
     let text = table.render();
     println!("{text}");
     assert_eq!(results.len(), cells.len() * SEEDS.len());
-    assert!(
-        table.harness_errors.is_empty(),
-        "the harness failed on some runs:\n{text}"
-    );
+    assert_ran(&table, &text);
     // The truth is not vacuous over h2 either: every kind of the era is required by some run.
-    for kind in [
-        "abandoned",
-        "unproven-resend",
-        "unproven-resend:visible",
-        "reissued",
-        "reexecuted",
-        "torn-cut",
-    ] {
-        let required = table.kinds.get(kind).map_or(0, |s| s.tp + s.fn_);
-        assert!(required > 0, "no h2 run requires {kind}:\n{text}");
-    }
-    let failing = table.failing();
-    assert!(
-        failing.is_empty(),
-        "precision or recall below 1.0 over h2 for {failing:?}:\n{text}"
+    assert_required(
+        &table,
+        &text,
+        &[
+            "abandoned",
+            "unproven-resend",
+            "unproven-resend:visible",
+            "reissued",
+            "reexecuted",
+            "torn-cut",
+        ],
     );
+    assert_exact(&table, &text);
 }
