@@ -35,8 +35,8 @@
 //! - `silent-empty` iff the leg ended cleanly (not by the proxy: its framing's normal end),
 //!   delivered no event with data, and the stream's call is unanswered.
 //! - `replay-gap` iff no `explicit-loss`, `fresh-stream`, `cross-stream` or `silent-empty`
-//!   covers the leg, and: the leg ended cleanly (not by the proxy) with some owed event missing, or
-//!   counter ids skipped values on the leg that never came later on it (certain; see
+//!   covers the leg, and: the leg ended cleanly (not by the proxy) with some owed event
+//!   missing, or counter ids skipped values on the leg that never came later on it (certain; see
 //!   `sequence`), or else, with opaque ids, a progress value jumped after constant steps
 //!   (suspected: the detail says so). Owed events are the dispatched, non-empty events after
 //!   the cursor plus the torn one: priming events are never owed. The finding lists the
@@ -49,8 +49,9 @@
 //!   continuation has its own order and skips by definition).
 //! - `replay-exact` iff none of the above, the cursor was right (no `cursor-ahead` or
 //!   `cursor-behind`: the resume as a whole was not clean), the proxy did not cut the leg, the
-//!   leg did not break (end uncleanly) before every owed event came, and it did not end cleanly with a `tools/call` still unanswered (then `pending-call` is
-//!   the finding, unless `explicit-loss` or `silent-empty` already says it).
+//!   leg did not break (end uncleanly) before every owed event came, and it did not end
+//!   cleanly with a `tools/call` still unanswered (then `pending-call` is the finding, unless
+//!   `explicit-loss` or `silent-empty` already says it).
 //!
 //! A leg cut by the proxy is judged only for what it showed wrong; its completeness is judged
 //! by the next resume. Unseen ids after the owed ones are the normal continuation: the proxy
@@ -281,7 +282,7 @@ impl Resume {
         }
         // A leg that broke under the client (not by the proxy) before every owed event came
         // shows neither a gap (the server skipped nothing the wire saw) nor an exact replay.
-        let broke_short = !end.clean && (0..self.owed.len()).any(|r| !self.got.contains(&r));
+        let broke_short = !end.clean && self.missing_owed().next().is_some();
         let withheld = explicit
             || end.cut
             || broke_short
@@ -344,16 +345,19 @@ impl Resume {
         })
     }
 
+    /// The owed events (ids) that have not come on this leg, in stream order.
+    fn missing_owed(&self) -> impl Iterator<Item = &String> {
+        (0..self.owed.len())
+            .filter(|r| !self.got.contains(r))
+            .filter_map(|r| self.owed.get(r))
+    }
+
     /// Owed events that never came (only when the leg finished) and skipped counter values
     /// (certain); else a gap inferred from progress values (suspected).
     fn gap(&self, finished: bool) -> Option<Conclusion> {
         let mut missing: Vec<String> = Vec::new();
         if finished {
-            missing.extend(
-                (0..self.owed.len())
-                    .filter(|r| !self.got.contains(r))
-                    .filter_map(|r| self.owed.get(r).cloned()),
-            );
+            missing.extend(self.missing_owed().cloned());
         }
         let mut details = Vec::new();
         if !missing.is_empty() {

@@ -30,12 +30,12 @@ pub const PROXY_NAME: &str = "replay";
 /// Calls whose facts a phase keeps for the reconciliation (later calls are counted only).
 pub const KEEP_CALLS: usize = 10_000;
 
-/// How long a phase's servers may take to stop after the load finished.
 /// Attempts (requests) a call may use unless its scenario says otherwise. Half the streams are
 /// cut and a cut costs two (the resume, then the re-issue if the cursor is gone), so a correct
 /// client still fails about one call in 16, loudly: the phase line says how many ran out.
 pub const DEFAULT_ATTEMPTS: u32 = 8;
 
+/// How long a phase's servers may take to stop after the load finished.
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What one phase produced.

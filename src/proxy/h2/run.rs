@@ -57,9 +57,6 @@ pub(crate) async fn read<R: AsyncRead + Unpin>(
     let mut reader = FrameReader::new(dir == Direction::Upstream, MAX_FRAME);
     let mut said_raw = false;
     loop {
-        if lock(core).ended {
-            break;
-        }
         room.room().await;
         if lock(core).ended {
             break;
@@ -192,7 +189,7 @@ pub(crate) async fn write<W: AsyncWrite + Unpin>(
             }
             Next::Item(Out::Drain) => {
                 settle!();
-                let ping = frame::ping(DRAIN_PING, false);
+                let ping = frame::ping(DRAIN_PING);
                 if dst.write_all(&ping).await.is_ok() && dst.flush().await.is_ok() {
                     let _ = tokio::time::timeout(DRAIN_MAX, acked.notified()).await;
                 }

@@ -245,14 +245,14 @@ pub fn rst_stream(stream: u32, code: ErrorCode) -> [u8; HEADER_LEN + 4] {
     f
 }
 
-/// A whole `PING` frame with `payload` (`ack`: the acknowledgement of a peer's `PING`).
-pub fn ping(payload: [u8; 8], ack: bool) -> [u8; HEADER_LEN + 8] {
+/// A whole `PING` frame (not an acknowledgement) carrying `payload`.
+pub fn ping(payload: [u8; 8]) -> [u8; HEADER_LEN + 8] {
     let mut f = [0; HEADER_LEN + 8];
     f[..HEADER_LEN].copy_from_slice(
         &FrameHeader {
             len: 8,
             kind: FrameType::Ping,
-            flags: if ack { flags::ACK } else { 0 },
+            flags: 0,
             stream: 0,
         }
         .encode(),
