@@ -259,7 +259,12 @@ pub async fn produce(
             enc.priming(id.unwrap_or(""), Some(retry))
         });
     }
+    // The steps first: a cancel that came before this task ran (the client gone right after
+    // the response head) still lets each call start, so a side effect (`append` adds before
+    // its first await) happens for every call whose head was sent, whichever branch tokio
+    // would have polled first.
     tokio::select! {
+        biased;
         _ = run_steps(&session, stream, steps, enc, truth.as_deref()) => {}
         _ = cancel.cancelled() => {}
     }
