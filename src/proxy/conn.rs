@@ -378,9 +378,34 @@ async fn close_as(
         CutAction::Fin | CutAction::CleanEnd => {
             // The client may be gone already; its FIN then has no one to reach.
             let _ = client.end(tls_end.unwrap_or(TlsEnd::Truncated)).await;
-            discard_unread(client.tcp());
-            drop(client);
             drop(upstream);
+            tokio::spawn(linger(client.into_tcp()));
+        }
+    }
+}
+
+/// How long a FIN-closed client socket is still read (and what arrives discarded) before it
+/// is dropped, and how many bytes at most.
+const LINGER_LIMIT: Duration = Duration::from_secs(2);
+const LINGER_BYTES: usize = 4 << 20;
+
+/// Reads and discards what the client sends after a FIN cut until it closes too, at most
+/// [`LINGER_LIMIT`] / [`LINGER_BYTES`] ("lingering close", as HTTP servers do). Why: a socket
+/// closed while its peer still writes answers that data with RST, and a client stack that
+/// sees its write fail may drop the connection before it decodes what it already received —
+/// an HTTP/2 client with another request in flight then loses responses the wire delivered,
+/// and an orderly FIN cut arrives as a reset.
+async fn linger(tcp: TcpStream) {
+    use tokio::io::AsyncReadExt;
+    discard_unread(&tcp);
+    let mut tcp = tcp;
+    let mut buf = [0u8; 8192];
+    let mut seen = 0usize;
+    let deadline = tokio::time::Instant::now() + LINGER_LIMIT;
+    while seen < LINGER_BYTES {
+        match tokio::time::timeout_at(deadline, tcp.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => seen += n,
+            _ => break,
         }
     }
 }

@@ -322,6 +322,41 @@ async fn limit_data_gives_a_clean_eof_after_exactly_n_bytes() {
     .unwrap();
 }
 
+/// A FIN cut stays a FIN when the client goes on writing after it: the proxy reads and
+/// discards what comes after its FIN (a closed socket would answer it with RST, and a client
+/// stack that meets the reset while writing drops what it received but had not yet decoded).
+#[tokio::test]
+async fn limit_data_stays_a_fin_when_the_client_writes_after_it() {
+    timeout(Duration::from_secs(20), async {
+        let up = payload_server(MIB).await;
+        let p = start(
+            up,
+            vec![fault(&[("kind", s("limit_data")), ("bytes", i(100_000))])],
+            1,
+        )
+        .await;
+        let mut sock = TcpStream::connect(p.addr).await.unwrap();
+        sock.write_all(b"?").await.unwrap();
+        let mut got = Vec::new();
+        sock.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got.len(), 100_000);
+        // A reset would arrive within a round trip of each write; 30 writes 10 ms apart.
+        for k in 0..30 {
+            sock.write_all(&[b'x'; 1024])
+                .await
+                .unwrap_or_else(|e| panic!("write {k} after the FIN failed: {e}"));
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            assert_eq!(
+                sock.take_error().unwrap().map(|e| e.kind()),
+                None,
+                "the proxy reset the connection after write {k}"
+            );
+        }
+    })
+    .await
+    .unwrap();
+}
+
 #[tokio::test]
 async fn timeout_delivers_nothing_then_closes() {
     timeout(Duration::from_secs(20), async {
