@@ -225,33 +225,20 @@ pub fn expected(t: &Truth) -> BTreeSet<String> {
                 .first()
                 .and_then(|&i| legs[i].client.idempotency_key.as_deref())
                 .filter(|k| !k.is_empty());
+            // A re-send proves only what reached the server: one lost in flight with its
+            // connection (on HTTP/2 another session's cut may take it down) is not on the wire.
             let proven = key.is_some_and(|k| {
                 legs[last + 1..].iter().any(|m| {
-                    m.client.method == "POST" && m.client.idempotency_key.as_deref() == Some(k)
+                    m.client.method == "POST"
+                        && m.client.idempotency_key.as_deref() == Some(k)
+                        && reached_server(t, legs, m.client)
                 })
             });
             // The lost call itself must be on the wire: a POST the server never received (a
             // connection cut while it was in flight, on HTTP/2 by another stream's cut) shows
-            // no call to the proxy, so its re-send re-issues nothing the wire saw. An
-            // unanswered sending reached the server when the lab served more POSTs of this
-            // (session, request id) than the client got answers to.
+            // no call to the proxy, so its re-send re-issues nothing the wire saw.
             let first = idx.first().map(|&i| legs[i].client);
-            let reached = first.is_some_and(|c| {
-                let text = rid.map(|r| r.to_string());
-                let served = t
-                    .lab
-                    .iter()
-                    .filter(|l| l.method == "POST" && l.session == c.session)
-                    .filter(|l| text.as_ref().is_some_and(|r| l.request_ids.contains(r)))
-                    .count();
-                let answered_posts = legs
-                    .iter()
-                    .map(|m| m.client)
-                    .filter(|l| l.method == "POST" && l.status.is_some())
-                    .filter(|l| l.session == c.session && l.request_id == *rid)
-                    .count();
-                c.status.is_some() || served > answered_posts
-            });
+            let reached = first.is_some_and(|c| reached_server(t, legs, c));
             if rid.is_some() && !answered && proven && reached {
                 out.insert("reissued".to_owned());
             }
@@ -273,6 +260,31 @@ pub fn expected(t: &Truth) -> BTreeSet<String> {
         out.insert("duplicate-response".to_owned());
     }
     out
+}
+
+/// Whether a client's POST `c` reached the server: it got a head, or the lab served more POSTs
+/// of its (session, request id) than the client got heads for (a sending whose connection
+/// died after the lab took it).
+fn reached_server(t: &Truth, legs: &[Matched<'_>], c: &ClientLeg) -> bool {
+    if c.status.is_some() {
+        return true;
+    }
+    let Some(rid) = c.request_id.map(|r| r.to_string()) else {
+        return false;
+    };
+    let served = t
+        .lab
+        .iter()
+        .filter(|l| l.method == "POST" && l.session == c.session)
+        .filter(|l| l.request_ids.contains(&rid))
+        .count();
+    let answered_posts = legs
+        .iter()
+        .map(|m| m.client)
+        .filter(|l| l.method == "POST" && l.status.is_some())
+        .filter(|l| l.session == c.session && l.request_id == c.request_id)
+        .count();
+    served > answered_posts
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -684,6 +696,48 @@ mod tests {
     fn a_resent_call_is_reissued_only_if_its_lost_sending_reached_the_server() {
         assert_eq!(resent(true), set(&["reissued"]));
         assert_eq!(resent(false), set(&[]));
+    }
+
+    /// A POST cut after events 0..=2 and re-sent as request 2 with the same key; the lab served
+    /// the re-send when `resend_reached` (else it was lost in flight with its connection).
+    fn cut_then_resent(resend_reached: bool) -> BTreeSet<String> {
+        let key = Some("k-1".to_owned());
+        let mut cut = client("POST", None, &[0, 1, 2], true, "io-closed");
+        cut.idempotency_key = key.clone();
+        let mut again = ClientLeg {
+            request_id: Some(2),
+            status: None,
+            dispatched: Vec::new(),
+            committed: String::new(),
+            idempotency_key: key,
+            ..client("POST", None, &[], false, "closed-before-head")
+        };
+        let mut lab_legs = vec![lab("POST", None, &[0, 1, 2, 3])];
+        if resend_reached {
+            let mut served = lab("POST", None, &[0]);
+            served.request_ids = vec!["2".into()];
+            lab_legs.push(served);
+            again.stop = "io".into();
+        }
+        expected(&Truth {
+            lab: lab_legs,
+            clients: vec![vec![cut, again]],
+            tcp_resets: false,
+        })
+    }
+
+    #[test]
+    fn a_resend_lost_in_flight_proves_nothing_and_the_cut_call_is_abandoned() {
+        let lost = cut_then_resent(false);
+        assert!(
+            lost.contains("abandoned") && !lost.contains("reissued"),
+            "{lost:?}"
+        );
+        let reached = cut_then_resent(true);
+        assert!(
+            reached.contains("reissued") && !reached.contains("abandoned"),
+            "{reached:?}"
+        );
     }
 
     /// A POST that dispatched 1-1 … 1-3 and ended with `stop`, then a resume from the stale

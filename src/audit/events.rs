@@ -307,8 +307,11 @@ impl Engine {
                     let from = start.flatten().max(s.read_before(now, t));
                     // Only a TCP reset discards: an h2 stream reset (`h2_stream` named)
                     // comes in order after the bytes before it, which the client's h2 stack
-                    // received and hands on before the reset.
-                    if action == CutAction::Reset && point.h2_stream.is_none() {
+                    // received and hands on before the reset. A stream a connection reset
+                    // ended with it (`with_connection`) is a TCP reset's: an h2 client that
+                    // meets the reset while writing drops what it had not decoded.
+                    let tcp = point.h2_stream.is_none() || point.with_connection;
+                    if action == CutAction::Reset && tcp {
                         s.unread = s.last_ordinal().map(|through| (from, through));
                     }
                     // A client may resume from anywhere on this leg, however stale.

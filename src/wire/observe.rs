@@ -132,6 +132,11 @@ pub struct CutPoint {
     /// `END_STREAM` the proxy wrote; the connection and its other streams live on). `None`: the
     /// whole connection ended (HTTP/1.1, or `scope = "connection"` on h2).
     pub h2_stream: Option<u64>,
+    /// On HTTP/2, set on the point a connection-scope cut records for each other stream it
+    /// ended (`h2_stream` names that stream): the stream ended with the whole TCP connection,
+    /// not with a frame of its own, so a reset there may discard what the client had not read.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub with_connection: bool,
 }
 
 /// One thing an observer learned, for the audit. Additive: consumers ignore what they do not

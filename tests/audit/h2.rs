@@ -746,3 +746,74 @@ async fn the_same_stale_cursor_after_a_connection_reset_on_h2_is_inside_the_unre
     );
     assert!(found.contains(&K::TornCut), "{found:?}");
 }
+
+/// Call 7 on stream 1 delivers 7-1 … 7-3 and call 9 on stream 3 is torn by a reset of the
+/// whole connection, which records stream 1's end at its last event as the relay does (its
+/// point names stream 1, `with_connection` as given); the client resumes stream 1 on another
+/// connection from the stale cursor 7-2.
+fn stale_resume_of_the_other_stream(w: &mut Wire, with_connection: bool) {
+    h2c(w, 1);
+    call_on(w, 1, 1, "7");
+    call_on(w, 1, 3, "9");
+    w.sse_ok(1, 1);
+    w.sse_ok(1, 3);
+    let whole: String = (1..=3)
+        .map(|i| msg(&format!("7-{i}"), &progress_of("t7", i)))
+        .collect();
+    w.deliver_h2(1, 1, &whole, None, CutAction::Reset);
+    w.deliver_h2(
+        1,
+        3,
+        &msg("9-1", &progress_of("t9", 1)),
+        None,
+        CutAction::Reset,
+    );
+    let cut = |point: CutPoint| Observation::Cut {
+        conn: 1,
+        direction: Direction::Downstream,
+        action: CutAction::Reset,
+        point,
+    };
+    w.rec(cut(CutPoint {
+        class: Some(tearline::wire::SseClass::Boundary),
+        last_committed_id: Some("7-3".into()),
+        exchange: Some(1),
+        h2_stream: Some(1),
+        with_connection,
+        ..CutPoint::default()
+    }));
+    w.end(1, 3, false);
+    w.rec(cut(CutPoint {
+        class: Some(tearline::wire::SseClass::MidValue),
+        torn_bytes: 12,
+        last_committed_id: Some("9-1".into()),
+        exchange: Some(3),
+        h2_stream: None,
+        ..CutPoint::default()
+    }));
+    w.rec(Observation::ConnClosed { conn: 1 });
+    h2c(w, 2);
+    w.resume(2, 1, S, "7-2");
+    w.sse_ok(2, 1);
+    let replay = msg("7-3", &progress_of("t7", 3)) + &msg("7-r", &result("7", "ok"));
+    w.deliver_h2(2, 1, &replay, None, CutAction::Reset);
+    w.end(2, 1, true);
+    w.auditor.finish();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_a_connection_reset_ended_with_another_keeps_the_unread_window() {
+    let mut w = Wire::new();
+    stale_resume_of_the_other_stream(&mut w, true);
+    assert!(
+        !w.kinds().contains(&K::CursorBehind),
+        "{:#?}",
+        w.auditor.findings()
+    );
+    // The same point as a stream's own cut (RST_STREAM discards nothing): the cursor is stale.
+    let mut w = Wire::new();
+    stale_resume_of_the_other_stream(&mut w, false);
+    let behind = of(&w, K::CursorBehind);
+    assert_eq!(behind.len(), 1, "{:#?}", w.auditor.findings());
+    assert_eq!(behind[0].stream.h2_stream, Some(1));
+}

@@ -304,6 +304,7 @@ impl H2Half {
                     rpc_id: r.ex.req.rpc_id.get().cloned().flatten(),
                     exchange: Some(u64::from(*id)),
                     h2_stream: Some(u64::from(*id)),
+                    with_connection: true,
                     ..crate::wire::CutPoint::default()
                 })
             })

@@ -824,6 +824,7 @@ fn where_each_open_sse_stream_stands_is_its_last_bodys_end_with_the_event_it_wou
         [Some(1), Some(3)],
         "{all:#?}"
     );
+    assert!(all.iter().all(|p| p.with_connection), "{all:#?}");
     let one = &all[0];
     assert_eq!(one.class, Some(SseClass::MidValue));
     assert_eq!(one.raw_offset, hel_end);

@@ -437,6 +437,7 @@ impl Wire {
                 by: None,
                 llm: None,
                 h2_stream: h2.then_some(seq),
+                with_connection: false,
             },
         });
         if !h2 {
