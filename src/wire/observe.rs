@@ -135,7 +135,6 @@ pub struct CutPoint {
     /// On HTTP/2, set on the point a connection-scope cut records for each other stream it
     /// ended (`h2_stream` names that stream): the stream ended with the whole TCP connection,
     /// not with a frame of its own, so a reset there may discard what the client had not read.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub with_connection: bool,
 }
 

@@ -246,6 +246,7 @@ mod tests {
                 llm: None,
                 by: Some("sse_cut"),
                 h2_stream: None,
+                with_connection: false,
             },
         }
     }
@@ -289,7 +290,8 @@ mod tests {
             "class": "mid-value", "event_index": 41, "pending_id": "42",
             "last_committed_id": "41", "torn_bytes": 77, "body_bytes": null,
             "data_line": 1, "tls_end": null, "outage_ms": 250,
-            "llm_position": null, "by": "sse_cut", "h2_stream": null
+            "llm_position": null, "by": "sse_cut", "h2_stream": null,
+            "with_connection": false
         });
         assert_eq!(json, expected);
     }

@@ -409,25 +409,22 @@ impl<'a> Core<'a> {
                 ..point
             },
         });
-        // The bytes before the cut leave on time; the reset (or end) when the fault said.
+        // The bytes before the cut leave on time; the reset (or the clean end) when the fault
+        // said (`stall_ms` later).
+        let split = cut.to_client.len() - cut.end_len();
         let to_client = Bytes::from(cut.to_client);
-        let split = if cut.clean {
-            to_client.len()
-        } else {
-            to_client.len() - (HEADER_LEN + 4)
-        };
         if split > 0 {
             self.emit(dir, to_client.slice(..split), Some(raw_end), now);
         } else {
             self.observer.delivered_through(dir, raw_end);
         }
+        self.queues[ix(dir)].push(Out::Bytes {
+            bytes: to_client.slice(split..),
+            at: d.last_at,
+            counted: false,
+            release: None,
+        });
         if !cut.clean {
-            self.queues[ix(dir)].push(Out::Bytes {
-                bytes: to_client.slice(split..),
-                at: d.last_at,
-                counted: false,
-                release: None,
-            });
             self.record_reset(dir, h.stream, d.scope.client_code);
         }
         if self.writable(Direction::Upstream) {

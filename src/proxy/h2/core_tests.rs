@@ -3,6 +3,7 @@
 //! is `mid-value` from cut point 5 on; stream 3 carries no positions).
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures_util::FutureExt;
 use rand::SeedableRng;
@@ -131,11 +132,19 @@ fn converse(
     action: &str,
     scope: CutScope,
 ) -> (OutQueue<'static>, OutQueue<'static>, Vec<Observation>) {
+    converse_with(&format!("action = \"{action}\""), scope, Instant::now())
+}
+
+/// [`converse`] with the fault's keys besides `at` spelled out, at `now`.
+fn converse_with(
+    keys: &str,
+    scope: CutScope,
+    now: Instant,
+) -> (OutQueue<'static>, OutQueue<'static>, Vec<Observation>) {
     let proxy = crate::proxy::Proxy::new(ProxyConfig::new("t", "127.0.0.1:9"));
     let keep = Arc::new(Keep::default());
     proxy.set_sink(Some(keep.clone()));
-    let cfg: SseCutConfig =
-        toml::from_str(&format!("at = \"mid-value\"\naction = \"{action}\"")).unwrap();
+    let cfg: SseCutConfig = toml::from_str(&format!("at = \"mid-value\"\n{keys}")).unwrap();
     let f = factory_h2(
         cfg,
         H2Keys {
@@ -144,7 +153,6 @@ fn converse(
         },
     );
     let mut rng = crate::fault::conn_rng(1, "t", 0);
-    let now = Instant::now();
     let fault = f.instantiate(&mut rng, now).unwrap();
     let faults = Faults {
         body: vec![(fault, f.h2_body_cut().unwrap())],
@@ -300,10 +308,16 @@ fn a_clean_end_ends_stream_1_with_end_stream_and_resets_only_the_server_side() {
     let (client, server, credit, obs) = run("clean-end");
     let f = frames(&client);
     let one: Vec<_> = f.iter().filter(|(h, _)| h.stream == 1).collect();
-    assert_eq!(one.len(), 2, "HEADERS, then the ending DATA");
+    assert_eq!(
+        one.len(),
+        3,
+        "HEADERS, the bytes before the cut, then the ending DATA"
+    );
     assert_eq!(one[1].0.kind, FrameType::Data);
-    assert!(one[1].0.has(flags::END_STREAM));
+    assert!(!one[1].0.has(flags::END_STREAM));
     assert_eq!(one[1].1, b"data:");
+    assert_eq!(one[2].0.kind, FrameType::Data);
+    assert!(one[2].0.has(flags::END_STREAM) && one[2].1.is_empty());
     let s = frames(&server);
     assert_eq!(s.last().map(|(h, _)| h.kind), Some(FrameType::RstStream));
     assert_eq!(credit, 10 + 13);
@@ -319,6 +333,45 @@ fn a_clean_end_ends_stream_1_with_end_stream_and_resets_only_the_server_side() {
         window_increment(&crate::wire::h2::frame::window_update(0, credit)[HEADER_LEN..]),
         Some(credit)
     );
+}
+
+/// Stream 1's items toward the client after its head: (time after `now`, frame kinds, whether
+/// the last frame ends the stream).
+fn stream_one_items(q: &OutQueue, now: Instant) -> Vec<(Duration, Vec<FrameType>)> {
+    let mut out = Vec::new();
+    while let Some(next) = q.next().now_or_never() {
+        if let Next::Item(Out::Bytes { bytes, at, .. }) = next {
+            let kinds: Vec<FrameType> = frames(&bytes)
+                .into_iter()
+                .filter(|(h, _)| h.stream == 1 && h.kind != FrameType::Headers)
+                .map(|(h, _)| h.kind)
+                .collect();
+            if !kinds.is_empty() {
+                out.push((at - now, kinds));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_stalled_stream_cut_sends_the_bytes_before_it_at_once_and_its_end_stall_ms_later() {
+    let stall = Duration::from_millis(250);
+    for action in ["reset", "clean-end"] {
+        let now = Instant::now();
+        let keys = format!("action = \"{action}\"\nstall_ms = 250");
+        let (_, to_client, _) = converse_with(&keys, CutScope::Stream, now);
+        let end = if action == "reset" {
+            FrameType::RstStream
+        } else {
+            FrameType::Data
+        };
+        assert_eq!(
+            stream_one_items(&to_client, now),
+            [(Duration::ZERO, vec![FrameType::Data]), (stall, vec![end])],
+            "{action}"
+        );
+    }
 }
 
 #[test]

@@ -16,8 +16,10 @@ use crate::wire::h2::{ErrorCode, FrameHeader};
 /// What a stream-scope cut of one `DATA` frame writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct StreamCut {
-    /// To the client, in order: the `DATA` frame of the bytes before the cut (absent for a
-    /// reset at body byte 0), then `RST_STREAM(client_code)` for a reset.
+    /// To the client, in order: the `DATA` frame of the bytes before the cut (absent at body
+    /// byte 0), then the end — `RST_STREAM(client_code)` for a reset, an empty `DATA` with
+    /// `END_STREAM` for a clean end — as its own frame, [`StreamCut::end_len`] bytes, so that it
+    /// can leave later than the bytes before it (`stall_ms`).
     pub(crate) to_client: Vec<u8>,
     /// To the server: `RST_STREAM(CANCEL)`.
     pub(crate) to_server: [u8; HEADER_LEN + 4],
@@ -42,11 +44,13 @@ pub(crate) fn cut_data(
     let clean = action == CutAction::CleanEnd;
     let kept = &payload[body.start..body.start + k];
     let mut to_client = Vec::with_capacity(2 * HEADER_LEN + 4 + k);
-    if clean || k > 0 {
-        to_client.extend_from_slice(&data_header(header.stream, k as u32, clean));
+    if k > 0 {
+        to_client.extend_from_slice(&data_header(header.stream, k as u32, false));
         to_client.extend_from_slice(kept);
     }
-    if !clean {
+    if clean {
+        to_client.extend_from_slice(&data_header(header.stream, 0, true));
+    } else {
         to_client.extend_from_slice(&rst_stream(header.stream, client_code));
     }
     StreamCut {
@@ -54,6 +58,17 @@ pub(crate) fn cut_data(
         to_server: rst_stream(header.stream, ErrorCode::CANCEL),
         credit: (payload.len() - k) as u32,
         clean,
+    }
+}
+
+impl StreamCut {
+    /// Length of the frame that ends the stream, the last of [`StreamCut::to_client`].
+    pub(crate) fn end_len(&self) -> usize {
+        if self.clean {
+            HEADER_LEN
+        } else {
+            HEADER_LEN + 4
+        }
     }
 }
 
@@ -171,9 +186,14 @@ mod tests {
                 ErrorCode::CANCEL,
             );
             let out = frames(&cut.to_client);
-            assert_eq!(out.len(), 1, "k = {k}");
-            assert!(out[0].0.has(flags::END_STREAM));
-            assert_eq!(out[0].1, &b"hello"[..k]);
+            // The bytes before the cut (none at 0), then the end as a frame of its own.
+            assert_eq!(out.len(), if k == 0 { 1 } else { 2 }, "k = {k}");
+            let (end, body) = out.split_last().unwrap();
+            assert!(end.0.has(flags::END_STREAM) && end.1.is_empty());
+            assert_eq!(end.0.frame_len(), cut.end_len());
+            let sent: Vec<u8> = body.iter().flat_map(|(_, p)| p.clone()).collect();
+            assert_eq!(sent, &b"hello"[..k]);
+            assert!(body.iter().all(|(h, _)| !h.has(flags::END_STREAM)));
             assert_eq!(cut.credit as usize, 5 - k);
             assert!(cut.clean);
         }
