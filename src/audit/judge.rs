@@ -49,7 +49,8 @@
 //!   continuation has its own order and skips by definition).
 //! - `replay-exact` iff none of the above, the cursor was right (no `cursor-ahead` or
 //!   `cursor-behind`: the resume as a whole was not clean), the proxy did not cut the leg, the
-//!   leg did not break (end uncleanly) before every owed event came, and it did not end
+//!   leg did not break (end uncleanly) before every owed event came nor before its first
+//!   event, and it did not end
 //!   cleanly with a `tools/call` still unanswered (then `pending-call` is the finding, unless
 //!   `explicit-loss` or `silent-empty` already says it).
 //!
@@ -281,8 +282,10 @@ impl Resume {
             }
         }
         // A leg that broke under the client (not by the proxy) before every owed event came
-        // shows neither a gap (the server skipped nothing the wire saw) nor an exact replay.
-        let broke_short = !end.clean && self.missing_owed().next().is_some();
+        // shows neither a gap (the server skipped nothing the wire saw) nor an exact replay;
+        // nor does one that broke before its first event, owed or not: it replayed nothing.
+        let broke_short = !end.clean
+            && (self.missing_owed().next().is_some() || self.classes.is_empty());
         let withheld = explicit
             || end.cut
             || broke_short
@@ -526,11 +529,14 @@ mod tests {
     }
 
     #[test]
-    fn an_empty_replay_whose_connection_broke_is_not_silent() {
+    fn an_empty_replay_whose_connection_broke_is_neither_silent_nor_exact() {
         let r = Resume::new("1".into(), Some(0), Some(0), Vec::new());
         let mut e = end(200, false);
         e.call_unanswered = true;
-        assert!(!kinds(&r, e).contains(&FindingKind::SilentEmpty));
+        assert!(kinds(&r, e).is_empty());
+        // Nothing owed and nothing came: broken, it replayed nothing; ended, it was exact.
+        assert!(kinds(&r, end(200, false)).is_empty());
+        assert_eq!(kinds(&r, end(200, true)), vec![FindingKind::ReplayExact]);
         let mut e = end(200, true);
         e.call_unanswered = true;
         assert_eq!(kinds(&r, e), vec![FindingKind::SilentEmpty]);
