@@ -284,8 +284,8 @@ impl Resume {
         // A leg that broke under the client (not by the proxy) before every owed event came
         // shows neither a gap (the server skipped nothing the wire saw) nor an exact replay;
         // nor does one that broke before its first event, owed or not: it replayed nothing.
-        let broke_short = !end.clean
-            && (self.missing_owed().next().is_some() || self.classes.is_empty());
+        let broke_short =
+            !end.clean && (self.missing_owed().next().is_some() || self.classes.is_empty());
         let withheld = explicit
             || end.cut
             || broke_short

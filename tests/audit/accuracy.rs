@@ -22,7 +22,9 @@
 //! dropped responses already delivered (the proxy now reads and discards until the client
 //! closes); and a connection reset recorded each other stream's end as if that stream alone
 //! had been reset, so the reset's unread window (what the client may never have read) was lost
-//! for them (`CutPoint::with_connection`). Now 32,000 loaded runs of those cells, no miss.
+//! for them (`CutPoint::with_connection`). Then 32,000 loaded runs of those cells, no miss;
+//! quiet, a resume leg that broke before its first event was still `replay-exact` where the
+//! truth (which needs an event) was not (the judge now agrees). bench/RESULTS.md, session 17.
 //!
 //! MCP 2026-07-28 (issue 24): the quick subset of the modern matrix — the real TypeScript and
 //! Python SDK clients run by app scripts (identical calls, distinct calls, unmarked and marked
