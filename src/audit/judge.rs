@@ -50,9 +50,8 @@
 //! - `replay-exact` iff none of the above, the cursor was right (no `cursor-ahead` or
 //!   `cursor-behind`: the resume as a whole was not clean), the proxy did not cut the leg, the
 //!   leg did not break (end uncleanly) before every owed event came nor before its first
-//!   event, and it did not end
-//!   cleanly with a `tools/call` still unanswered (then `pending-call` is the finding, unless
-//!   `explicit-loss` or `silent-empty` already says it).
+//!   event, and it did not end cleanly with a `tools/call` still unanswered (then
+//!   `pending-call` is the finding, unless `explicit-loss` or `silent-empty` already says it).
 //!
 //! A leg cut by the proxy is judged only for what it showed wrong; its completeness is judged
 //! by the next resume. Unseen ids after the owed ones are the normal continuation: the proxy

@@ -395,10 +395,8 @@ const LINGER_BYTES: usize = 4 << 20;
 /// sees its write fail may drop the connection before it decodes what it already received —
 /// an HTTP/2 client with another request in flight then loses responses the wire delivered,
 /// and an orderly FIN cut arrives as a reset.
-async fn linger(tcp: TcpStream) {
+async fn linger(mut tcp: TcpStream) {
     use tokio::io::AsyncReadExt;
-    discard_unread(&tcp);
-    let mut tcp = tcp;
     let mut buf = [0u8; 8192];
     let mut seen = 0usize;
     let deadline = tokio::time::Instant::now() + LINGER_LIMIT;

@@ -129,8 +129,9 @@ pub struct CutPoint {
     /// The fault kind that decided the cut (set by the pump).
     pub by: Option<&'static str>,
     /// On an HTTP/2 connection, the stream the cut ended (stream scope: `RST_STREAM` or an
-    /// `END_STREAM` the proxy wrote; the connection and its other streams live on). `None`: the
-    /// whole connection ended (HTTP/1.1, or `scope = "connection"` on h2).
+    /// `END_STREAM` the proxy wrote; the connection and its other streams live on), or one of
+    /// the other streams a connection cut ended (`with_connection`). `None`: the whole
+    /// connection ended (HTTP/1.1, or `scope = "connection"` on h2), described where it fell.
     pub h2_stream: Option<u64>,
     /// On HTTP/2, set on the point a connection-scope cut records for each other stream it
     /// ended (`h2_stream` names that stream): the stream ended with the whole TCP connection,

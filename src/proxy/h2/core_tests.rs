@@ -335,8 +335,7 @@ fn a_clean_end_ends_stream_1_with_end_stream_and_resets_only_the_server_side() {
     );
 }
 
-/// Stream 1's items toward the client after its head: (time after `now`, frame kinds, whether
-/// the last frame ends the stream).
+/// Stream 1's items toward the client after its head: (time after `now`, frame kinds).
 fn stream_one_items(q: &OutQueue, now: Instant) -> Vec<(Duration, Vec<FrameType>)> {
     let mut out = Vec::new();
     while let Some(next) = q.next().now_or_never() {
